@@ -1,0 +1,375 @@
+"""Semantic analysis: a parsed `Def` -> a checked `Op`.
+
+Resolves names, checks every rule of the language with a precise message at
+the offending node, infers types (see dtypes.py) and index ranges (see
+ranges.py), and derives each output's dtype and shape. Rules enforced here:
+
+  * inputs are never written; every tensor written is a declared output and
+    every declared output is written; names are unique;
+  * an output may be read only after a statement wrote it; a statement may
+    read the tensor it writes (an update such as `O(i) = O(i) / N` reads the
+    value from before the statement); no statement may write a tensor after
+    another statement read it (so reads see a tensor's final value);
+  * `=` may not have reduction indices; a reduction without `!` needs an
+    earlier definition of its tensor; statements writing one tensor agree on
+    its rank;
+  * subscripts are integers; ternary conditions and logic operands are bool
+    or integer; typed outputs accept a statement's type only where no
+    information is lost (cast explicitly otherwise).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+
+from ..errors import LangError
+from . import builtins, dtypes
+from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, LetClause,
+                  LetRef, Name, RangeClause, Read, Select, Size, Stmt, Unary, walk)
+from .dtypes import DType
+from .op import Op, Range, Statement, Tensor
+from .printer import expr_to_text
+from .ranges import infer_ranges
+from .symbolic import NotSymbolic, from_sympy, to_sympy
+
+COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+LOGIC = ("&&", "||")
+
+
+def check_def(d: Def) -> Op:
+    return _Checker(d).run()
+
+
+class _Checker:
+    def __init__(self, d: Def):
+        self.d = d
+        self.sizes: list[str] = []
+        self.inputs: dict[str, tuple[DType, tuple[Expr, ...]]] = {}
+        self.declared: dict[str, object] = {}  # output name -> OutParam
+
+    # ---------------------------------------------------------------- header
+    def run(self) -> Op:
+        d = self.d
+        seen: dict[str, object] = {}
+        for p in d.inputs:
+            if p.name in seen:
+                raise LangError(f"tensor '{p.name}' is declared twice", p.loc)
+            seen[p.name] = p
+            dims = []
+            for dim in p.dims:
+                if isinstance(dim, Name):
+                    if dim.name not in self.sizes:
+                        self.sizes.append(dim.name)
+                    dims.append(Size(dim.name, dtypes.int32, loc=dim.loc))
+                else:
+                    dims.append(dataclasses.replace(dim, dtype=dtypes.int32))
+            self.inputs[p.name] = (dtypes.BY_NAME[p.type_name], tuple(dims))
+        for o in d.outputs:
+            if o.name in seen:
+                what = "an input" if o.name in self.inputs else "an output"
+                raise LangError(f"output '{o.name}' is already declared as {what}", o.loc)
+            seen[o.name] = o
+            self.declared[o.name] = o
+        for name in self.sizes:
+            if name in seen:
+                raise LangError(f"'{name}' is both a size variable and a tensor name", seen[name].loc)
+        out_dims = {}
+        for o in d.outputs:
+            if o.dims is not None:
+                out_dims[o.name] = tuple(self.size_expr(x, "a typed output's shape") for x in o.dims)
+
+        # tensor name -> (dtype, SymPy shape, rank) of what has been written so far
+        self.written: dict[str, dict] = {}
+        self.read_at: dict[str, Stmt] = {}
+        stmts, checked = [], []
+        for s in d.stmts:
+            st, stmt = self.statement(s)
+            stmts.append(stmt)
+            checked.append(st)
+        for o in d.outputs:
+            if o.name not in self.written:
+                raise LangError(f"output '{o.name}' is declared but never written", o.loc)
+
+        inputs = tuple(Tensor(p.name, self.inputs[p.name][0], self.inputs[p.name][1], True)
+                       for p in d.inputs)
+        outputs = []
+        for o in d.outputs:
+            w = self.written[o.name]
+            shape = tuple(from_sympy(x) for x in w["shape"])
+            outputs.append(Tensor(o.name, w["dtype"], shape, False, out_dims.get(o.name)))
+        definition = dataclasses.replace(d, stmts=tuple(stmts))
+        return Op(d.name, inputs, tuple(outputs), tuple(checked), tuple(self.sizes), definition)
+
+    def size_expr(self, e: Expr, what: str) -> Expr:
+        """Resolve an expression that may use only size variables and integers."""
+        for x in walk(e):
+            if isinstance(x, Name) and x.name not in self.sizes:
+                raise LangError(f"undefined size variable '{x.name}' in {what}", x.loc)
+            if isinstance(x, Const) and isinstance(x.value, float):
+                raise LangError(f"{what} must be an integer expression", x.loc)
+            if not isinstance(x, (Name, Const, Binary, Unary)) or (
+                    isinstance(x, Binary) and x.op not in "+-*/") or (
+                    isinstance(x, Unary) and x.op != "-"):
+                if not (isinstance(x, Call) and x.fn in ("min", "max") and len(x.args) == 2):
+                    raise LangError(f"{what} may use only size variables, integers, + - * / "
+                                    f"and min/max", getattr(x, "loc", None))
+        return self._resolve_sizes(e)
+
+    def _resolve_sizes(self, e: Expr) -> Expr:
+        if isinstance(e, Name):
+            return Size(e.name, dtypes.int32, loc=e.loc)
+        if isinstance(e, Const):
+            return dataclasses.replace(e, dtype=dtypes.int32)
+        if isinstance(e, Unary):
+            return dataclasses.replace(e, x=self._resolve_sizes(e.x), dtype=dtypes.int32)
+        if isinstance(e, Binary):
+            return dataclasses.replace(e, a=self._resolve_sizes(e.a), b=self._resolve_sizes(e.b),
+                                       dtype=dtypes.int32)
+        if isinstance(e, Call):
+            return dataclasses.replace(e, args=tuple(self._resolve_sizes(a) for a in e.args),
+                                       dtype=dtypes.int32)
+        raise AssertionError(e)
+
+    def rank(self, name: str) -> int | None:
+        if name in self.inputs:
+            return len(self.inputs[name][1])
+        if name in self.written:
+            return len(self.written[name]["shape"])
+        return None
+
+    # ------------------------------------------------------------- statements
+    def statement(self, s: Stmt) -> tuple[Statement, Stmt]:
+        name = s.tensor
+        if name in self.inputs:
+            raise LangError(f"input '{name}' cannot be written", s.loc)
+        if name not in self.declared:
+            raise LangError(f"tensor '{name}' is written but not declared as an output of "
+                            f"'{self.d.name}'", s.loc)
+        if name in self.read_at:
+            raise LangError(f"'{name}' is written here after a statement read it (line "
+                            f"{self.read_at[name].loc.line}); reads must see a tensor's final "
+                            f"value", s.loc)
+        for i, v in enumerate(s.indices):
+            if v in s.indices[:i]:
+                raise LangError(f"index '{v}' appears twice on the left-hand side", s.loc)
+            if v in self.sizes:
+                raise LangError(f"'{v}' is a size variable and cannot be used as an index", s.loc)
+            if v in self.inputs or v in self.declared:
+                raise LangError(f"'{v}' is a tensor and cannot be used as an index", s.loc)
+        prior = self.written.get(name)
+        if prior is not None and len(prior["shape"]) != len(s.indices):
+            raise LangError(f"'{name}' is written with {len(s.indices)} indices here but with "
+                            f"{len(prior['shape'])} by an earlier statement", s.loc)
+        continues = s.op != "=" and not s.init
+        if continues and prior is None:
+            raise LangError(f"reduction '{s.op}' continues an earlier definition of '{name}', but "
+                            f"there is none; write '{s.op}!' to start from the identity", s.loc)
+
+        # Lets first (they may use earlier lets), then the right-hand side.
+        self.lets: dict[str, Expr] = {}
+        self.stmt_indices: list[str] = list(s.indices)
+        self.current = s
+        where = []
+        for c in s.where:
+            if isinstance(c, LetClause):
+                if c.name in self.lets or c.name in s.indices or c.name in self.sizes or \
+                        self.rank(c.name) is not None or c.name in self.declared:
+                    raise LangError(f"where-binding '{c.name}' shadows another name", c.loc)
+                value = self.expr(c.value)
+                self.lets[c.name] = value
+                where.append(dataclasses.replace(c, value=value))
+            else:
+                where.append(c)
+        rhs = self.expr(s.rhs)
+        rhs_indices = list(self.stmt_indices)
+        resolved = []
+        for c in where:
+            if isinstance(c, RangeClause):
+                if c.var not in self.stmt_indices:
+                    raise LangError(f"where clause constrains '{c.var}', which is not an index "
+                                    f"of this statement", c.loc)
+                if any(isinstance(x, RangeClause) and x.var == c.var for x in resolved):
+                    raise LangError(f"index '{c.var}' has two range clauses", c.loc)
+                c = dataclasses.replace(c, lo=self.size_expr(c.lo, "a range bound"),
+                                        hi=self.size_expr(c.hi, "a range bound"))
+            elif isinstance(c, ExistsClause):
+                read = self.expr(c.read)
+                if not isinstance(read, Read):
+                    raise LangError("'where exists' needs a tensor read", c.loc)
+                c = dataclasses.replace(c, read=read)
+                if len(self.stmt_indices) != len(rhs_indices):
+                    v = self.stmt_indices[len(rhs_indices)]
+                    raise LangError(f"'where exists' uses index '{v}', which the statement does "
+                                    f"not use", c.loc)
+            resolved.append(c)
+        spatial = tuple(s.indices)
+        reduce = tuple(v for v in self.stmt_indices if v not in spatial)
+        if s.op == "=" and reduce:
+            raise LangError(f"index '{reduce[0]}' appears only on the right-hand side of '=': "
+                            f"it would be a reduction index; use a reduction such as '+=!' (or "
+                            f"did you mean a size variable?)", s.loc)
+        stmt = dataclasses.replace(s, rhs=rhs, where=tuple(resolved))
+
+        # Types.
+        value = rhs.dtype
+        if s.reduce_op is not None and (reduce or continues):
+            if value.is_bool and s.reduce_op in ("+", "*"):
+                acc = dtypes.int32
+            elif value.is_low_precision:
+                acc = dtypes.float32
+            else:
+                acc = value
+            result = acc
+        else:
+            acc = value.compute if not value.is_bool else value
+            result = value
+        decl = self.declared[name]
+        if decl.type_name is not None:
+            tdtype, origin = dtypes.BY_NAME[decl.type_name], "declared"
+        elif prior is not None:
+            tdtype, origin = prior["dtype"], f"from its first definition, line {prior['line']}"
+        else:
+            tdtype, origin = result, ""
+        if not dtypes.can_store(result, tdtype):
+            raise LangError(f"type mismatch: the statement computes {result} but '{name}' is "
+                            f"{tdtype} ({origin}); cast explicitly, e.g. {tdtype}(...)", s.loc)
+        if continues and not tdtype.is_bool and acc != tdtype.compute and acc.is_float != tdtype.is_float:
+            acc = dtypes.promote(acc, tdtype.compute)
+
+        # Ranges.
+        shapes = {t: v[1] for t, v in self.inputs.items()}
+        sym_shapes = {t: tuple(to_sympy(x) for x in dims) for t, dims in shapes.items()}
+        sym_shapes.update({t: w["shape"] for t, w in self.written.items()})
+        fixed = {c.var: (to_sympy(c.lo), to_sympy(c.hi)) for c in resolved
+                 if isinstance(c, RangeClause)}
+        lhs_shape = prior["shape"] if prior is not None else None
+        known = infer_ranges(stmt, spatial, reduce, sym_shapes,
+                             lhs_shape if continues else None, fixed)
+        ranges = tuple(Range(v, _expr(known[v][0], s), _expr(known[v][1], s))
+                       for v in spatial + reduce)
+        shape = tuple(known[v][1] for v in spatial)
+        self.written[name] = {"dtype": tdtype, "shape": shape,
+                              "line": prior["line"] if prior else s.loc.line if s.loc else 0}
+        read_exprs = [rhs] + [c.read for c in resolved if isinstance(c, ExistsClause)] + \
+            [c.value for c in where if isinstance(c, LetClause)]
+        for e in read_exprs:
+            for x in walk(e):
+                if isinstance(x, Read) and x.tensor in self.declared and x.tensor != name:
+                    self.read_at.setdefault(x.tensor, s)
+        return Statement(stmt, spatial, reduce, ranges, value, acc, continues), stmt
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e: Expr) -> Expr:
+        if isinstance(e, Const):
+            t = dtypes.float32 if isinstance(e.value, float) else dtypes.int32
+            return dataclasses.replace(e, dtype=t)
+        if isinstance(e, Name):
+            return self.name(e)
+        if isinstance(e, Call):
+            return self.call(e)
+        if isinstance(e, Read):  # already resolved (re-checking a printed op)
+            return self.read(e.tensor, e.args, e.loc)
+        if isinstance(e, Unary):
+            x = self.expr(e.x)
+            if e.op == "!":
+                self.need_logical(x, "operand of '!'")
+                return dataclasses.replace(e, x=x, dtype=dtypes.bool_)
+            if x.dtype.is_bool:
+                raise LangError("type mismatch: unary '-' on a bool", e.loc)
+            return dataclasses.replace(e, x=x, dtype=dtypes.promote(x.dtype, x.dtype))
+        if isinstance(e, Binary):
+            a, b = self.expr(e.a), self.expr(e.b)
+            if e.op in LOGIC:
+                self.need_logical(a, f"left operand of '{e.op}'")
+                self.need_logical(b, f"right operand of '{e.op}'")
+                t = dtypes.bool_
+            elif e.op in COMPARISONS:
+                t = dtypes.bool_
+            else:
+                t = dtypes.promote(a.dtype, b.dtype)
+            return dataclasses.replace(e, a=a, b=b, dtype=t)
+        if isinstance(e, Select):
+            c = self.expr(e.cond)
+            self.need_logical(c, "condition of '?:'")
+            a, b = self.expr(e.a), self.expr(e.b)
+            t = a.dtype if a.dtype == b.dtype else dtypes.promote(a.dtype, b.dtype)
+            return dataclasses.replace(e, cond=c, a=a, b=b, dtype=t)
+        if isinstance(e, Cast):
+            x = self.expr(e.x)
+            return dataclasses.replace(e, x=x, dtype=dtypes.BY_NAME[e.type_name])
+        if isinstance(e, (Index, Size, LetRef)):
+            return self.name(Name(e.name, loc=e.loc))
+        raise AssertionError(f"unexpected node {e!r}")
+
+    def need_logical(self, x: Expr, what: str):
+        if x.dtype.is_float:
+            raise LangError(f"type mismatch: {what} must be bool or integer, got {x.dtype} "
+                            f"(compare explicitly, e.g. x != 0.0)", x.loc)
+
+    def name(self, e: Name) -> Expr:
+        n = e.name
+        if n in self.lets:
+            return LetRef(n, self.lets[n].dtype, loc=e.loc)
+        if n in self.sizes:
+            return Size(n, dtypes.int32, loc=e.loc)
+        r = self.rank(n)
+        if r is None and n in self.declared:
+            raise LangError(f"output '{n}' is read before any statement writes it", e.loc)
+        if r is not None:
+            if r != 0:
+                raise LangError(f"tensor '{n}' has {r} dimension{'s' if r != 1 else ''} but is "
+                                f"read without indices", e.loc)
+            return self.read(n, (), e.loc)
+        if n in dtypes.BY_NAME:
+            raise LangError(f"type name '{n}' used as a value", e.loc)
+        if n not in self.stmt_indices:
+            self.stmt_indices.append(n)
+        return Index(n, dtypes.int32, loc=e.loc)
+
+    def call(self, e: Call) -> Expr:
+        n = e.fn
+        if n in self.inputs or n in self.declared:
+            return self.read(n, e.args, e.loc)
+        if n in builtins.UNSUPPORTED:
+            raise LangError(f"builtin '{n}' is not supported by tcomp yet", e.loc)
+        if not builtins.is_builtin(n):
+            if n in self.sizes or n in self.stmt_indices or n in self.lets:
+                raise LangError(f"'{n}' is not a tensor or function and cannot be called", e.loc)
+            raise LangError(f"unknown tensor or function '{n}'", e.loc)
+        want = builtins.ARITY[n]
+        if len(e.args) != want:
+            raise LangError(f"'{n}' takes {want} argument{'s' if want != 1 else ''}, got "
+                            f"{len(e.args)}", e.loc)
+        args = tuple(self.expr(a) for a in e.args)
+        t = args[0].dtype
+        for a in args[1:]:
+            t = t if t == a.dtype else dtypes.promote(t, a.dtype)
+        if builtins.returns_float(n):
+            if not t.is_float:
+                t = dtypes.float32
+        elif t.is_bool or (t.is_int and t.bits < 32):
+            t = dtypes.promote(t, t)
+        return dataclasses.replace(e, args=args, dtype=t)
+
+    def read(self, n: str, args, loc) -> Read:
+        r = self.rank(n)
+        if r is None:
+            raise LangError(f"output '{n}' is read before any statement writes it", loc)
+        if len(args) != r:
+            raise LangError(f"tensor '{n}' has {r} dimension{'s' if r != 1 else ''} but is "
+                            f"indexed with {len(args)}", loc)
+        checked = tuple(self.expr(a) for a in args)
+        for a in checked:
+            if not a.dtype.is_int:
+                raise LangError(f"subscript of '{n}' must be an integer, got {a.dtype}", a.loc)
+        dtype = self.inputs[n][0] if n in self.inputs else self.written[n]["dtype"]
+        return Read(n, checked, dtype, loc=loc)
+
+
+def _expr(s, stmt: Stmt) -> Expr:
+    try:
+        return from_sympy(s)
+    except NotSymbolic:
+        raise LangError(f"cannot express the inferred range {s} as a size expression; add a "
+                        f"where clause", stmt.loc) from None

@@ -1,0 +1,113 @@
+"""`Op`: a checked def — tensors with dtypes and shapes, statements with their
+index ranges and accumulation types. This is what schedules and lowering see."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ast import Def, Expr, LetClause, Stmt
+from .dtypes import DType
+from .printer import def_to_text, expr_to_text
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    dtype: DType
+    shape: tuple[Expr, ...]  # size expressions
+    is_input: bool
+    declared_shape: tuple[Expr, ...] | None = None  # typed outputs: checked at run time
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __str__(self) -> str:
+        dims = ", ".join(expr_to_text(d) for d in self.shape)
+        return f"{self.dtype}({dims}) {self.name}" if self.shape else f"{self.dtype} {self.name}"
+
+
+@dataclass(frozen=True)
+class Range:
+    var: str
+    lo: Expr
+    hi: Expr  # exclusive
+
+    def __str__(self) -> str:
+        return f"{self.var} in {expr_to_text(self.lo, 1)}:{expr_to_text(self.hi, 1)}"
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A checked statement. `stmt` is the resolved, typed syntax node.
+
+    Semantics: for every point of `spatial` (in `ranges`), reduce the right-hand
+    side over the `reduce` indices with `reduce_op`, starting from the identity
+    when `stmt.init`, from the tensor's current value when it `continues` an
+    earlier definition; compute in `acc_dtype`, store as the tensor's dtype.
+    """
+    stmt: Stmt
+    spatial: tuple[str, ...]
+    reduce: tuple[str, ...]
+    ranges: tuple[Range, ...]  # spatial ranges first (LHS order), then reduction ranges
+    value_dtype: DType  # type of the right-hand side
+    acc_dtype: DType  # type the reduction (or continuation) accumulates in
+    continues: bool  # reduction without `!`: starts from the tensor's earlier value
+
+    @property
+    def tensor(self) -> str:
+        return self.stmt.tensor
+
+    @property
+    def rhs(self) -> Expr:
+        return self.stmt.rhs
+
+    @property
+    def reduce_op(self) -> str | None:
+        """'+', '*', 'max', 'min', or None (plain assignment, or `!` with no reduction index)."""
+        if self.stmt.op == "=":
+            return None
+        if not self.reduce and not self.continues:
+            return None
+        return self.stmt.reduce_op
+
+    @property
+    def lets(self) -> dict[str, Expr]:
+        return {c.name: c.value for c in self.stmt.where if isinstance(c, LetClause)}
+
+    def range_of(self, var: str) -> Range:
+        for r in self.ranges:
+            if r.var == var:
+                return r
+        raise KeyError(var)
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+    statements: tuple[Statement, ...]
+    size_vars: tuple[str, ...]  # in order of first appearance in the inputs
+    definition: Def  # the resolved def (for printing)
+
+    @property
+    def tensors(self) -> dict[str, Tensor]:
+        return {t.name: t for t in self.inputs + self.outputs}
+
+    def tensor(self, name: str) -> Tensor:
+        return self.tensors[name]
+
+    def to_text(self, notes: bool = True) -> str:
+        """TC text of the op; with `notes`, comments show inferred types and ranges."""
+        if not notes:
+            return def_to_text(self.definition)
+        by_stmt = {}
+        for i, st in enumerate(self.statements):
+            t = self.tensor(st.tensor)
+            red = f" reduce {', '.join(st.reduce)} in {st.acc_dtype}" if st.reduce else ""
+            rng = ", ".join(str(r) for r in st.ranges)
+            by_stmt[i] = f"{t}{red}" + (f"; {rng}" if rng else "")
+        return def_to_text(self.definition, by_stmt)
+
+    def __str__(self) -> str:
+        return self.to_text()

@@ -1,0 +1,296 @@
+"""Recursive-descent parser: source text -> `Module` (unchecked syntax tree).
+
+Grammar (TC's, with tcomp's extensions marked +):
+
+  module    := def*
+  def       := 'def' ID '(' [param {',' param}] ')' '->' '(' [output {',' output}] ')' '{' stmt* '}'
+  param     := TYPE ['(' dim {',' dim} ')'] ID        dim := ID | INT
+  output    := ID | TYPE ['(' dim {',' dim} ')'] ID   (+ typed outputs)
+  stmt      := ID ['(' [ID {',' ID}] ')'] ASSIGN expr ['<=>' expr] [where] ['<=>' expr] [';'] (+;)
+  ASSIGN    := '=' | '+=' | '*=' | 'max=' | 'min=' | '+=!' | '*=!' | 'max=!' | 'min=!'
+  where     := 'where' clause {',' clause}
+  clause    := ID 'in' expr ':' expr | 'exists' expr | ID '=' expr (+)
+  expr      := or ['?' expr ':' expr]                     (right associative)
+  or := and {'||' and}   and := eq {'&&' eq}   eq := rel {('=='|'!=') rel}
+  rel := add {('<'|'<='|'>'|'>=') add}   add := mul {('+'|'-') mul}
+  mul := unary {('*'|'/'|'%') unary}     unary := ('-'|'!') unary | postfix
+  postfix   := INT | FLOAT | ID | ID '(' [expr {',' expr}] ')' | '(' expr ')'
+"""
+from __future__ import annotations
+
+from .. errors import LangError
+from . import dtypes
+from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, LetClause, Module,
+                  Name, OutParam, Param, RangeClause, Read, Select, Stmt, Unary)
+from .lexer import Token, tokenize
+from .source import Source
+
+MAX_DEPTH = 200
+INT32_MAX = 2**31 - 1
+
+BINARY_LEVELS = (("||",), ("&&",), ("==", "!="), ("<", "<=", ">", ">="), ("+", "-"), ("*", "/", "%"))
+ASSIGN_OPS = ("=", "+=", "*=", "max=", "min=", "+=!", "*=!", "max=!", "min=!")
+
+
+def parse_module(text: str, name: str = "<tc>") -> Module:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise LangError(f"source is not valid UTF-8 (byte {e.start})") from None
+    if not isinstance(text, str):
+        raise LangError(f"source must be a str, got {type(text).__name__}")
+    return _Parser(Source(text, name)).module()
+
+
+class _Parser:
+    def __init__(self, source: Source):
+        self.toks = tokenize(source)
+        self.pos = 0
+        self.depth = 0
+
+    # -------------------------------------------------------------- helpers
+    @property
+    def tok(self) -> Token:
+        return self.toks[self.pos]
+
+    def peek(self, k: int = 1) -> Token:
+        return self.toks[min(self.pos + k, len(self.toks) - 1)]
+
+    def advance(self) -> Token:
+        t = self.toks[self.pos]
+        if t.kind != "eof":
+            self.pos += 1
+        return t
+
+    def error(self, what: str, tok: Token | None = None):
+        tok = tok or self.tok
+        raise LangError(f"expected {what}, found {tok.describe()}", tok.loc)
+
+    def expect_op(self, text: str) -> Token:
+        if not self.tok.is_op(text):
+            self.error(f"'{text}'")
+        return self.advance()
+
+    def expect_ident(self, what: str) -> Token:
+        if self.tok.kind != "ident":
+            self.error(what)
+        return self.advance()
+
+    def comma_list(self, item, close: str) -> list:
+        """Items separated by ',' up to (and consuming) the `close` token."""
+        out = []
+        if self.tok.is_op(close):
+            self.advance()
+            return out
+        while True:
+            out.append(item())
+            if self.tok.is_op(","):
+                self.advance()
+                continue
+            self.expect_op(close)
+            return out
+
+    # ------------------------------------------------------------ top level
+    def module(self) -> Module:
+        defs = []
+        while self.tok.kind != "eof":
+            if not self.tok.is_kw("def"):
+                self.error("'def'")
+            defs.append(self.def_())
+        return Module(tuple(defs))
+
+    def def_(self) -> Def:
+        start = self.advance()
+        name = self.expect_ident("a def name").text
+        self.expect_op("(")
+        inputs = self.comma_list(self.param, ")")
+        self.expect_op("->")
+        self.expect_op("(")
+        outputs = self.comma_list(self.out_param, ")")
+        self.expect_op("{")
+        stmts = []
+        while not self.tok.is_op("}"):
+            if self.tok.kind == "eof":
+                self.error("'}' to close the def")
+            stmts.append(self.stmt())
+        self.advance()
+        return Def(name, tuple(inputs), tuple(outputs), tuple(stmts), loc=start.loc)
+
+    def type_name(self) -> Token:
+        t = self.tok
+        if t.kind != "ident" or t.text not in dtypes.BY_NAME:
+            self.error("a type name (float, half, int32, ...)")
+        return self.advance()
+
+    def dims(self) -> tuple[Expr, ...]:
+        if not self.tok.is_op("("):
+            return ()
+        self.advance()
+        return tuple(self.comma_list(self.dim, ")"))
+
+    def dim(self) -> Expr:
+        t = self.tok
+        if t.kind == "ident" and t.text not in dtypes.BY_NAME:
+            self.advance()
+            return Name(t.text, loc=t.loc)
+        if t.kind == "int":
+            return self.int_const(self.advance())
+        self.error("a size variable or integer")
+
+    def param(self) -> Param:
+        ty = self.type_name()
+        dims = self.dims()
+        name = self.expect_ident("an input tensor name")
+        return Param(name.text, ty.text, dims, loc=name.loc)
+
+    def out_param(self) -> OutParam:
+        t = self.tok
+        if t.kind == "ident" and t.text in dtypes.BY_NAME:
+            ty = self.advance()
+            dims = self.dims()
+            name = self.expect_ident("an output tensor name")
+            return OutParam(name.text, ty.text, dims, loc=name.loc)
+        name = self.expect_ident("an output tensor name")
+        return OutParam(name.text, loc=name.loc)
+
+    # ------------------------------------------------------------ statements
+    def stmt(self) -> Stmt:
+        name = self.tok
+        if name.kind != "ident":
+            self.error("a statement (tensor name) or '}'")
+        if name.text in dtypes.BY_NAME:
+            raise LangError(f"'{name.text}' is a type name and cannot be written", name.loc)
+        self.advance()
+        indices: list[str] = []
+        if self.tok.is_op("("):
+            self.advance()
+            indices = self.comma_list(self.lhs_index, ")")
+        if not (self.tok.kind == "op" and self.tok.text in ASSIGN_OPS):
+            self.error("an assignment operator (=, +=, *=, max=, min=, or their ! forms)")
+        op = self.advance().text
+        init = op.endswith("!")
+        rhs = self.expr()
+        self.skip_equivalent()
+        where: list = []
+        if self.tok.is_kw("where"):
+            self.advance()
+            where.append(self.where_clause())
+            while self.tok.is_op(","):
+                self.advance()
+                where.append(self.where_clause())
+        self.skip_equivalent()
+        if self.tok.is_op(";"):
+            self.advance()
+        return Stmt(name.text, tuple(indices), op.rstrip("!"), init, rhs, tuple(where),
+                    loc=name.loc)
+
+    def skip_equivalent(self):
+        """`<=> name(args)`: TC's "equivalent to" annotation, accepted and ignored."""
+        if self.tok.is_op("<=>"):
+            self.advance()
+            self.expr()
+
+    def lhs_index(self) -> str:
+        t = self.tok
+        if t.kind != "ident" or self.peek().is_op("("):
+            raise LangError("left-hand side subscripts must be plain index variables", t.loc)
+        self.advance()
+        return t.text
+
+    def where_clause(self):
+        t = self.tok
+        if t.is_kw("exists"):
+            self.advance()
+            return ExistsClause(self.expr(), loc=t.loc)
+        name = self.expect_ident("an index name or 'exists' after 'where'")
+        if self.tok.is_kw("in"):
+            self.advance()
+            lo = self.or_()
+            self.expect_op(":")
+            hi = self.or_()
+            return RangeClause(name.text, lo, hi, loc=name.loc)
+        if self.tok.is_op("="):
+            self.advance()
+            return LetClause(name.text, self.expr(), loc=name.loc)
+        self.error("'in' (range) or '=' (binding) in where clause")
+
+    # ----------------------------------------------------------- expressions
+    def expr(self) -> Expr:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise LangError(f"expression nested more than {MAX_DEPTH} levels deep", self.tok.loc)
+        try:
+            cond = self.or_()
+            if not self.tok.is_op("?"):
+                return cond
+            q = self.advance()
+            a = self.expr()
+            self.expect_op(":")
+            b = self.expr()
+            return Select(cond, a, b, loc=q.loc)
+        finally:
+            self.depth -= 1
+
+    def or_(self) -> Expr:
+        return self.binary(0)
+
+    def binary(self, level: int) -> Expr:
+        if level == len(BINARY_LEVELS):
+            return self.unary()
+        lhs = self.binary(level + 1)
+        ops = BINARY_LEVELS[level]
+        while self.tok.kind == "op" and self.tok.text in ops:
+            t = self.advance()
+            rhs = self.binary(level + 1)
+            lhs = Binary(t.text, lhs, rhs, loc=t.loc)
+        return lhs
+
+    def unary(self) -> Expr:
+        t = self.tok
+        if t.is_op("-", "!"):
+            self.advance()
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise LangError(f"expression nested more than {MAX_DEPTH} levels deep", t.loc)
+            try:
+                return Unary(t.text, self.unary(), loc=t.loc)
+            finally:
+                self.depth -= 1
+        return self.postfix()
+
+    def int_const(self, t: Token) -> Const:
+        v = int(t.text)
+        if v > INT32_MAX:
+            raise LangError(f"integer literal {t.text} does not fit in int32", t.loc)
+        return Const(v, loc=t.loc)
+
+    def postfix(self) -> Expr:
+        t = self.tok
+        if t.kind == "int":
+            return self.int_const(self.advance())
+        if t.kind == "float":
+            self.advance()
+            return Const(float(t.text), loc=t.loc)
+        if t.is_op("("):
+            self.advance()
+            e = self.expr()
+            self.expect_op(")")
+            return e
+        if t.kind == "ident":
+            self.advance()
+            if not self.tok.is_op("("):
+                if t.text in dtypes.BY_NAME:
+                    raise LangError(f"type name '{t.text}' used as a value; casts are written "
+                                    f"{t.text}(x)", t.loc)
+                return Name(t.text, loc=t.loc)
+            self.advance()
+            args = tuple(self.comma_list(self.expr, ")"))
+            if t.text in dtypes.BY_NAME:
+                if len(args) != 1:
+                    raise LangError(f"cast to {t.text} takes 1 argument, got {len(args)}", t.loc)
+                return Cast(t.text, args[0], loc=t.loc)
+            # Tensor read or builtin call: semantic analysis decides.
+            return Call(t.text, args, loc=t.loc)
+        self.error("an expression")
+

@@ -1,0 +1,1 @@
+"""tcomp.lower: see DESIGN.md (in progress)."""

@@ -1,0 +1,1 @@
+"""tcomp.schedule: see DESIGN.md (in progress)."""

@@ -1,0 +1,1 @@
+"""tcomp.search: see DESIGN.md (in progress)."""

@@ -1,0 +1,1 @@
+"""tcomp.target_cuda: see DESIGN.md (in progress)."""
