@@ -1,0 +1,29 @@
+"""Test-wide setup: tests marked `cuda` run only where a CUDA driver and GPU answer."""
+import functools
+
+import pytest
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_available() -> bool:
+    try:
+        from cuda.bindings import driver
+    except Exception:
+        return False
+    try:
+        err, = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return False
+        err, n = driver.cuDeviceGetCount()
+        return err == driver.CUresult.CUDA_SUCCESS and n > 0
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if cuda_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA driver/GPU on this machine")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
