@@ -3,10 +3,13 @@
 Write what a kernel computes as a tensor comprehension, how it runs as a
 schedule; tcomp lowers the pair to loop IR and CUDA. See API.md for the contract.
 """
-from .errors import CudaError, LangError, LoweringError, ScheduleError, TcompError
+from .build import build, lower
+from .errors import CudaError, LangError, LoweringError, ScheduleError, SimError, TcompError
 from .lang import Op, Program, evaluate, op, parse
+from .schedule import Axis, Schedule, Stage
 
 __version__ = "0.1.0"
 
-__all__ = ["CudaError", "LangError", "LoweringError", "Op", "Program", "ScheduleError",
-           "TcompError", "evaluate", "op", "parse"]
+__all__ = ["Axis", "CudaError", "LangError", "LoweringError", "Op", "Program", "Schedule",
+           "ScheduleError", "SimError", "Stage", "TcompError", "build", "evaluate", "lower", "op",
+           "parse"]

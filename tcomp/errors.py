@@ -18,10 +18,15 @@ class TcompError(Exception):
 def _excerpt(loc) -> str:
     if loc is None or loc.source is None:
         return ""
-    text = loc.source.line_text(loc.line)
-    if text is None:
+    # Lines as the lexer numbers them: only '\n' ends a line (str.splitlines would
+    # also split at '\r', '\f', '\v', '\x85', '\u2028', ... and show the wrong line).
+    lines = loc.source.text.split("\n")
+    if not 1 <= loc.line <= len(lines):
         return ""
-    # Tabs are kept so the caret lines up with what the user sees.
+    # Other control characters show as spaces, so the excerpt stays one line and the
+    # caret keeps its column; tabs are kept so the caret lines up with what the user sees.
+    line = lines[loc.line - 1].rstrip("\r")
+    text = "".join(ch if ch == "\t" or ch.isprintable() else " " for ch in line)
     pad = "".join(ch if ch == "\t" else " " for ch in text[: max(loc.col - 1, 0)])
     return f"\n    {text}\n    {pad}^"
 
@@ -49,6 +54,12 @@ class ScheduleError(TcompError):
 
 class LoweringError(TcompError):
     """Lowering could not turn an op and schedule into Kernel IR."""
+
+
+class SimError(TcompError):
+    """The "sim" target caught a kernel doing something a GPU would get wrong
+    or undefined: an out-of-bounds access, a read of unwritten memory, a
+    shared-memory race (missing barrier), a barrier not reached by all threads."""
 
 
 class CudaError(TcompError):

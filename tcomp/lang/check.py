@@ -114,7 +114,11 @@ class _Checker:
                 if not (isinstance(x, Call) and x.fn in ("min", "max") and len(x.args) == 2):
                     raise LangError(f"{what} may use only size variables, integers, + - * / "
                                     f"and min/max", getattr(x, "loc", None))
-        return self._resolve_sizes(e)
+        resolved = self._resolve_sizes(e)
+        for x in walk(resolved):
+            if isinstance(x, Binary) and x.op == "/" and to_sympy(x.b) == 0:
+                raise LangError(f"division by zero in {what}", x.loc)
+        return resolved
 
     def _resolve_sizes(self, e: Expr) -> Expr:
         if isinstance(e, Name):
@@ -177,6 +181,9 @@ class _Checker:
                         self.rank(c.name) is not None or c.name in self.declared:
                     raise LangError(f"where-binding '{c.name}' shadows another name", c.loc)
                 value = self.expr(c.value)
+                if c.name in self.stmt_indices:  # read (as an index) by this or an earlier binding
+                    raise LangError(f"where-binding '{c.name}' is used before it is bound; a "
+                                    f"binding may use only the bindings before it", c.loc)
                 self.lets[c.name] = value
                 where.append(dataclasses.replace(c, value=value))
             else:
@@ -206,9 +213,13 @@ class _Checker:
         spatial = tuple(s.indices)
         reduce = tuple(v for v in self.stmt_indices if v not in spatial)
         if s.op == "=" and reduce:
+            uses = [c.value for c in where if isinstance(c, LetClause)] + [rhs] + \
+                [c.read for c in resolved if isinstance(c, ExistsClause)]
+            loc = next((x.loc for e in uses for x in walk(e)
+                        if isinstance(x, Index) and x.name == reduce[0]), s.loc)
             raise LangError(f"index '{reduce[0]}' appears only on the right-hand side of '=': "
                             f"it would be a reduction index; use a reduction such as '+=!' (or "
-                            f"did you mean a size variable?)", s.loc)
+                            f"did you mean a size variable?)", loc)
         stmt = dataclasses.replace(s, rhs=rhs, where=tuple(resolved))
 
         # Types.
@@ -243,6 +254,10 @@ class _Checker:
         sym_shapes.update({t: w["shape"] for t, w in self.written.items()})
         fixed = {c.var: (to_sympy(c.lo), to_sympy(c.hi)) for c in resolved
                  if isinstance(c, RangeClause)}
+        for c in resolved:
+            if isinstance(c, RangeClause) and c.var in spatial and fixed[c.var][0].is_negative:
+                raise LangError(f"the range of '{c.var}' starts below 0, so '{name}' would be "
+                                f"written at a negative position", c.lo.loc)
         lhs_shape = prior["shape"] if prior is not None else None
         known = infer_ranges(stmt, spatial, reduce, sym_shapes,
                              lhs_shape if continues else None, fixed)

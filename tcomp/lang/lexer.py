@@ -99,7 +99,7 @@ def tokenize(source: Source) -> list[Token]:
                 i += len(p)
                 break
         else:
-            shown = c if c.isprintable() else repr(c)
+            shown = c if c.isprintable() else repr(c)[1:-1]  # '\x00', not ''\x00''
             raise LangError(f"unexpected character '{shown}'", loc)
     toks.append(Token("eof", "", Loc(source, line, i - line_start + 1)))
     return toks

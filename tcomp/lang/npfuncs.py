@@ -26,13 +26,37 @@ def _f64(fn):
 
 
 def _c_round(x):
-    # C round(): halfway cases away from zero (NumPy rounds half to even).
-    return np.copysign(np.floor(np.abs(x) + 0.5), x).astype(x.dtype)
+    """C round(): halfway cases away from zero (NumPy rounds half to even).
+    `floor(|x| + 0.5)` is wrong in floating point: the sum rounds, so
+    0.49999997f gives 1 and 8388609f gives 8388610. x - trunc(x) is exact."""
+    t = np.trunc(x)
+    away = t + np.copysign(np.ones((), x.dtype), x)
+    return np.where(np.abs(x - t) >= 0.5, away, t).astype(x.dtype)
 
 
 def _logb(x):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.floor(np.log2(np.abs(x))).astype(x.dtype)
+    """The unbiased exponent, exactly: frexp's exponent - 1 (floor(log2|x|)
+    rounds up just below a power of two, e.g. 16777215f gives 24, not 23).
+    logb(0) = -inf, logb(+-inf) = inf, logb(nan) = nan."""
+    _, e = np.frexp(x)
+    special = np.where(x == 0, -np.inf, np.abs(x))
+    return np.where(np.isfinite(x) & (x != 0), e - 1, special).astype(x.dtype)
+
+
+def _sinpi(x):
+    """sin(pi x) with the argument reduced exactly (fmod by 2 is exact) and exact
+    zeros at integers, as CUDA's sinpi: sin(np.pi * x) is 1.2e-16 at x = 1 and
+    wrong for large x, where np.pi * x has lost the fraction."""
+    x = x.astype(np.float64)
+    r = np.fmod(x, 2.0)
+    return np.where(r == np.trunc(r), np.copysign(np.zeros((), np.float64), x),
+                    np.sin(np.pi * r))
+
+
+def _cospi(x):
+    """cos(pi x), reduced as in `_sinpi`, exactly 0 at odd multiples of 1/2."""
+    r = np.fmod(np.abs(x.astype(np.float64)), 2.0)
+    return np.where((r == 0.5) | (r == 1.5), 0.0, np.cos(np.pi * r))
 
 
 def _lgamma(v):
@@ -67,7 +91,7 @@ FUNCS = {
     "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
     "acosh": np.arccosh, "atanh": np.arctanh, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
-    "sinpi": _f64(lambda x: np.sin(np.pi * x)), "cospi": _f64(lambda x: np.cos(np.pi * x)),
+    "sinpi": _sinpi, "cospi": _cospi,
     "erf": _via_math(math.erf), "erfc": _via_math(math.erfc),
     "normcdf": _via_math(lambda v: 0.5 * math.erfc(-v / math.sqrt(2.0))),
     "lgamma": _via_math(_lgamma), "tgamma": _via_math(_tgamma),

@@ -21,14 +21,18 @@ from __future__ import annotations
 from .. errors import LangError
 from . import dtypes
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, LetClause, Module,
-                  Name, OutParam, Param, RangeClause, Read, Select, Stmt, Unary)
+                  Name, OutParam, Param, RangeClause, Read, Select, Stmt, Unary, children)
 from .lexer import Token, tokenize
 from .source import Source
 
-MAX_DEPTH = 200
+# Every later pass (checker, printer, oracle, lowering) recurses over expression
+# trees, and this parser recurses once per parenthesis, call or ternary: bound both
+# so that no input can exhaust Python's recursion limit.
+MAX_DEPTH = 100
 INT32_MAX = 2**31 - 1
 
 BINARY_LEVELS = (("||",), ("&&",), ("==", "!="), ("<", "<=", ">", ">="), ("+", "-"), ("*", "/", "%"))
+BINARY_PREC = {op: i for i, level in enumerate(BINARY_LEVELS) for op in level}
 ASSIGN_OPS = ("=", "+=", "*=", "max=", "min=", "+=!", "*=!", "max=!", "min=!")
 
 
@@ -138,10 +142,16 @@ class _Parser:
             return self.int_const(self.advance())
         self.error("a size variable or integer")
 
+    def tensor_name(self, what: str) -> Token:
+        t = self.expect_ident(what)
+        if t.text in dtypes.BY_NAME:
+            raise LangError(f"'{t.text}' is a type name and cannot name a tensor", t.loc)
+        return t
+
     def param(self) -> Param:
         ty = self.type_name()
         dims = self.dims()
-        name = self.expect_ident("an input tensor name")
+        name = self.tensor_name("an input tensor name")
         return Param(name.text, ty.text, dims, loc=name.loc)
 
     def out_param(self) -> OutParam:
@@ -149,9 +159,9 @@ class _Parser:
         if t.kind == "ident" and t.text in dtypes.BY_NAME:
             ty = self.advance()
             dims = self.dims()
-            name = self.expect_ident("an output tensor name")
+            name = self.tensor_name("an output tensor name")
             return OutParam(name.text, ty.text, dims, loc=name.loc)
-        name = self.expect_ident("an output tensor name")
+        name = self.tensor_name("an output tensor name")
         return OutParam(name.text, loc=name.loc)
 
     # ------------------------------------------------------------ statements
@@ -182,6 +192,11 @@ class _Parser:
         self.skip_equivalent()
         if self.tok.is_op(";"):
             self.advance()
+        self.check_depth(rhs)
+        for c in where:
+            for e in (c.lo, c.hi) if isinstance(c, RangeClause) else \
+                    (c.read,) if isinstance(c, ExistsClause) else (c.value,):
+                self.check_depth(e)
         return Stmt(name.text, tuple(indices), op.rstrip("!"), init, rhs, tuple(where),
                     loc=name.loc)
 
@@ -195,6 +210,8 @@ class _Parser:
         t = self.tok
         if t.kind != "ident" or self.peek().is_op("("):
             raise LangError("left-hand side subscripts must be plain index variables", t.loc)
+        if t.text in dtypes.BY_NAME:
+            raise LangError(f"type name '{t.text}' cannot be an index variable", t.loc)
         self.advance()
         return t.text
 
@@ -216,6 +233,15 @@ class _Parser:
         self.error("'in' (range) or '=' (binding) in where clause")
 
     # ----------------------------------------------------------- expressions
+    def check_depth(self, e: Expr):
+        """Reject a tree deeper than MAX_DEPTH (e.g. a very long chain a + b + ...)."""
+        stack = [(e, 1)]
+        while stack:
+            x, d = stack.pop()
+            if d > MAX_DEPTH:
+                raise LangError(f"expression nested more than {MAX_DEPTH} levels deep", x.loc)
+            stack.extend((c, d + 1) for c in children(x))
+
     def expr(self) -> Expr:
         self.depth += 1
         if self.depth > MAX_DEPTH:
@@ -233,31 +259,33 @@ class _Parser:
             self.depth -= 1
 
     def or_(self) -> Expr:
-        return self.binary(0)
+        """The binary operators (all left-associative), by operator precedence;
+        iterative, so that neither long chains nor precedence levels recurse."""
+        operands = [self.unary()]
+        ops: list[Token] = []
 
-    def binary(self, level: int) -> Expr:
-        if level == len(BINARY_LEVELS):
-            return self.unary()
-        lhs = self.binary(level + 1)
-        ops = BINARY_LEVELS[level]
-        while self.tok.kind == "op" and self.tok.text in ops:
+        def reduce():
+            t, b = ops.pop(), operands.pop()
+            operands.append(Binary(t.text, operands.pop(), b, loc=t.loc))
+
+        while self.tok.kind == "op" and self.tok.text in BINARY_PREC:
             t = self.advance()
-            rhs = self.binary(level + 1)
-            lhs = Binary(t.text, lhs, rhs, loc=t.loc)
-        return lhs
+            while ops and BINARY_PREC[ops[-1].text] >= BINARY_PREC[t.text]:
+                reduce()
+            ops.append(t)
+            operands.append(self.unary())
+        while ops:
+            reduce()
+        return operands[0]
 
     def unary(self) -> Expr:
-        t = self.tok
-        if t.is_op("-", "!"):
-            self.advance()
-            self.depth += 1
-            if self.depth > MAX_DEPTH:
-                raise LangError(f"expression nested more than {MAX_DEPTH} levels deep", t.loc)
-            try:
-                return Unary(t.text, self.unary(), loc=t.loc)
-            finally:
-                self.depth -= 1
-        return self.postfix()
+        prefix = []
+        while self.tok.is_op("-", "!"):
+            prefix.append(self.advance())
+        e = self.postfix()
+        for t in reversed(prefix):
+            e = Unary(t.text, e, loc=t.loc)
+        return e
 
     def int_const(self, t: Token) -> Const:
         v = int(t.text)

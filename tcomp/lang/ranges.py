@@ -12,7 +12,10 @@ bounds (and writes no output at a negative position):
     lows, min of highs); indices solved in one round do not constrain each
     other. Rounds repeat until nothing new is solved;
   * subscripts that read another tensor (gathers) and non-affine subscripts
-    constrain nothing; reads they make are checked when the op runs.
+    constrain nothing; reads they make are checked when the op runs;
+  * `where x = expr` bindings are substituted first, as TC inlines them: the
+    reads inside a used binding constrain like reads written in place, and a
+    subscript `A(x)` with `x = i + k` is the affine subscript `i + k`.
 An index left without a range is an error asking for a `where` clause.
 """
 from __future__ import annotations
@@ -20,17 +23,25 @@ from __future__ import annotations
 import sympy
 
 from ..errors import LangError
-from .ast import ExistsClause, Expr, RangeClause, Read, Stmt, walk
+from .ast import ExistsClause, Expr, LetClause, LetRef, RangeClause, Read, Stmt, walk
 from .symbolic import NotSymbolic, index_symbol, to_sympy
 
 
-def _affine(sub: Expr, indices: set[str]):
+def _walk(e: Expr, lets: dict[str, Expr]):
+    """Pre-order traversal of `e` that continues into the let bindings it uses."""
+    for x in walk(e):
+        yield x
+        if isinstance(x, LetRef) and x.name in lets:
+            yield from _walk(lets[x.name], lets)
+
+
+def _affine(sub: Expr, indices: set[str], lets: dict[str, Expr]):
     """sub as ({index: int coefficient}, rest) or None when not affine with
     integer coefficients, or when it reads a tensor."""
-    if any(isinstance(x, Read) for x in walk(sub)):
+    if any(isinstance(x, Read) for x in _walk(sub, lets)):
         return None
     try:
-        s = sympy.expand(to_sympy(sub))
+        s = sympy.expand(to_sympy(sub, lets))
     except NotSymbolic:
         return None
     syms = [index_symbol(v) for v in indices if index_symbol(v) in s.free_symbols]
@@ -60,14 +71,15 @@ def infer_ranges(stmt: Stmt, spatial: tuple[str, ...], reduce: tuple[str, ...],
     indices = set(spatial) | set(reduce)
     # (coefficient map, rest, dim size, read node)
     constraints = []
-    reads = [x for x in walk(stmt.rhs) if isinstance(x, Read)]
+    lets = {c.name: c.value for c in stmt.where if isinstance(c, LetClause)}
+    reads = [x for x in _walk(stmt.rhs, lets) if isinstance(x, Read)]
     for c in stmt.where:
         if isinstance(c, ExistsClause):
-            reads += [x for x in walk(c.read) if isinstance(x, Read)]
+            reads += [x for x in _walk(c.read, lets) if isinstance(x, Read)]
     for r in reads:
         shape = shapes[r.tensor]
         for sub, dim in zip(r.args, shape):
-            aff = _affine(sub, indices)
+            aff = _affine(sub, indices, lets)
             if aff is not None and aff[0]:
                 constraints.append((aff[0], aff[1], dim, r))
     if lhs_shape is not None:

@@ -13,7 +13,7 @@ import sympy
 
 from ..errors import LangError
 from . import dtypes
-from .ast import Binary, Call, Const, Expr, Index, Size, Unary
+from .ast import Binary, Call, Const, Expr, Index, LetRef, Size, Unary
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,7 +30,11 @@ class NotSymbolic(Exception):
     """The expression is outside the size-expression fragment."""
 
 
-def to_sympy(e: Expr):
+def to_sympy(e: Expr, lets: dict[str, Expr] | None = None):
+    """`e` as SymPy; `lets` (name -> bound expression) substitutes `where x = ...`
+    bindings, which are otherwise outside the fragment."""
+    if isinstance(e, LetRef) and lets and e.name in lets:
+        return to_sympy(lets[e.name], lets)
     if isinstance(e, Const):
         if isinstance(e.value, float):
             raise NotSymbolic(e)
@@ -40,9 +44,9 @@ def to_sympy(e: Expr):
     if isinstance(e, Index):
         return index_symbol(e.name)
     if isinstance(e, Unary) and e.op == "-":
-        return -to_sympy(e.x)
+        return -to_sympy(e.x, lets)
     if isinstance(e, Binary) and e.op in "+-*/":
-        a, b = to_sympy(e.a), to_sympy(e.b)
+        a, b = to_sympy(e.a, lets), to_sympy(e.b, lets)
         if e.op == "+":
             return a + b
         if e.op == "-":
@@ -52,7 +56,7 @@ def to_sympy(e: Expr):
         return sympy.floor(a / b)
     if isinstance(e, Call) and e.fn in ("min", "max") and len(e.args) == 2:
         f = sympy.Min if e.fn == "min" else sympy.Max
-        return f(to_sympy(e.args[0]), to_sympy(e.args[1]))
+        return f(to_sympy(e.args[0], lets), to_sympy(e.args[1], lets))
     raise NotSymbolic(e)
 
 

@@ -1,0 +1,77 @@
+"""Pass: shared-memory barrier insertion.
+
+Pre: thread loops already bound (no `For(kind="thread")`).
+Post: a `barrier()` between a statement that writes a shared buffer and a
+later sibling that reads or writes it (RAW/WAW between threads), and at the
+top of a loop body that both writes and reads shared buffers (WAR between
+iterations). Barriers are only placed at statement-list level, never inside
+an `if`, so they are reached by every thread.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from . import ir
+from .rewriter import walk_stmts
+
+
+def _access(s: ir.Stmt):
+    reads, writes = set(), set()
+    for x in walk_stmts(s):
+        exprs = []
+        if isinstance(x, ir.Store):
+            writes.add(x.buffer)
+            exprs = list(x.indices) + [x.value]
+        elif isinstance(x, ir.If):
+            exprs = [x.cond]
+        elif isinstance(x, ir.Let):
+            exprs = [x.value]
+        elif isinstance(x, ir.For):
+            exprs = [x.lo, x.extent]
+        elif isinstance(x, ir.Evaluate):
+            exprs = [x.call]
+        for e in exprs:
+            reads |= {y.buffer for y in ir.walk_expr(e) if isinstance(y, ir.Load)}
+    return reads, writes
+
+
+class _Sync:
+    def __init__(self, shared: set[str]):
+        self.shared = shared
+
+    def stmt(self, s: ir.Stmt) -> ir.Stmt:
+        if isinstance(s, ir.Seq):
+            out, pending = [], set()
+            for child in s.stmts:
+                child = self.stmt(child)
+                r, w = _access(child)
+                if ((r | w) & pending) and not isinstance(child, ir.Barrier):
+                    out.append(ir.Barrier())
+                    pending = set()
+                if isinstance(child, ir.Barrier):
+                    pending = set()
+                out.append(child)
+                pending |= w & self.shared
+            return ir.seq(*out)
+        if isinstance(s, ir.For):
+            body = self.stmt(s.body)
+            r, w = _access(body)
+            if (w & self.shared) and (r & self.shared) and s.kind != "vectorize":
+                first = body.stmts[0] if isinstance(body, ir.Seq) and body.stmts else body
+                if not isinstance(first, ir.Barrier):
+                    body = ir.seq(ir.Barrier(), body)
+            return dataclasses.replace(s, body=body)
+        if isinstance(s, (ir.Let, ir.Alloc)):
+            return dataclasses.replace(s, body=self.stmt(s.body))
+        if isinstance(s, ir.If):
+            return dataclasses.replace(s, then=self.stmt(s.then),
+                                       else_=self.stmt(s.else_) if s.else_ is not None else None)
+        return s
+
+
+def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
+    shared = {x.buffer.name for x in walk_stmts(k.body)
+              if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"}
+    if not shared:
+        return k
+    return dataclasses.replace(k, body=_Sync(shared).stmt(k.body))

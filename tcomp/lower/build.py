@@ -1,0 +1,452 @@
+"""Loop-nest construction: op + schedule -> Kernel IR (one kernel per root stage).
+
+For each stage: the extents of its axes follow from its domain through the
+split/fuse relations; every original index is rebuilt from the leaf loop
+variables (split: parent = outer * inner_extent + inner; fuse: outer =
+fused / inner_extent, inner = fused % inner_extent); imperfect splits get
+guards. Stages computed at a consumer's loop are built inside that loop over
+the region the consumer reads there (bound inference, Halide style), and
+shared/local buffers are indexed relative to that region.
+
+Reductions: when every reduction loop is inside every spatial loop, the value
+accumulates in a per-thread register (`<T>_acc`) and is stored once;
+otherwise it accumulates in the tensor itself, which must then have the
+accumulation type (use cache_write to get one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import LoweringError
+from ..lang.ast import Read, walk
+from ..schedule.stage import FuseRel, SplitRel
+from . import ir
+from .bounds import region
+from .simplify import simplify_expr
+from .translate import Translator, cast, combine, identity, size_expr
+
+
+@dataclass
+class _StageLoops:
+    """One stage's loop variables, extents, domain and index values in a kernel."""
+    loopvar: dict
+    ext: dict
+    domain: dict
+    index: dict
+    ctx: "KernelCtx"
+
+
+@dataclass
+class View:
+    buffer: str
+    offsets: list  # per dimension, subtracted from absolute indices
+
+
+class KernelCtx:
+    def __init__(self):
+        self.names: set[str] = set()
+        self.views: dict[str, View] = {}
+
+    def fresh(self, base: str, prefix: str) -> str:
+        name = base if base not in self.names else f"{prefix}_{base}"
+        i = 1
+        while name in self.names:
+            name, i = f"{prefix}_{base}{i}", i + 1
+        self.names.add(name)
+        return name
+
+
+def _ident(stage: str) -> str:
+    return stage.replace(".", "_")
+
+
+def _add(a, b):
+    return ir.Bin("+", a, b, ir.int32)
+
+
+def _sub(a, b):
+    return ir.Bin("-", a, b, ir.int32)
+
+
+def _mul(a, b):
+    return ir.Bin("*", a, b, ir.int32)
+
+
+def _ceildiv(a, f: int):
+    return ir.Bin("/", _add(a, ir.const(f - 1)), ir.const(f), ir.int32)
+
+
+class Builder:
+    def __init__(self, sched, sizes: dict[str, int]):
+        self.sched, self.op, self.sizes = sched, sched.op, dict(sizes)
+        self.children: dict[tuple[str, str], list[str]] = {}
+        for n, st in sched.states.items():
+            if st.attach[0] == "at":
+                self.children.setdefault((st.attach[1], st.attach[2]), []).append(n)
+
+    def size(self, name: str) -> ir.Expr:
+        if name in self.sizes:
+            return ir.const(self.sizes[name])
+        return ir.Var(name)
+
+    def lsize(self, e) -> ir.Expr:
+        return simplify_expr(size_expr(e, self.size))
+
+    # ------------------------------------------------------------ program
+    def program(self) -> ir.Program:
+        op = self.op
+        bufs = []
+        roles = {t.name: "input" for t in op.inputs}
+        roles.update({t.name: "output" for t in op.outputs})
+        for name, (dtype, shape, scope) in self.sched.tensors.items():
+            if scope == "global":
+                bufs.append(ir.Buffer(name, dtype, tuple(self.lsize(d) for d in shape), "global",
+                                      roles.get(name, "temp")))
+        kernels = []
+        for n, st in self.sched.states.items():
+            inline_output = st.attach == ("inline",) and st.tensor in roles
+            if st.attach == ("root",) or inline_output:
+                kernels.append(self.kernel(n))
+        free = tuple(v for v in op.size_vars if v not in self.sizes)
+        return ir.Program(op.name, tuple(bufs), tuple(kernels), tuple(t.name for t in op.inputs),
+                          tuple(t.name for t in op.outputs), free, dict(self.sizes))
+
+    def kernel(self, stage: str) -> ir.Kernel:
+        ctx = KernelCtx()
+        st = self.sched.states[stage]
+        domain = {v: (self.lsize(lo), self.lsize(_lang_sub(hi, lo)))
+                  for v, (lo, hi) in st.definition.ranges.items()}
+        body = self.nest(stage, domain, ctx, store_offsets=None)
+        grid, block = _launch(body, stage)
+        used = set()
+        for s in _walk_all(body):
+            used |= {x for x in s}
+        gbufs = tuple(b for b in self.sched.tensors if self.sched.tensors[b][2] == "global"
+                      and b in used)
+        sizes = tuple(v for v in self.op.size_vars if v not in self.sizes and v in used)
+        return ir.Kernel(f"{self.op.name}_{_ident(stage)}", gbufs, sizes, grid, block, body)
+
+    # ------------------------------------------------------------ one stage
+    def nest(self, stage: str, domain: dict, ctx: KernelCtx, store_offsets) -> ir.Stmt:
+        st = self.sched.states[stage]
+        d = st.definition
+        prefix = _ident(stage)
+        ext: dict[str, ir.Expr] = {v: domain[v][1] for v in d.spatial + d.reduce}
+        for r in st.relations:
+            if isinstance(r, SplitRel):
+                e = ext[r.parent]
+                if r.factor is not None:
+                    ext[r.outer], ext[r.inner] = simplify_expr(_ceildiv(e, r.factor)), ir.const(r.factor)
+                else:
+                    ext[r.outer], ext[r.inner] = ir.const(r.nparts), simplify_expr(_ceildiv(e, r.nparts))
+            else:
+                ext[r.fused] = simplify_expr(_mul(ext[r.outer], ext[r.inner]))
+        loopvar = {leaf: ctx.fresh(leaf, prefix) for leaf in st.leaves}
+        val: dict[str, ir.Expr] = {leaf: ir.Var(loopvar[leaf]) for leaf in st.leaves}
+        guards = []  # (kind, condition)
+        for r in reversed(st.relations):
+            if isinstance(r, SplitRel):
+                val[r.parent] = _add(_mul(val[r.outer], ext[r.inner]), val[r.inner])
+                guards.append((st.kinds[r.parent], ir.Bin("<", val[r.parent], ext[r.parent],
+                                                         ir.bool_)))
+            else:
+                val[r.outer] = ir.Bin("/", val[r.fused], ext[r.inner], ir.int32)
+                val[r.inner] = ir.Bin("%", val[r.fused], ext[r.inner], ir.int32)
+        index = {v: simplify_expr(_add(domain[v][0], val[v])) for v in d.spatial + d.reduce}
+        # Clamp to the stage's own ranges when its domain is a region (computed at a consumer).
+        for v in d.spatial:
+            lo, hi = d.ranges[v]
+            lo_ir, hi_ir = self.lsize(lo), self.lsize(hi)
+            guards.append(("spatial", ir.Bin(">=", index[v], lo_ir, ir.bool_)))
+            guards.append(("spatial", ir.Bin("<", index[v], hi_ir, ir.bool_)))
+
+        tr = Translator(index, d.lets, self.size, lambda t, a, dt: self.read(t, a, dt, ctx))
+        out_dtype = self.sched.tensors[d.tensor][0]
+        store_idx = [index[v] for v in d.spatial]
+        if store_offsets is not None:
+            store_idx = [_sub(i, o) for i, o in zip(store_idx, store_offsets)]
+        store_idx = tuple(simplify_expr(i) for i in store_idx)
+        target = ctx.views[d.tensor].buffer if d.tensor in ctx.views else d.tensor
+
+        sg = _conj([c for k, c in guards if k == "spatial"])
+        allg = _conj([c for _, c in guards])
+        reduce_leaves = [l for l in st.leaves if st.kinds[l] == "reduce"]
+        reducing = d.reduce_op is not None
+        acc_dt = d.acc_dtype if reducing else None
+
+        def guarded(cond, s):
+            return s if cond is None else ir.If(cond, s)
+
+        def store(value):
+            return ir.Store(target, store_idx, cast(value, out_dtype))
+
+        def current():
+            return cast(ir.Load(target, store_idx, out_dtype), acc_dt)
+
+        first_red = st.leaves.index(reduce_leaves[0]) if reduce_leaves else len(st.leaves)
+        registers = reducing and all(st.kinds[l] == "reduce" for l in st.leaves[first_red:])
+        if reducing and not registers and out_dtype != acc_dt:
+            raise LoweringError(f"stage '{stage}': spatial loops inside its reduction loops "
+                                f"accumulate in '{d.tensor}' ({out_dtype}), but the reduction "
+                                f"needs {acc_dt}; use cache_write(..., 'local') to accumulate "
+                                f"in {acc_dt}")
+
+        def value():
+            return cast(tr(d.rhs), acc_dt) if reducing else tr(d.rhs)
+
+        acc_name = ctx.fresh(f"{_ident(d.tensor)}_acc", prefix) if registers else None
+        info = _StageLoops(loopvar, ext, domain, index, ctx)
+
+        def leaf_loop(i: int) -> ir.Stmt:
+            if registers and i == first_red:
+                acc = ir.Buffer(acc_name, acc_dt, (ir.const(1),), "local")
+                a0 = (ir.const(0),)
+                init = identity(d.reduce_op, acc_dt) if d.init else current()
+                upd = ir.Store(acc_name, a0, combine(d.reduce_op, ir.Load(acc_name, a0, acc_dt),
+                                                      value(), acc_dt))
+                inner = reduction_loops(i, guarded(allg, upd))
+                return ir.Alloc(acc, ir.seq(guarded(sg, ir.Store(acc_name, a0, init)), inner,
+                                            guarded(sg, store(ir.Load(acc_name, a0, acc_dt)))))
+            if i == len(st.leaves):
+                if reducing:
+                    return guarded(allg, store(combine(d.reduce_op, current(), value(), acc_dt)))
+                return guarded(allg, store(value()))
+            leaf = st.leaves[i]
+            pre = None
+            if reducing and not registers and d.init and i == first_red:
+                pre = init_nest(i)
+            return self.loop(stage, st, i, info, lambda: leaf_loop(i + 1), pre)
+
+        def reduction_loops(i, inner_stmt):
+            if i == len(st.leaves):
+                return inner_stmt
+            return self.loop(stage, st, i, info, lambda: reduction_loops(i + 1, inner_stmt))
+
+        def init_nest(i):
+            # Memory accumulation: initialise the points of the spatial loops inside the
+            # outermost reduction loop, just before it.
+            inner_sp = [l for l in st.leaves[i:] if st.kinds[l] == "spatial"]
+            s = guarded(sg, store(identity(d.reduce_op, acc_dt)))
+            for leaf in reversed(inner_sp):
+                s = _for(st, leaf, loopvar[leaf], ext[leaf], s)
+            return s
+
+        return leaf_loop(0)
+
+    def loop(self, stage, st, i, info, inner, pre=None):
+        """The loop of leaf i, with the stages computed at it placed first in its body."""
+        leaf = st.leaves[i]
+        attached = self.children.get((stage, leaf), [])
+        allocs, producers = [], []
+        for p in attached:
+            a, prod = self.attach(p, stage, st, i, info)
+            allocs += a
+            producers.append(prod)
+        body = ir.seq(*producers, inner())
+        for a in reversed(allocs):
+            body = ir.Alloc(a, body)
+        loop = _for(st, leaf, info.loopvar[leaf], info.ext[leaf], body)
+        return ir.seq(pre, loop) if pre is not None else loop
+
+    # ------------------------------------------------------------ compute_at
+    def attach(self, pname, cname, cst, level, info):
+        cindex, ctx = info.index, info.ctx
+        pst = self.sched.states[pname]
+        pd = pst.definition
+        # The consumer's reads of the producer, in terms of the consumer's loop variables.
+        reads = []
+
+        def collect(t, args, dt):
+            if t == pd.tensor:
+                reads.append(args)
+            return ir.Load(t, args, dt)
+        tr = Translator(cindex, cst.definition.lets, self.size, collect)
+        tr(cst.definition.rhs)
+        # Loops inside the attach point vary; for shared buffers, so do thread-bound loops.
+        vary = {}
+        ext, names = info.ext, info.loopvar
+        for j, leaf in enumerate(cst.leaves):
+            inside = j > level
+            relax = pst.scope == "shared" and cst.bind.get(leaf, "").startswith("threadIdx")
+            if inside or relax:
+                vary[names[leaf]] = (ir.const(0), simplify_expr(_sub(ext[leaf], ir.const(1))))
+        reg = region(reads, vary) if reads else None
+        domain = {}
+        for v in pd.reduce:
+            lo, hi = pd.ranges[v]
+            domain[v] = (self.lsize(lo), self.lsize(_lang_sub(hi, lo)))
+        offsets = []
+        for k, v in enumerate(pd.spatial):
+            lo, hi = pd.ranges[v]
+            if reg is not None:
+                base = reg[k][0]
+                width = simplify_expr(_add(_sub(reg[k][1], reg[k][0]), ir.const(1)))
+            else:
+                base, width = self.lsize(lo), self.lsize(_lang_sub(hi, lo))
+            domain[v] = (base, width)
+            offsets.append(base)
+        allocs = []
+        store_offsets = None
+        if pst.scope in ("shared", "local"):
+            shape = []
+            for k, v in enumerate(pd.spatial):
+                w = domain[v][1]
+                if not isinstance(w, ir.Imm):
+                    raise LoweringError(f"stage '{pname}' ({pst.scope}) computed at "
+                                        f"'{cname}.{cst.leaves[level]}' needs a region of "
+                                        f"non-constant extent {w} in dimension {k}; split the "
+                                        f"consumer's loops by constants inside that loop")
+                shape.append(int(w.value))
+            shape = _align(shape, [pst.align.get(v) for v in pd.spatial])
+            buf = ir.Buffer(pd.tensor, self.sched.tensors[pd.tensor][0],
+                            tuple(ir.const(n) for n in shape), pst.scope)
+            allocs.append(buf)
+            ctx.views[pd.tensor] = View(pd.tensor, offsets)
+            store_offsets = offsets
+        else:
+            self._check_cover(pname, pd, cname, cst)
+        prod = self.nest(pname, domain, ctx, store_offsets)
+        return allocs, prod
+
+    def _check_cover(self, pname, pd, cname, cst):
+        """A global tensor computed at a consumer must still be written
+        everywhere: require the consumer to read exactly its whole range."""
+        if pd.tensor not in {t.name for t in self.op.outputs}:
+            return
+        reads = [x for x in walk(cst.definition.rhs) if isinstance(x, Read)
+                 and x.tensor == pd.tensor]
+        from ..lang.ast import Index
+        for r in reads:
+            ok = all(isinstance(a, Index) and cst.definition.ranges.get(a.name) ==
+                     pd.ranges[v] for a, v in zip(r.args, pd.spatial)) and len(r.args) == len(pd.spatial)
+            if not ok:
+                raise LoweringError(f"stage '{pname}' writes output '{pd.tensor}' but is computed "
+                                    f"at '{cname}', which does not read all of it: part of the "
+                                    f"output would stay unwritten (compute it at root instead)")
+
+    # ------------------------------------------------------------ reads
+    def read(self, tensor: str, args, dtype, ctx: KernelCtx) -> ir.Expr:
+        states = self.sched.states
+        writers = [n for n, s in states.items() if s.tensor == tensor]
+        if len(writers) == 1 and states[writers[0]].attach == ("inline",):
+            p = states[writers[0]].definition
+            index = dict(zip(p.spatial, args))
+            tr = Translator(index, p.lets, self.size, lambda t, a, dt: self.read(t, a, dt, ctx))
+            return tr(p.rhs)
+        if tensor in ctx.views:
+            v = ctx.views[tensor]
+            args = tuple(simplify_expr(_sub(a, o)) for a, o in zip(args, v.offsets))
+            return ir.Load(v.buffer, args, dtype)
+        return ir.Load(tensor, args, dtype)
+
+
+def _lang_sub(hi, lo):
+    from ..lang import dtypes
+    from ..lang.ast import Binary, Const
+    if isinstance(lo, Const) and lo.value == 0:
+        return hi
+    return Binary("-", hi, lo, dtypes.int32)
+
+
+def _conj(conds):
+    out = None
+    for c in conds:
+        c = simplify_expr(c)
+        if isinstance(c, ir.Imm) and c.value:
+            continue
+        out = c if out is None else ir.Bin("&&", out, c, ir.bool_)
+    return out
+
+
+def _for(st, leaf, var, extent, body) -> ir.For:
+    if leaf in st.bind:
+        return ir.For(var, ir.const(0), extent, "thread", body, st.bind[leaf])
+    kind = "unroll" if leaf in st.unroll else ("vectorize" if leaf in st.vectorize else "serial")
+    return ir.For(var, ir.const(0), extent, kind, body)
+
+
+def _align(shape, aligns):
+    """storage_align: pad the row after an aligned dimension so that the
+    dimension's stride is offset mod factor."""
+    shape = list(shape)
+    for k, a in enumerate(aligns):
+        if a is None or k + 1 >= len(shape):
+            continue
+        factor, offset = a
+        inner = 1
+        for n in shape[k + 2:]:
+            inner *= n
+        while (shape[k + 1] * inner) % factor != offset:
+            shape[k + 1] += 1
+    return shape
+
+
+def _walk_all(s: ir.Stmt):
+    """Names of buffers and variables a statement uses."""
+    from .rewriter import walk_stmts
+    for x in walk_stmts(s):
+        names = set()
+        exprs = []
+        if isinstance(x, ir.Store):
+            names.add(x.buffer)
+            exprs = list(x.indices) + [x.value]
+        elif isinstance(x, ir.For):
+            exprs = [x.lo, x.extent]
+        elif isinstance(x, ir.If):
+            exprs = [x.cond]
+        elif isinstance(x, ir.Let):
+            exprs = [x.value]
+        elif isinstance(x, ir.Evaluate):
+            exprs = [x.call]
+        for e in exprs:
+            for y in ir.walk_expr(e):
+                if isinstance(y, ir.Load):
+                    names.add(y.buffer)
+                elif isinstance(y, ir.Var):
+                    names.add(y.name)
+        yield names
+
+
+def _launch(body: ir.Stmt, stage: str):
+    """Grid and block of a kernel from its thread-bound loops."""
+    from .rewriter import walk_stmts
+    grid = [ir.const(1)] * 3
+    block = [1, 1, 1]
+    seen_grid = {}
+
+    def visit(s, serial_outside):
+        if isinstance(s, ir.Seq):
+            for x in s.stmts:
+                visit(x, serial_outside)
+        elif isinstance(s, ir.For):
+            if s.kind == "thread" and s.tag.startswith("blockIdx"):
+                if serial_outside:
+                    raise LoweringError(f"stage '{stage}': loop '{s.var}' bound to {s.tag} is "
+                                        f"nested inside a serial loop; reorder it outward")
+                axis = "xyz".index(s.tag[-1])
+                if s.tag in seen_grid:
+                    raise LoweringError(f"stage '{stage}': two loops bound to {s.tag}")
+                seen_grid[s.tag] = s.extent
+                grid[axis] = s.extent
+                visit(s.body, serial_outside)
+            else:
+                if s.kind == "thread":
+                    if not isinstance(s.extent, ir.Imm):
+                        raise LoweringError(f"stage '{stage}': loop '{s.var}' bound to {s.tag} "
+                                            f"has non-constant extent {s.extent}; split it by a "
+                                            f"constant first")
+                    axis = "xyz".index(s.tag[-1])
+                    block[axis] = max(block[axis], int(s.extent.value))
+                visit(s.body, serial_outside or s.kind != "thread")
+        elif isinstance(s, (ir.Let, ir.Alloc)):
+            visit(s.body, serial_outside)
+        elif isinstance(s, ir.If):
+            visit(s.then, True)
+            if s.else_ is not None:
+                visit(s.else_, True)
+    visit(body, False)
+    del walk_stmts
+    if block[0] * block[1] * block[2] > 1024:
+        raise LoweringError(f"stage '{stage}': {block[0]}x{block[1]}x{block[2]} threads per block "
+                            f"exceed 1024")
+    return tuple(grid), tuple(block)

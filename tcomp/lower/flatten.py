@@ -1,0 +1,42 @@
+"""Pass: storage flattening — multi-dimensional subscripts become one
+row-major offset per buffer.
+
+Pre: Load/Store carry one subscript per buffer dimension.
+Post: Load/Store carry a single subscript. (The sim target runs before this
+pass so it can check every subscript against its own dimension.)
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from . import ir
+from .rewriter import Rewriter, walk_stmts
+from .simplify import simplify_expr
+
+
+def _flat(indices, shape) -> ir.Expr:
+    out = None
+    for i, n in zip(indices, shape):
+        out = i if out is None else ir.Bin("+", ir.Bin("*", out, n, ir.int32), i, ir.int32)
+    return out if out is not None else ir.const(0)
+
+
+class _Flatten(Rewriter):
+    def __init__(self, shapes):
+        self.shapes = shapes
+
+    def expr_Load(self, e: ir.Load) -> ir.Expr:
+        idx = self.exprs(e.indices)
+        return ir.Load(e.buffer, (simplify_expr(_flat(idx, self.shapes[e.buffer])),), e.dtype)
+
+    def stmt_Store(self, s: ir.Store) -> ir.Stmt:
+        idx, v = self.exprs(s.indices), self.expr(s.value)
+        return ir.Store(s.buffer, (simplify_expr(_flat(idx, self.shapes[s.buffer])),), v)
+
+
+def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
+    shapes = {b.name: b.shape for b in program.buffers}
+    for x in walk_stmts(k.body):
+        if isinstance(x, ir.Alloc):
+            shapes[x.buffer.name] = x.buffer.shape
+    return dataclasses.replace(k, body=_Flatten(shapes).stmt(k.body))

@@ -1,0 +1,244 @@
+"""Kernel IR: loops, buffers with scopes, loads/stores, barriers, intrinsics.
+
+Frozen dataclasses; children are tuples; edit with `dataclasses.replace` or a
+`Rewriter` (rewriter.py). Types are the language's `DType`s. Integer `/` and
+`%` floor toward negative infinity, as in the language.
+
+Designed for what comes next: `Call` carries intrinsics by name with typed
+operands (async copies, mbarrier arrive/wait, mma fragments), `Buffer.scope`
+names the memory (global, shared, local, and later tensor-map / barrier
+objects), `For.kind` covers serial, unrolled, vectorised and thread-bound
+loops, and `Kernel.params` may hold launch-time objects.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..lang import dtypes
+from ..lang.dtypes import DType
+
+int32, bool_ = dtypes.int32, dtypes.bool_
+
+
+# ----------------------------------------------------------------- expressions
+@dataclass(frozen=True)
+class Expr:
+    pass
+
+
+@dataclass(frozen=True)
+class Imm(Expr):
+    """A constant of `dtype` (int, float or bool)."""
+    value: int | float | bool
+    dtype: DType = int32
+
+
+@dataclass(frozen=True)
+class Var(Expr):
+    """A loop variable, a thread/block index (`threadIdx.x`), or a size parameter."""
+    name: str
+    dtype: DType = int32
+
+
+@dataclass(frozen=True)
+class Load(Expr):
+    buffer: str
+    indices: tuple[Expr, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Bin(Expr):
+    """Binary operation: + - * / % min max < <= > >= == != && ||."""
+    op: str
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Un(Expr):
+    """Unary operation: '-' (negate) or '!' (logical not)."""
+    op: str
+    x: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """A math builtin (`exp`, `fmax`, ...) or an intrinsic."""
+    fn: str
+    args: tuple[Expr, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    dtype: DType
+    x: Expr
+
+
+# ------------------------------------------------------------------ statements
+@dataclass(frozen=True)
+class Stmt:
+    pass
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    buffer: str
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread.
+    A thread loop has `tag` (threadIdx.x, blockIdx.y, ...): its iterations are
+    spread over threads or blocks instead of executed in sequence."""
+    var: str
+    lo: Expr
+    extent: Expr
+    kind: str
+    body: Stmt
+    tag: str | None = None
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Expr
+    then: Stmt
+    else_: Stmt | None = None
+
+
+@dataclass(frozen=True)
+class Seq(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class Let(Stmt):
+    """Bind `var` to `value` in `body` (thread indices, hoisted offsets)."""
+    var: str
+    value: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True)
+class Barrier(Stmt):
+    """Synchronise the threads of a block (`__syncthreads`)."""
+    scope: str = "block"
+
+
+@dataclass(frozen=True)
+class Evaluate(Stmt):
+    """Evaluate an intrinsic call for its effect."""
+    call: Call
+
+
+@dataclass(frozen=True)
+class Alloc(Stmt):
+    """Allocate `buffer` (shared or local scope) for the duration of `body`."""
+    buffer: "Buffer"
+    body: Stmt
+
+
+# -------------------------------------------------------------------- programs
+@dataclass(frozen=True)
+class Buffer:
+    """A named array. `shape` uses size expressions (Var parameters allowed for
+    global buffers); shared/local buffers have constant shapes."""
+    name: str
+    dtype: DType
+    shape: tuple[Expr, ...]
+    scope: str = "global"  # global | shared | local
+    role: str = "temp"  # input | output | temp
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One launch: `body` runs once per (block, thread) of grid x block.
+    `grid` holds expressions over size parameters; `block` is constant."""
+    name: str
+    buffers: tuple[str, ...]  # global buffers it touches, in parameter order
+    sizes: tuple[str, ...]  # size parameters it needs
+    grid: tuple[Expr, Expr, Expr]
+    block: tuple[int, int, int]
+    body: Stmt
+
+
+@dataclass(frozen=True)
+class Program:
+    """Kernels in launch order, and every global buffer they share."""
+    name: str
+    buffers: tuple[Buffer, ...]
+    kernels: tuple[Kernel, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    sizes: tuple[str, ...]  # symbolic size parameters (bound at run time)
+    bound_sizes: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def buffer(self, name: str) -> Buffer:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    def __str__(self) -> str:
+        from .printer import program_to_text
+        return program_to_text(self)
+
+
+# -------------------------------------------------------------------- helpers
+def const(v: int) -> Imm:
+    return Imm(int(v), int32)
+
+
+ZERO, ONE = const(0), const(1)
+TRUE = Imm(True, bool_)
+
+
+def seq(*stmts) -> Stmt:
+    flat = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def expr_children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Load):
+        return e.indices
+    if isinstance(e, Bin):
+        return (e.a, e.b)
+    if isinstance(e, (Un, Cast)):
+        return (e.x,)
+    if isinstance(e, Select):
+        return (e.cond, e.a, e.b)
+    if isinstance(e, Call):
+        return e.args
+    return ()
+
+
+def walk_expr(e: Expr):
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(expr_children(x))
+
+
+def free_vars(e: Expr) -> set[str]:
+    return {x.name for x in walk_expr(e) if isinstance(x, Var)}

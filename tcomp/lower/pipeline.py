@@ -1,0 +1,79 @@
+"""The lowering pipeline: one visible list of passes, each `(Kernel, Program) -> Kernel`.
+
+    build (op + schedule -> loop nests, bound inference, tail guards)
+    bind_threads     thread-bound loops -> thread indices, predicated stores
+    simplify         canonical integer arithmetic, dead branches and loops
+    insert_barriers  shared-memory synchronisation
+    unroll           expand unrolled loops; check vectorized loops
+    simplify         again, after unrolling
+    flatten_storage  row-major subscripts (targets that address memory linearly)
+
+`lower(..., dump=dir)` writes the IR after construction and after each pass.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from ..errors import LoweringError, TcompError
+from . import barriers, bind_threads, flatten, unroll
+from .build import Builder
+from .ir import Program
+from .simplify import simplify
+from .verify import verify
+
+PASSES = [
+    ("bind_threads", bind_threads.run),
+    ("simplify", lambda k, p: simplify(k)),
+    ("insert_barriers", barriers.run),
+    ("unroll", unroll.run),
+    ("simplify_after_unroll", lambda k, p: simplify(k)),
+    ("flatten_storage", flatten.run),
+]
+
+
+def lower(schedule, sizes: dict | None = None, dump: str | None = None,
+          check: bool = False, until: str | None = None) -> Program:
+    """Lower a schedule to Kernel IR.
+
+    sizes: size variables to fix at compile time (others stay kernel
+    parameters). dump: a folder to write `NN_<pass>.txt` files into.
+    check: run the verifier after every pass. until: stop before this pass.
+    """
+    from ..schedule import Schedule
+    if not isinstance(schedule, Schedule):
+        raise LoweringError(f"lower: needs a tcomp.Schedule, got {type(schedule).__name__}")
+    sizes = dict(sizes or {})
+    for name, v in sizes.items():
+        if name not in schedule.op.size_vars:
+            raise LoweringError(f"lower: '{name}' is not a size variable of '{schedule.op.name}' "
+                                f"(sizes: {', '.join(schedule.op.size_vars) or 'none'})")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise LoweringError(f"lower: size {name} must be a non-negative int, got {v!r}")
+    try:
+        prog = Builder(schedule, sizes).program()
+    except TcompError:
+        raise
+    except RecursionError:
+        raise LoweringError("lower: loop nest too deep") from None
+    _dump(dump, 0, "build", prog)
+    if check:
+        for k in prog.kernels:
+            verify(k, prog)
+    for i, (name, fn) in enumerate(PASSES, 1):
+        if name == until:
+            break
+        prog = dataclasses.replace(prog, kernels=tuple(fn(k, prog) for k in prog.kernels))
+        _dump(dump, i, name, prog)
+        if check:
+            for k in prog.kernels:
+                verify(k, prog, flat=name == "flatten_storage")
+    return prog
+
+
+def _dump(folder, i, name, prog):
+    if folder is None:
+        return
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{i:02d}_{name}.txt"), "w") as f:
+        f.write(str(prog))

@@ -1,0 +1,91 @@
+"""The one printer of Kernel IR (used by str(), pass dumps, golden tests)."""
+from __future__ import annotations
+
+from . import ir
+
+PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
+        "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+
+
+def _imm(e: ir.Imm) -> str:
+    if e.dtype.is_bool:
+        return "true" if e.value else "false"
+    if e.dtype.is_float:
+        text = repr(float(e.value))
+        return text if e.dtype.name == "float32" else f"{e.dtype.name}({text})"
+    return str(int(e.value)) if e.dtype.name in ("int32",) else f"{e.dtype.name}({int(e.value)})"
+
+
+def expr(e: ir.Expr, min_prec: int = 0) -> str:
+    if isinstance(e, ir.Imm):
+        text, p = _imm(e), 9
+        if isinstance(e.value, (int, float)) and e.value < 0:
+            p = 7
+    elif isinstance(e, ir.Var):
+        text, p = e.name, 9
+    elif isinstance(e, ir.Load):
+        text, p = f"{e.buffer}[{', '.join(expr(i) for i in e.indices)}]", 9
+    elif isinstance(e, ir.Bin):
+        if e.op in ("min", "max"):
+            text, p = f"{e.op}({expr(e.a)}, {expr(e.b)})", 9
+        else:
+            p = PREC[e.op]
+            text = f"{expr(e.a, p)} {e.op} {expr(e.b, p + 1)}"
+    elif isinstance(e, ir.Un):
+        text, p = f"{e.op}{expr(e.x, 8)}", 7
+    elif isinstance(e, ir.Select):
+        text, p = f"{expr(e.cond, 1)} ? {expr(e.a)} : {expr(e.b)}", 0
+    elif isinstance(e, ir.Call):
+        text, p = f"{e.fn}({', '.join(expr(a) for a in e.args)})", 9
+    elif isinstance(e, ir.Cast):
+        text, p = f"{e.dtype.name}({expr(e.x)})", 9
+    else:
+        raise TypeError(e)
+    return f"({text})" if p < min_prec else text
+
+
+def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
+    pad = "  " * indent
+    if isinstance(s, ir.Seq):
+        return [line for x in s.stmts for line in stmt(x, indent)]
+    if isinstance(s, ir.Store):
+        return [f"{pad}{s.buffer}[{', '.join(expr(i) for i in s.indices)}] = {expr(s.value)}"]
+    if isinstance(s, ir.For):
+        lo = expr(s.lo)
+        hi = expr(s.extent) if lo == "0" else f"{lo} + {expr(s.extent, 5)}"
+        kind = f"  @{s.tag}" if s.tag else ("" if s.kind == "serial" else f"  @{s.kind}")
+        return [f"{pad}for {s.var} in {lo}:{hi}{kind}"] + stmt(s.body, indent + 1)
+    if isinstance(s, ir.If):
+        out = [f"{pad}if {expr(s.cond)}"] + stmt(s.then, indent + 1)
+        if s.else_ is not None:
+            out += [f"{pad}else"] + stmt(s.else_, indent + 1)
+        return out
+    if isinstance(s, ir.Let):
+        return [f"{pad}let {s.var} = {expr(s.value)}"] + stmt(s.body, indent)
+    if isinstance(s, ir.Barrier):
+        return [f"{pad}barrier()"]
+    if isinstance(s, ir.Evaluate):
+        return [f"{pad}{expr(s.call)}"]
+    if isinstance(s, ir.Alloc):
+        b = s.buffer
+        shape = ", ".join(expr(d) for d in b.shape)
+        return [f"{pad}alloc {b.scope} {b.dtype.name} {b.name}[{shape}]"] + stmt(s.body, indent)
+    raise TypeError(s)
+
+
+def kernel_to_text(k: ir.Kernel) -> str:
+    grid = ", ".join(expr(g) for g in k.grid)
+    block = ", ".join(str(b) for b in k.block)
+    params = ", ".join(k.buffers + k.sizes)
+    head = f"kernel {k.name}({params}) grid=({grid}) block=({block})"
+    return "\n".join([head] + stmt(k.body, 1))
+
+
+def program_to_text(p: ir.Program) -> str:
+    lines = [f"# program {p.name}"]
+    for b in p.buffers:
+        shape = ", ".join(expr(d) for d in b.shape)
+        lines.append(f"buffer {b.role} {b.scope} {b.dtype.name} {b.name}[{shape}]")
+    for k in p.kernels:
+        lines.append(kernel_to_text(k))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,352 @@
+"""Pass: arithmetic simplification of Kernel IR.
+
+Integer expressions are brought to a canonical linear form
+  c0 + sum(ci * atom_i)
+where atoms are variables or non-linear subterms; like terms combine, so
+`(m_o*64 + 63) - m_o*64 + 1` folds to 64. With the ranges of the enclosing
+loops known, floor division and modulo by a constant simplify:
+  (q*c + r) / c -> q   and   (q*c + r) % c -> r    when 0 <= r < c.
+Constants fold in every operator; comparisons decided by ranges fold to
+true/false; `if` on a constant keeps one branch; loops of extent 1 become a
+substitution and loops of extent 0 disappear.
+
+Pre: any Kernel IR. Post: same meaning, canonical integer arithmetic.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from . import ir
+from .rewriter import Rewriter, substitute
+
+
+def _key(e: ir.Expr):
+    return e  # frozen dataclasses hash structurally
+
+
+class Linear:
+    """c0 + sum(coef * atom); atoms keyed by structural equality."""
+    __slots__ = ("terms", "const")
+
+    def __init__(self, terms=None, const=0):
+        self.terms = terms or {}
+        self.const = const
+
+    def add(self, other: "Linear", sign: int = 1) -> "Linear":
+        terms = dict(self.terms)
+        for a, c in other.terms.items():
+            n = terms.get(a, 0) + sign * c
+            if n:
+                terms[a] = n
+            else:
+                terms.pop(a, None)
+        return Linear(terms, self.const + sign * other.const)
+
+    def scale(self, k: int) -> "Linear":
+        if k == 0:
+            return Linear()
+        return Linear({a: c * k for a, c in self.terms.items()}, self.const * k)
+
+    def is_const(self) -> bool:
+        return not self.terms
+
+    def to_expr(self) -> ir.Expr:
+        pos = [(a, c) for a, c in self.terms.items() if c > 0]
+        neg = [(a, -c) for a, c in self.terms.items() if c < 0]
+        out = None
+        for a, c in pos:
+            t = a if c == 1 else ir.Bin("*", a, ir.const(c), ir.int32)
+            out = t if out is None else ir.Bin("+", out, t, ir.int32)
+        for a, c in neg:
+            t = a if c == 1 else ir.Bin("*", a, ir.const(c), ir.int32)
+            out = ir.Bin("-", out if out is not None else ir.const(0), t, ir.int32)
+        if out is None:
+            return ir.const(self.const)
+        if self.const > 0:
+            out = ir.Bin("+", out, ir.const(self.const), ir.int32)
+        elif self.const < 0:
+            out = ir.Bin("-", out, ir.const(-self.const), ir.int32)
+        return out
+
+
+def _is_int32(e: ir.Expr) -> bool:
+    return getattr(e, "dtype", None) == ir.int32
+
+
+class Simplifier(Rewriter):
+    def __init__(self, ranges: dict | None = None):
+        # var -> (lo, hi) inclusive integer bounds, when known
+        self.ranges: dict[str, tuple] = dict(ranges or {})  # var -> (lo, hi) ints or None
+        self.sym: dict[str, tuple] = {}  # var -> (lo, hi) inclusive as Linear forms
+
+    # --------------------------------------------------------- linear forms
+    def linear(self, e: ir.Expr) -> Linear:
+        if isinstance(e, ir.Imm) and e.dtype == ir.int32:
+            return Linear({}, int(e.value))
+        if isinstance(e, ir.Bin) and e.dtype == ir.int32:
+            if e.op in "+-":
+                return self.linear(e.a).add(self.linear(e.b), 1 if e.op == "+" else -1)
+            if e.op == "*":
+                a, b = self.linear(e.a), self.linear(e.b)
+                if b.is_const():
+                    return a.scale(b.const)
+                if a.is_const():
+                    return b.scale(a.const)
+        if isinstance(e, ir.Un) and e.op == "-" and e.dtype == ir.int32:
+            return self.linear(e.x).scale(-1)
+        return Linear({_key(e): 1}, 0)
+
+    def bound(self, lin: Linear):
+        """Inclusive (lo, hi) of a linear form from variable ranges; either
+        side is None when unknown."""
+        lo = hi = lin.const
+        for a, c in lin.terms.items():
+            r = self.atom_bound(a)
+            if r is None:
+                return None, None
+            pick_lo, pick_hi = (r[0], r[1]) if c > 0 else (r[1], r[0])
+            lo = None if lo is None or pick_lo is None else lo + c * pick_lo
+            hi = None if hi is None or pick_hi is None else hi + c * pick_hi
+        return lo, hi
+
+    def atom_bound(self, a: ir.Expr):
+        if isinstance(a, ir.Var):
+            return self.ranges.get(a.name)
+        if isinstance(a, ir.Bin) and a.op == "%" and isinstance(a.b, ir.Imm) and a.b.value > 0:
+            return 0, int(a.b.value) - 1
+        if isinstance(a, ir.Bin) and a.op == "/" and isinstance(a.b, ir.Imm) and a.b.value > 0:
+            lo, hi = self.bound(self.linear(a.a))
+            c = int(a.b.value)
+            return (None if lo is None else lo // c), (None if hi is None else hi // c)
+        return None
+
+    def sym_bound(self, lin: Linear, upper: bool):
+        """Upper (or lower) bound of a linear form as a linear form, replacing
+        loop variables by their symbolic end points (two rounds)."""
+        cur = lin
+        for _ in range(2):
+            out = Linear({}, cur.const)
+            changed = False
+            for a, c in cur.terms.items():
+                r = self.sym.get(a.name) if isinstance(a, ir.Var) else None
+                if r is None:
+                    out = out.add(Linear({a: c}, 0))
+                    continue
+                changed = True
+                end = r[1] if (c > 0) == upper else r[0]
+                out = out.add(end.scale(c))
+            cur = out
+            if not changed:
+                break
+        return cur
+
+    def decide(self, op: str, a: ir.Expr, b: ir.Expr):
+        d = self.linear(a).add(self.linear(b), -1)
+        res = _decide(op, self.bound(d))
+        if res is None:
+            lo, hi = self.sym_bound(d, False), self.sym_bound(d, True)
+            res = _decide(op, (lo.const if lo.is_const() else None,
+                               hi.const if hi.is_const() else None))
+        return res
+
+    # --------------------------------------------------------- expressions
+    def expr_Bin(self, e: ir.Bin) -> ir.Expr:
+        a, b = self.expr(e.a), self.expr(e.b)
+        e = e if (a is e.a and b is e.b) else dataclasses.replace(e, a=a, b=b)
+        if isinstance(a, ir.Imm) and isinstance(b, ir.Imm):
+            folded = _fold(e.op, a, b, e.dtype)
+            if folded is not None:
+                return folded
+        if e.dtype == ir.int32 and e.op in "+-*":
+            return self.linear(e).to_expr()
+        if e.op in ("/", "%") and e.dtype == ir.int32 and isinstance(b, ir.Imm) and b.value > 0:
+            return self.divmod(e.op, a, int(b.value), e)
+        if e.op in ("min", "max") and _is_int32(a) and _is_int32(b):
+            if self.decide("<=", a, b):
+                return a if e.op == "min" else b
+            if self.decide(">=", a, b):
+                return b if e.op == "min" else a
+        if e.op in ("<", "<=", ">", ">=", "==", "!=") and _is_int32(a) and _is_int32(b):
+            res = self.decide(e.op, a, b)
+            if res is not None:
+                return ir.Imm(res, ir.bool_)
+        if e.op == "&&":
+            for x, y in ((a, b), (b, a)):
+                if isinstance(x, ir.Imm):
+                    return y if x.value else ir.Imm(False, ir.bool_)
+        if e.op == "||":
+            for x, y in ((a, b), (b, a)):
+                if isinstance(x, ir.Imm):
+                    return ir.Imm(True, ir.bool_) if x.value else y
+        return e
+
+    def divmod(self, op: str, a: ir.Expr, c: int, e: ir.Expr) -> ir.Expr:
+        lin = self.linear(a)
+        if c == 1:
+            return a if op == "/" else ir.const(0)
+        q = Linear({t: k // c for t, k in lin.terms.items() if k % c == 0}, 0)
+        rest = Linear({t: k for t, k in lin.terms.items() if k % c != 0}, lin.const)
+        qc, rc = divmod(rest.const, c)
+        q.const, rest.const = qc, rc
+        r = self.bound(rest)
+        if r[0] is not None and r[1] is not None and 0 <= r[0] and r[1] < c:
+            if op == "/":
+                return q.to_expr()
+            return rest.to_expr()
+        return e
+
+    def expr_Select(self, e: ir.Select) -> ir.Expr:
+        e = self.generic_expr(e)
+        if isinstance(e.cond, ir.Imm):
+            return e.a if e.cond.value else e.b
+        return e
+
+    def expr_Un(self, e: ir.Un) -> ir.Expr:
+        e = self.generic_expr(e)
+        if isinstance(e.x, ir.Imm):
+            if e.op == "!":
+                return ir.Imm(not e.x.value, ir.bool_)
+            if e.dtype == ir.int32:
+                return ir.const(-int(e.x.value))
+        if e.op == "-" and e.dtype == ir.int32:
+            return self.linear(e).to_expr()
+        return e
+
+    def expr_Cast(self, e: ir.Cast) -> ir.Expr:
+        e = self.generic_expr(e)
+        if getattr(e.x, "dtype", None) == e.dtype:
+            return e.x
+        return e
+
+    # --------------------------------------------------------- statements
+    def stmt_For(self, s: ir.For) -> ir.Stmt:
+        lo, ext = self.expr(s.lo), self.expr(s.extent)
+        if isinstance(ext, ir.Imm) and ext.value <= 0:
+            return ir.Seq(())
+        if isinstance(ext, ir.Imm) and ext.value == 1 and s.kind != "thread":
+            return self.stmt(substitute(s.body, {s.var: lo}))
+        saved = self.ranges.get(s.var), self.sym.get(s.var)
+        lo_b, ext_b = self.bound(self.linear(lo)), self.bound(self.linear(ext))
+        hi = None if lo_b[1] is None or ext_b[1] is None else lo_b[1] + ext_b[1] - 1
+        self.ranges[s.var] = (lo_b[0], hi)
+        llo = self.linear(lo)
+        self.sym[s.var] = (llo, llo.add(self.linear(ext)).add(Linear({}, 1), -1))
+        body = self.stmt(s.body)
+        self._restore(s.var, saved)
+        if lo is s.lo and ext is s.extent and body is s.body:
+            return s
+        return dataclasses.replace(s, lo=lo, extent=ext, body=body)
+
+    def _restore(self, var, saved):
+        for table, old in zip((self.ranges, self.sym), saved):
+            if old is None:
+                table.pop(var, None)
+            else:
+                table[var] = old
+
+    def stmt_Let(self, s: ir.Let) -> ir.Stmt:
+        v = self.expr(s.value)
+        saved = self.ranges.get(s.var), self.sym.get(s.var)
+        if _is_int32(v):
+            self.ranges[s.var] = self.bound(self.linear(v))
+            lin = self.linear(v)
+            self.sym[s.var] = (lin, lin)
+        body = self.stmt(s.body)
+        self._restore(s.var, saved)
+        return s if (v is s.value and body is s.body) else ir.Let(s.var, v, body)
+
+    def stmt_If(self, s: ir.If) -> ir.Stmt:
+        c = self.expr(s.cond)
+        if isinstance(c, ir.Bin) and c.op == "&&":
+            # Drop conjuncts that repeat, so tail and clamp guards do not pile up.
+            parts, out = _conjuncts(c), []
+            for x in parts:
+                if x not in out:
+                    out.append(x)
+            c = out[0]
+            for x in out[1:]:
+                c = ir.Bin("&&", c, x, ir.bool_)
+        if isinstance(c, ir.Imm):
+            if c.value:
+                return self.stmt(s.then)
+            return self.stmt(s.else_) if s.else_ is not None else ir.Seq(())
+        then = self.stmt(s.then)
+        else_ = self.stmt(s.else_) if s.else_ is not None else None
+        if _empty(then) and (else_ is None or _empty(else_)):
+            return ir.Seq(())
+        if else_ is None and isinstance(then, ir.If) and then.else_ is None:
+            return ir.If(ir.Bin("&&", c, then.cond, ir.bool_), then.then)
+        return ir.If(c, then, else_)
+
+
+def _conjuncts(c):
+    if isinstance(c, ir.Bin) and c.op == "&&":
+        return _conjuncts(c.a) + _conjuncts(c.b)
+    return [c]
+
+
+def _empty(s: ir.Stmt) -> bool:
+    return isinstance(s, ir.Seq) and not s.stmts
+
+
+def _decide(op: str, d):
+    """Decide `a op b` from inclusive bounds (lo, hi) of a - b (None: unknown)."""
+    lo, hi = d
+    lt = lambda x, y: x is not None and x < y  # noqa: E731
+    gt = lambda x, y: x is not None and x > y  # noqa: E731
+    table = {"<": (lt(hi, 0), not lt(lo, 0) and lo is not None),
+             "<=": (not gt(hi, 0) and hi is not None, gt(lo, 0)),
+             ">": (gt(lo, 0), not gt(hi, 0) and hi is not None),
+             ">=": (not lt(lo, 0) and lo is not None, lt(hi, 0)),
+             "==": (lo == 0 and hi == 0, gt(lo, 0) or lt(hi, 0)),
+             "!=": (gt(lo, 0) or lt(hi, 0), lo == 0 and hi == 0)}
+    true, false = table[op]
+    return True if true else (False if false else None)
+
+
+def _fold(op: str, a: ir.Imm, b: ir.Imm, dtype):
+    x, y = a.value, b.value
+    if dtype.is_float or a.dtype.is_float or b.dtype.is_float:
+        return None  # float folding would need the exact rounding of the type
+    try:
+        if op == "+":
+            v = x + y
+        elif op == "-":
+            v = x - y
+        elif op == "*":
+            v = x * y
+        elif op == "/":
+            if y == 0:
+                return None
+            v = x // y
+        elif op == "%":
+            if y == 0:
+                return None
+            v = x % y
+        elif op == "min":
+            v = min(x, y)
+        elif op == "max":
+            v = max(x, y)
+        else:
+            r = {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y, "==": x == y, "!=": x != y,
+                 "&&": bool(x) and bool(y), "||": bool(x) or bool(y)}[op]
+            return ir.Imm(r, ir.bool_)
+    except KeyError:
+        return None
+    if dtype == ir.int32 and not (-2**31 <= v < 2**31):
+        return None
+    return ir.Imm(v, dtype)
+
+
+def simplify_expr(e: ir.Expr, ranges: dict | None = None) -> ir.Expr:
+    return Simplifier(ranges).expr(e)
+
+
+def simplify(k: ir.Kernel) -> ir.Kernel:
+    ranges = {f"threadIdx.{a}": (0, n - 1) for a, n in zip("xyz", k.block)}
+    s = Simplifier(ranges)
+    for a, g in zip("xyz", k.grid):
+        name = f"blockIdx.{a}"
+        s.ranges[name] = (0, int(g.value) - 1 if isinstance(g, ir.Imm) else None)
+        s.sym[name] = (Linear(), s.linear(g).add(Linear({}, 1), -1))
+    return dataclasses.replace(k, body=s.stmt(k.body), grid=tuple(s.expr(g) for g in k.grid))

@@ -1,0 +1,44 @@
+"""Pass: unroll and vectorize checks.
+
+Pre: loops marked `unroll` / `vectorize`.
+Post: unrolled loops are expanded into copies of their body (constant extent
+up to MAX_UNROLL); vectorized loops are checked to be innermost (no loops,
+barriers or allocations inside) with a constant extent, and kept for the
+target to emit vector accesses.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import LoweringError
+from . import ir
+from .rewriter import Rewriter, substitute, walk_stmts
+
+MAX_UNROLL = 128
+
+
+class _Unroll(Rewriter):
+    def stmt_For(self, s: ir.For) -> ir.Stmt:
+        body = self.stmt(s.body)
+        if s.kind == "vectorize":
+            if not isinstance(s.extent, ir.Imm):
+                raise LoweringError(f"vectorized loop '{s.var}' has non-constant extent "
+                                    f"{s.extent}")
+            for x in walk_stmts(body):
+                if isinstance(x, (ir.For, ir.Barrier, ir.Alloc)):
+                    raise LoweringError(f"vectorized loop '{s.var}' is not innermost: it contains "
+                                        f"{type(x).__name__.lower()}")
+        if s.kind != "unroll":
+            return s if body is s.body else dataclasses.replace(s, body=body)
+        if not isinstance(s.extent, ir.Imm):
+            raise LoweringError(f"unrolled loop '{s.var}' has non-constant extent {s.extent}")
+        n = int(s.extent.value)
+        if n > MAX_UNROLL:
+            raise LoweringError(f"unrolled loop '{s.var}' has {n} iterations (at most "
+                                f"{MAX_UNROLL})")
+        return ir.seq(*[substitute(body, {s.var: ir.Bin("+", s.lo, ir.const(i), ir.int32)})
+                        for i in range(n)])
+
+
+def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
+    return dataclasses.replace(k, body=_Unroll().stmt(k.body))

@@ -1,0 +1,71 @@
+"""Kernel IR verifier, run between passes in tests (and on request).
+
+Checks: every variable is defined (loop, let, size parameter, thread/block
+index); every Load/Store names a known buffer with the right number of
+subscripts (before flattening); no barrier sits under a condition that
+depends on the thread index (not every thread would reach it).
+"""
+from __future__ import annotations
+
+from ..errors import LoweringError
+from . import ir
+
+THREAD_VARS = {f"{k}.{a}" for k in ("threadIdx", "blockIdx") for a in "xyz"}
+
+
+def verify(k: ir.Kernel, program: ir.Program, flat: bool = False) -> None:
+    shapes = {b.name: len(b.shape) for b in program.buffers}
+    defined = set(THREAD_VARS) | set(program.sizes)
+    thread_dep = {f"threadIdx.{a}" for a in "xyz"}
+
+    def check_expr(e, scope):
+        for x in ir.walk_expr(e):
+            if isinstance(x, ir.Var) and x.name not in scope:
+                raise LoweringError(f"kernel {k.name}: variable '{x.name}' used but not defined")
+            if isinstance(x, ir.Load):
+                check_buf(x.buffer, len(x.indices))
+
+    def check_buf(name, n):
+        if name not in shapes:
+            raise LoweringError(f"kernel {k.name}: unknown buffer '{name}'")
+        if not flat and shapes[name] != n:
+            raise LoweringError(f"kernel {k.name}: buffer '{name}' has {shapes[name]} dimensions "
+                                f"but is accessed with {n} subscripts")
+
+    def depends(e, tdep):
+        return bool(ir.free_vars(e) & tdep)
+
+    def visit(s, scope, tdep, divergent):
+        if isinstance(s, ir.Seq):
+            for x in s.stmts:
+                visit(x, scope, tdep, divergent)
+        elif isinstance(s, ir.Store):
+            check_buf(s.buffer, len(s.indices))
+            for e in s.indices + (s.value,):
+                check_expr(e, scope)
+        elif isinstance(s, ir.For):
+            check_expr(s.lo, scope)
+            check_expr(s.extent, scope)
+            visit(s.body, scope | {s.var}, tdep, divergent)
+        elif isinstance(s, ir.Let):
+            check_expr(s.value, scope)
+            new_dep = tdep | {s.var} if depends(s.value, tdep) else tdep
+            visit(s.body, scope | {s.var}, new_dep, divergent)
+        elif isinstance(s, ir.If):
+            check_expr(s.cond, scope)
+            div = divergent or depends(s.cond, tdep)
+            visit(s.then, scope, tdep, div)
+            if s.else_ is not None:
+                visit(s.else_, scope, tdep, div)
+        elif isinstance(s, ir.Alloc):
+            shapes[s.buffer.name] = len(s.buffer.shape)
+            visit(s.body, scope, tdep, divergent)
+        elif isinstance(s, ir.Barrier):
+            if divergent:
+                raise LoweringError(f"kernel {k.name}: barrier under a thread-dependent condition")
+        elif isinstance(s, ir.Evaluate):
+            check_expr(s.call, scope)
+
+    for g in k.grid:
+        check_expr(g, defined)
+    visit(k.body, defined, thread_dep, False)

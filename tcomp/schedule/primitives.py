@@ -1,0 +1,341 @@
+"""The user-facing `Stage` and its loop primitives.
+
+Loop nests in the docstrings are shown before -> after each primitive.
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from . import directives as D
+from .stage import THREAD_TAGS, Axis, FuseRel, SplitRel
+
+
+class Stage:
+    """A handle to one stage of a Schedule (`s["C"]`)."""
+
+    def __init__(self, schedule, name: str):
+        self._sched = schedule
+        self.name = name
+
+    @property
+    def _s(self):
+        return self._sched.states[self.name]
+
+    def __repr__(self) -> str:
+        return f"Stage({self.name})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stage) and other._sched is self._sched and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    # ------------------------------------------------------------- axes
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        """The spatial axes of the original loop nest, named after the index variables."""
+        return tuple(Axis(self.name, v, "spatial") for v in self._s.definition.spatial)
+
+    @property
+    def reduce_axes(self) -> tuple[Axis, ...]:
+        return tuple(Axis(self.name, v, "reduce") for v in self._s.definition.reduce)
+
+    @property
+    def leaf_axes(self) -> tuple[Axis, ...]:
+        """The current loops, outermost first."""
+        s = self._s
+        return tuple(Axis(self.name, v, s.kinds[v]) for v in s.leaves)
+
+    @property
+    def tensor(self) -> str:
+        return self._s.tensor
+
+    def _axis_by_name(self, name: str, primitive: str) -> Axis:
+        s = self._s
+        if name not in s.kinds:
+            raise ScheduleError(f"{primitive}: stage '{self.name}' has no axis '{name}'")
+        return Axis(self.name, name, s.kinds[name])
+
+    def _leaf(self, ax, primitive: str, arg: str = "axis") -> str:
+        if not isinstance(ax, Axis):
+            raise ScheduleError(f"{primitive}: {arg} must be an Axis of stage '{self.name}', got "
+                                f"{ax!r}")
+        if ax.stage != self.name:
+            raise ScheduleError(f"{primitive}: {arg} {ax!r} belongs to stage '{ax.stage}', not "
+                                f"'{self.name}'")
+        s = self._s
+        if ax.name not in s.kinds:
+            raise ScheduleError(f"{primitive}: stage '{self.name}' has no axis '{ax.name}'")
+        if ax.name not in s.leaves:
+            raise ScheduleError(f"{primitive}: {arg} {ax!r} no longer exists as a loop (it was "
+                                f"split or fused); use the axes that replaced it")
+        return ax.name
+
+    def _not_inline(self, primitive: str):
+        if self._s.attach == ("inline",):
+            raise ScheduleError(f"{primitive}: stage '{self.name}' is inlined and has no loops")
+
+    # ------------------------------------------------------------- loops
+    def split(self, ax: Axis, factor: int | None = None, nparts: int | None = None):
+        """Split a loop in two.
+
+        for m in 0:M            ->  for m_o in 0:ceil(M/64)
+                                      for m_i in 0:64
+                                        if m_o*64 + m_i < M: ... m = m_o*64 + m_i ...
+        With `nparts=4` the outer loop has 4 iterations instead. Factors that do
+        not divide the extent are allowed: the tail is guarded.
+        """
+        p = "split"
+        self._not_inline(p)
+        name = self._leaf(ax, p)
+        if (factor is None) == (nparts is None):
+            raise ScheduleError(f"{p}: give exactly one of factor= and nparts= (axis {ax!r})")
+        n = factor if factor is not None else nparts
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            what = "factor" if factor is not None else "nparts"
+            raise ScheduleError(f"{p}: {what} must be a positive int, got {n!r}")
+        s = self._s
+        outer, inner = s.fresh(f"{name}_o"), s.fresh(f"{name}_i")
+        self._sched.directives.append(D.Split(self.name, name, factor, nparts))
+        s.relations.append(SplitRel(name, outer, inner, factor, nparts))
+        kind = s.kinds[name]
+        s.kinds[outer] = s.kinds[inner] = kind
+        i = s.leaves.index(name)
+        s.leaves[i:i + 1] = [outer, inner]
+        return Axis(self.name, outer, kind), Axis(self.name, inner, kind)
+
+    def tile(self, x: Axis, y: Axis, x_factor: int, y_factor: int):
+        """Split two loops and reorder them into tiles.
+
+        for m, n      ->  for m_o, n_o, m_i, n_i   (m_i in 0:x_factor, n_i in 0:y_factor)
+        Returns (m_o, n_o, m_i, n_i).
+        """
+        p = "tile"
+        self._not_inline(p)
+        xn, yn = self._leaf(x, p, "x"), self._leaf(y, p, "y")
+        if xn == yn:
+            raise ScheduleError(f"{p}: x and y are the same axis {x!r}")
+        for f, arg in ((x_factor, "x_factor"), (y_factor, "y_factor")):
+            if isinstance(f, bool) or not isinstance(f, int) or f < 1:
+                raise ScheduleError(f"{p}: {arg} must be a positive int, got {f!r}")
+        n_dir = len(self._sched.directives)
+        xo, xi = self.split(x, x_factor)
+        yo, yi = self.split(y, y_factor)
+        s = self._s
+        pos = sorted(s.leaves.index(a.name) for a in (xo, xi, yo, yi))
+        for i, a in zip(pos, (xo, yo, xi, yi)):
+            s.leaves[i] = a.name
+        del self._sched.directives[n_dir:]
+        self._sched.directives.append(D.Tile(self.name, xn, yn, x_factor, y_factor))
+        return xo, yo, xi, yi
+
+    def reorder(self, *axes: Axis):
+        """Put the given loops in this order, in the positions they occupy.
+
+        for m, n, k  --reorder(k, m)-->  for k, n, m
+        """
+        p = "reorder"
+        self._not_inline(p)
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        names = [self._leaf(a, p) for a in axes]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise ScheduleError(f"{p}: axis '{dup}' is given twice")
+        s = self._s
+        pos = sorted(s.leaves.index(n) for n in names)
+        self._sched.directives.append(D.Reorder(self.name, tuple(names)))
+        for i, n in zip(pos, names):
+            s.leaves[i] = n
+
+    def fuse(self, outer: Axis, inner: Axis) -> Axis:
+        """Fuse two adjacent loops into one.
+
+        for m_o in 0:A            ->  for f in 0:A*B
+          for n_o in 0:B                m_o = f / B, n_o = f % B
+        """
+        p = "fuse"
+        self._not_inline(p)
+        o, i = self._leaf(outer, p, "outer"), self._leaf(inner, p, "inner")
+        s = self._s
+        if s.leaves.index(i) != s.leaves.index(o) + 1:
+            raise ScheduleError(f"{p}: {outer!r} must be the loop directly outside {inner!r}")
+        if s.kinds[o] != s.kinds[i]:
+            raise ScheduleError(f"{p}: cannot fuse a spatial and a reduction axis ({outer!r}, "
+                                f"{inner!r})")
+        for a in (o, i):
+            if a in s.bind or a in s.unroll or a in s.vectorize:
+                raise ScheduleError(f"{p}: axis '{a}' is already bound/unrolled/vectorized")
+        fused = s.fresh(f"{o}_{i}_f")
+        self._sched.directives.append(D.Fuse(self.name, o, i))
+        s.relations.append(FuseRel(o, i, fused))
+        s.kinds[fused] = s.kinds[o]
+        k = s.leaves.index(o)
+        s.leaves[k:k + 2] = [fused]
+        return Axis(self.name, fused, s.kinds[o])
+
+    def bind(self, ax: Axis, tag: str):
+        """Spread a loop over GPU blocks or threads.
+
+        for m_o in 0:64  --bind(m_o, "blockIdx.x")-->  m_o = blockIdx.x  (one block each)
+        """
+        p = "bind"
+        self._not_inline(p)
+        name = self._leaf(ax, p)
+        if tag not in THREAD_TAGS:
+            raise ScheduleError(f"{p}: unknown thread tag '{tag}' (use one of "
+                                f"{', '.join(THREAD_TAGS)})")
+        s = self._s
+        if s.kinds[name] == "reduce":
+            raise ScheduleError(f"{p}: axis {ax!r} is a reduction axis; binding it to "
+                                f"{tag} needs a cross-thread reduction, which tcomp does not "
+                                f"lower yet (use rfactor to make it spatial)")
+        if name in s.bind:
+            raise ScheduleError(f"{p}: axis {ax!r} is already bound to {s.bind[name]}")
+        if name in s.unroll or name in s.vectorize:
+            raise ScheduleError(f"{p}: axis {ax!r} is unrolled/vectorized and cannot be bound")
+        for other, t in s.bind.items():
+            if t == tag:
+                raise ScheduleError(f"{p}: {tag} is already bound to axis '{other}' of stage "
+                                    f"'{self.name}'")
+        if tag.startswith("blockIdx") and s.attach != ("root",):
+            raise ScheduleError(f"{p}: stage '{self.name}' is computed inside another stage; "
+                                f"only root stages can bind {tag}")
+        self._sched.directives.append(D.Bind(self.name, name, tag))
+        s.bind[name] = tag
+
+    def unroll(self, ax: Axis):
+        """Unroll a loop (its extent must be constant when lowered)."""
+        p = "unroll"
+        self._not_inline(p)
+        name = self._leaf(ax, p)
+        s = self._s
+        if name in s.bind or name in s.vectorize:
+            raise ScheduleError(f"{p}: axis {ax!r} is already bound or vectorized")
+        self._sched.directives.append(D.Unroll(self.name, name))
+        s.unroll.add(name)
+
+    def vectorize(self, ax: Axis):
+        """Vectorize the innermost loop (constant extent; 16-byte accesses in CUDA)."""
+        p = "vectorize"
+        self._not_inline(p)
+        name = self._leaf(ax, p)
+        s = self._s
+        if s.leaves[-1] != name:
+            raise ScheduleError(f"{p}: axis {ax!r} is not the innermost loop (innermost is "
+                                f"'{s.leaves[-1]}')")
+        if s.kinds[name] == "reduce":
+            raise ScheduleError(f"{p}: axis {ax!r} is a reduction axis and cannot be vectorized")
+        if name in s.bind or name in s.unroll:
+            raise ScheduleError(f"{p}: axis {ax!r} is already bound or unrolled")
+        from .extents import constant_extent
+        ext = constant_extent(s, name)
+        if ext is None:
+            raise ScheduleError(f"{p}: axis {ax!r} has a non-constant extent; split it by a "
+                                f"constant factor first")
+        self._sched.directives.append(D.Vectorize(self.name, name))
+        s.vectorize.add(name)
+
+    def storage_align(self, ax: Axis, factor: int, offset: int):
+        """Pad this stage's buffer so the dimension of `ax` has a row stride
+        that is `offset` modulo `factor` elements (avoids shared-memory bank
+        conflicts)."""
+        p = "storage_align"
+        name = self._leaf(ax, p)
+        s = self._s
+        if name not in s.definition.spatial:
+            raise ScheduleError(f"{p}: axis {ax!r} must be an original spatial axis of the stage")
+        if not (isinstance(factor, int) and factor > 0 and isinstance(offset, int) and
+                0 <= offset < factor):
+            raise ScheduleError(f"{p}: need factor > 0 and 0 <= offset < factor, got "
+                                f"{factor}, {offset}")
+        self._sched.directives.append(D.StorageAlign(self.name, name, factor, offset))
+        s.align[name] = (factor, offset)
+
+    # ------------------------------------------------------------- placement
+    def compute_at(self, target: "Stage", ax: Axis):
+        """Compute this stage inside `target`'s loop `ax`, only the region of
+        it that one iteration of `ax` reads.
+
+        P: for i: P[i] = ...          ->  C: for m_o:
+        C: for m_o, m_i: ... P[..]           P: for i in region(m_o): P[i] = ...
+                                             for m_i: ... P[..]
+        """
+        p = "compute_at"
+        if not isinstance(target, Stage) or target._sched is not self._sched:
+            raise ScheduleError(f"{p}: target must be a Stage of the same schedule, got "
+                                f"{target!r}")
+        if target.name == self.name:
+            raise ScheduleError(f"{p}: stage '{self.name}' cannot be computed at itself")
+        sched = self._sched
+        me = self._s
+        if me.tensor not in target._s.definition.reads():
+            raise ScheduleError(f"{p}: stage '{target.name}' does not read '{me.tensor}', so "
+                                f"'{self.name}' cannot be computed at its loops")
+        if len(sched.writers(me.tensor)) != 1:
+            raise ScheduleError(f"{p}: '{me.tensor}' is written by several statements "
+                                f"({', '.join(sched.writers(me.tensor))}); only a tensor with "
+                                f"one writer can be computed at a consumer")
+        name = target._leaf(ax, p)
+        t = target._s
+        # No cycles: the target must not (transitively) be computed inside this stage.
+        cur = t
+        while cur.attach[0] == "at":
+            if cur.attach[1] == self.name:
+                raise ScheduleError(f"{p}: stage '{target.name}' is computed inside "
+                                    f"'{self.name}'; that would be a cycle")
+            cur = sched.states[cur.attach[1]]
+        if t.attach == ("inline",):
+            raise ScheduleError(f"{p}: target stage '{target.name}' is inlined")
+        for tag in me.bind.values():
+            if tag.startswith("blockIdx"):
+                raise ScheduleError(f"{p}: stage '{self.name}' binds {tag}; a stage computed "
+                                    f"inside another cannot bind blocks")
+        sched.directives.append(D.ComputeAt(self.name, target.name, name))
+        me.attach = ("at", target.name, name)
+
+    def compute_inline(self):
+        """Substitute this stage's expression into every reader.
+
+        P: P[i] = exp(A[i])  ;  C: C[i] = P[i] + 1   ->  C: C[i] = exp(A[i]) + 1
+        Inlining an output of the op recomputes it in the readers; the output
+        itself is still written by its own stage at root.
+        """
+        p = "compute_inline"
+        s = self._s
+        if s.definition.reduce or s.definition.reduce_op is not None:
+            raise ScheduleError(f"{p}: stage '{self.name}' is a reduction and cannot be inlined")
+        if len(self._sched.writers(s.tensor)) != 1:
+            raise ScheduleError(f"{p}: '{s.tensor}' is written by several statements and "
+                                f"cannot be inlined")
+        if s.scope != "global" and s.origin == "cache_write":
+            raise ScheduleError(f"{p}: stage '{self.name}' is a cache_write stage")
+        for n, st in self._sched.states.items():
+            if st.attach[0] == "at" and st.attach[1] == self.name:
+                raise ScheduleError(f"{p}: stage '{n}' is computed at '{self.name}'; move it "
+                                    f"first")
+        self._sched.directives.append(D.ComputeInline(self.name))
+        s.attach = ("inline",)
+
+    def compute_root(self):
+        """Compute this stage in its own loop nest (the default)."""
+        self._sched.directives.append(D.ComputeRoot(self.name))
+        self._s.attach = ("root",)
+
+    # ------------------------------------------------------------- not yet lowered
+    def rfactor(self, ax: Axis):
+        """Factor a reduction over `ax` into a new stage (not lowered yet)."""
+        self._leaf(ax, "rfactor")
+        raise ScheduleError("rfactor: not implemented yet in tcomp (planned with cross-thread "
+                            "reductions)")
+
+    def tensorize(self, ax: Axis, intrin):
+        """Replace the loops from `ax` inward by a hardware intrinsic (not lowered yet)."""
+        self._leaf(ax, "tensorize")
+        raise ScheduleError("tensorize: not implemented yet in tcomp (planned with the tensor-core "
+                            "target)")
+
+    def pipeline(self, ax: Axis, stages: int = 2):
+        """Software-pipeline the loads of loop `ax` over `stages` buffers (not lowered yet)."""
+        self._leaf(ax, "pipeline")
+        raise ScheduleError("pipeline: not implemented yet in tcomp (planned with asynchronous "
+                            "copies)")

@@ -1,0 +1,233 @@
+"""`Schedule`: how an op runs. Stages per statement; primitives that validate
+their arguments, then record a directive and update the stage state.
+
+Every primitive raises `ScheduleError` naming itself, the argument and the
+reason before anything is recorded, so a failed call leaves the schedule as
+it was.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import ScheduleError
+from ..lang.ast import Index, Read
+from ..lang.op import Op
+from . import directives as D
+from .stage import SCOPES, THREAD_TAGS, Axis, FuseRel, SplitRel, StageDef, StageState
+
+
+def _stage_def(st) -> StageDef:
+    ranges = {r.var: (r.lo, r.hi) for r in st.ranges}
+    return StageDef(st.tensor, st.spatial, st.reduce, ranges, st.rhs, st.reduce_op,
+                    not st.continues, st.acc_dtype, st.lets)
+
+
+class Schedule:
+    """The default schedule: every stage at root, loops serial in statement
+    order — correct and unoptimised."""
+
+    def __init__(self, op: Op):
+        if not isinstance(op, Op):
+            raise ScheduleError(f"Schedule: needs an Op (from tcomp.op), got {type(op).__name__}")
+        self.op = op
+        self.directives: list = []
+        self.states: dict[str, StageState] = {}
+        self.tensors: dict[str, tuple] = {}  # name -> (dtype, shape exprs, scope)
+        for t in op.inputs + op.outputs:
+            self.tensors[t.name] = (t.dtype, t.shape, "global")
+        for st in op.statements:
+            name, i = st.tensor, 1
+            while name in self.states:
+                name, i = f"{st.tensor}.{i}", i + 1
+            self.states[name] = StageState(name, _stage_def(st))
+
+    # ------------------------------------------------------------ access
+    def __getitem__(self, name) -> "Stage":
+        if isinstance(name, Stage):
+            name = name.name
+        if name not in self.states:
+            known = ", ".join(self.states)
+            raise ScheduleError(f"schedule: no stage named '{name}' (stages: {known})")
+        return Stage(self, name)
+
+    @property
+    def stages(self) -> list["Stage"]:
+        return [Stage(self, n) for n in self.states]
+
+    def writers(self, tensor: str) -> list[str]:
+        return [n for n, s in self.states.items() if s.tensor == tensor]
+
+    def readers(self, tensor: str) -> list[str]:
+        return [n for n, s in self.states.items() if tensor in s.definition.reads()]
+
+    def _state(self, stage, primitive: str) -> StageState:
+        name = stage.name if isinstance(stage, Stage) else stage
+        if name not in self.states:
+            raise ScheduleError(f"{primitive}: no stage named '{name}'")
+        return self.states[name]
+
+    # ------------------------------------------------------------ json
+    def to_json(self) -> str:
+        return D.to_json(self.directives)
+
+    @classmethod
+    def from_json(cls, op: Op, text: str) -> "Schedule":
+        s = cls(op)
+        for d in D.from_json(text):
+            s.apply(d)
+        return s
+
+    def apply(self, d):
+        """Replay one directive through its primitive."""
+        if isinstance(d, D.CacheRead):
+            self.cache_read(d.tensor, d.scope, list(d.readers))
+            return
+        if isinstance(d, D.CacheWrite):
+            self.cache_write(d.stage, d.scope)
+            return
+        st = self[d.stage]
+        ax = lambda name: st._axis_by_name(name, type(d).__name__.lower())  # noqa: E731
+        if isinstance(d, D.Split):
+            st.split(ax(d.axis), d.factor, nparts=d.nparts)
+        elif isinstance(d, D.Tile):
+            st.tile(ax(d.x), ax(d.y), d.x_factor, d.y_factor)
+        elif isinstance(d, D.Reorder):
+            st.reorder(*[ax(a) for a in d.axes])
+        elif isinstance(d, D.Fuse):
+            st.fuse(ax(d.outer), ax(d.inner))
+        elif isinstance(d, D.Bind):
+            st.bind(ax(d.axis), d.tag)
+        elif isinstance(d, D.Unroll):
+            st.unroll(ax(d.axis))
+        elif isinstance(d, D.Vectorize):
+            st.vectorize(ax(d.axis))
+        elif isinstance(d, D.ComputeAt):
+            target = self[d.target]
+            st.compute_at(target, target._axis_by_name(d.axis, "compute_at"))
+        elif isinstance(d, D.ComputeInline):
+            st.compute_inline()
+        elif isinstance(d, D.ComputeRoot):
+            st.compute_root()
+        elif isinstance(d, D.Rfactor):
+            st.rfactor(ax(d.axis))
+        elif isinstance(d, D.StorageAlign):
+            st.storage_align(ax(d.axis), d.factor, d.offset)
+        else:
+            raise ScheduleError(f"apply: unknown directive {d!r}")
+
+    # ------------------------------------------------------------ caches
+    def cache_read(self, tensor: str, scope: str, readers) -> "Stage":
+        """Read `tensor` through a copy in `scope` for the given reader stages.
+
+        Before:  for m, n: C[m, n] = ... A[m, k] ...
+        After:   A.shared: for ax0, ax1: A_shared[ax0, ax1] = A[ax0, ax1]
+                 for m, n: C[m, n] = ... A_shared[m, k] ...
+        The copy is computed at root until `compute_at` places it inside a
+        reader's loops; bound inference then shrinks it to the tile read there.
+        """
+        p = "cache_read"
+        if isinstance(tensor, Stage):
+            tensor = tensor._s.tensor
+        if tensor not in self.tensors:
+            raise ScheduleError(f"{p}: unknown tensor '{tensor}'")
+        if scope not in SCOPES:
+            raise ScheduleError(f"{p}: scope must be one of {', '.join(SCOPES)}, got '{scope}'")
+        if isinstance(readers, (Stage, str)):
+            readers = [readers]
+        names = []
+        for r in readers:
+            st = self._state(r, p)
+            if tensor not in st.definition.reads():
+                raise ScheduleError(f"{p}: stage '{st.name}' does not read '{tensor}'")
+            names.append(st.name)
+        if not names:
+            raise ScheduleError(f"{p}: needs at least one reader stage")
+        dtype, shape, _ = self.tensors[tensor]
+        buf = f"{tensor}_{scope}"
+        base, i = buf, 1
+        while buf in self.tensors:
+            buf, i = f"{base}{i}", i + 1
+        vars_ = tuple(f"ax{d}" for d in range(len(shape)))
+        from ..lang import dtypes
+        from ..lang.ast import Const
+        ranges = {v: (Const(0, dtypes.int32), dim) for v, dim in zip(vars_, shape)}
+        rhs = Read(tensor, tuple(Index(v, dtypes.int32) for v in vars_), dtype)
+        definition = StageDef(buf, vars_, (), ranges, rhs, None, True, dtype.compute)
+        name = f"{tensor}.{buf[len(tensor) + 1:]}"
+        self.directives.append(D.CacheRead(tensor, scope, tuple(names)))
+        self.tensors[buf] = (dtype, shape, scope)
+        new = StageState(name, definition, scope, "cache_read")
+        # Insert the copy just before its first reader (statement order = dependence order).
+        items = list(self.states.items())
+        first = min(i for i, (n, _) in enumerate(items) if n in names)
+        items.insert(first, (name, new))
+        self.states = dict(items)
+        for n in names:
+            st = self.states[n]
+            st.definition = _rename_reads(st.definition, tensor, buf)
+        return Stage(self, name)
+
+    def cache_write(self, stage, scope: str) -> "Stage":
+        """Compute `stage` into a buffer in `scope`, then copy it out.
+
+        Before:  C: for m, n, k: C[m, n] += A[m, k] * B[k, n]
+        After:   C.local: for m, n, k: C_local[m, n] += A[m, k] * B[k, n]
+                 C:       for m, n:    C[m, n] = C_local[m, n]
+        The new stage accumulates in the reduction's type (float32 for half
+        inputs). Call it before transforming the stage's loops.
+        """
+        p = "cache_write"
+        st = self._state(stage, p)
+        if scope not in SCOPES:
+            raise ScheduleError(f"{p}: scope must be one of {', '.join(SCOPES)}, got '{scope}'")
+        if st.transformed() or st.attach != ("root",):
+            raise ScheduleError(f"{p}: stage '{st.name}' already has loop transformations; call "
+                                f"cache_write before scheduling it")
+        if not st.definition.init:
+            raise ScheduleError(f"{p}: stage '{st.name}' continues an earlier definition of "
+                                f"'{st.tensor}' and cannot be cached")
+        d = st.definition
+        dtype = d.acc_dtype if d.reduce_op is not None else self.tensors[d.tensor][0]
+        buf = f"{d.tensor}_{scope}"
+        base, i = buf, 1
+        while buf in self.tensors:
+            buf, i = f"{base}{i}", i + 1
+        from ..lang import dtypes
+        shape = tuple(d.ranges[v][1] for v in d.spatial)
+        self.directives.append(D.CacheWrite(st.name, scope))
+        self.tensors[buf] = (dtype, shape, scope)
+        name = f"{st.name}.{buf[len(d.tensor) + 1:]}"
+        compute = StageState(name, dataclasses.replace(d, tensor=buf), scope, "cache_write")
+        rhs = Read(buf, tuple(Index(v, dtypes.int32) for v in d.spatial), dtype)
+        ranges = {v: d.ranges[v] for v in d.spatial}
+        st.definition = StageDef(d.tensor, d.spatial, (), ranges, rhs, None, True,
+                                 dtype.compute)
+        st.kinds = {v: "spatial" for v in d.spatial}
+        st.leaves = list(d.spatial)
+        items = list(self.states.items())
+        idx = [n for n, _ in items].index(st.name)
+        items.insert(idx, (name, compute))
+        self.states = dict(items)
+        return Stage(self, name)
+
+
+def _rename_reads(d: StageDef, old: str, new: str) -> StageDef:
+    from ..lang.ast import Expr
+    import dataclasses as dc
+
+    def ren(e: Expr) -> Expr:
+        if isinstance(e, Read):
+            args = tuple(ren(a) for a in e.args)
+            return dc.replace(e, tensor=new if e.tensor == old else e.tensor, args=args)
+        kids = {}
+        for f in dc.fields(e):
+            v = getattr(e, f.name)
+            if isinstance(v, Expr):
+                kids[f.name] = ren(v)
+            elif isinstance(v, tuple) and v and isinstance(v[0], Expr):
+                kids[f.name] = tuple(ren(x) for x in v)
+        return dc.replace(e, **kids) if kids else e
+    return dataclasses.replace(d, rhs=ren(d.rhs), lets={k: ren(v) for k, v in d.lets.items()})
+
+
+from .primitives import Stage  # noqa: E402  (Stage needs Schedule's helpers above)

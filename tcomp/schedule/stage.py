@@ -1,0 +1,104 @@
+"""Stages: one per statement of the op (plus cache stages), each with its
+loop axes and the transformations applied to them.
+
+A stage's state is: its definition (`StageDef`: what it computes, over which
+index ranges), its current leaf axes in loop order, the relations that derived
+them (split, fuse), per-axis annotations (bind, unroll, vectorize) and where
+it is computed (root, inline, or at a consumer's axis).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..lang.ast import Expr
+from ..lang.dtypes import DType
+
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+SCOPES = ("global", "shared", "local")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A handle to one loop axis of a stage (what primitives take and return)."""
+    stage: str
+    name: str
+    kind: str  # 'spatial' or 'reduce'
+
+    def __repr__(self) -> str:
+        return f"Axis({self.stage}.{self.name}{', reduce' if self.kind == 'reduce' else ''})"
+
+
+@dataclass(frozen=True)
+class StageDef:
+    """What a stage computes: for each point of `spatial`, reduce `rhs` over
+    `reduce` with `reduce_op` (None: plain assignment), into `tensor`.
+    `ranges` maps every index to (lo, hi) size expressions (hi exclusive)."""
+    tensor: str
+    spatial: tuple[str, ...]
+    reduce: tuple[str, ...]
+    ranges: dict = field(hash=False, compare=False)
+    rhs: Expr = None
+    reduce_op: str | None = None
+    init: bool = True  # start from the identity (False: continue the tensor's value)
+    acc_dtype: DType | None = None
+    lets: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def reads(self) -> set[str]:
+        from ..lang.ast import Read, walk
+        out = set()
+        for e in [self.rhs, *self.lets.values()]:
+            out |= {x.tensor for x in walk(e) if isinstance(x, Read)}
+        return out
+
+
+@dataclass(frozen=True)
+class SplitRel:
+    parent: str
+    outer: str
+    inner: str
+    factor: int | None
+    nparts: int | None
+
+
+@dataclass(frozen=True)
+class FuseRel:
+    outer: str
+    inner: str
+    fused: str
+
+
+class StageState:
+    """Mutable per-stage scheduling state, owned by a Schedule."""
+
+    def __init__(self, name: str, definition: StageDef, scope: str = "global",
+                 origin: str = "statement"):
+        self.name = name
+        self.definition = definition
+        self.scope = scope  # where its tensor lives
+        self.origin = origin  # statement | cache_read | cache_write
+        self.kinds: dict[str, str] = {}
+        for v in definition.spatial:
+            self.kinds[v] = "spatial"
+        for v in definition.reduce:
+            self.kinds[v] = "reduce"
+        self.leaves: list[str] = list(definition.spatial) + list(definition.reduce)
+        self.relations: list = []
+        self.bind: dict[str, str] = {}
+        self.unroll: set[str] = set()
+        self.vectorize: set[str] = set()
+        self.align: dict[str, tuple[int, int]] = {}  # tensor dim index var -> (factor, offset)
+        self.attach: tuple = ("root",)  # ('root',) | ('inline',) | ('at', stage, axis)
+
+    @property
+    def tensor(self) -> str:
+        return self.definition.tensor
+
+    def fresh(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.kinds:
+            name, i = f"{base}{i}", i + 1
+        return name
+
+    def transformed(self) -> bool:
+        return bool(self.relations or self.bind or self.unroll or self.vectorize or
+                    self.leaves != list(self.definition.spatial) + list(self.definition.reduce))
