@@ -207,8 +207,8 @@ class _Parser:
             self.expr()
 
     def lhs_index(self) -> str:
-        t = self.tok
-        if t.kind != "ident" or self.peek().is_op("("):
+        t, nxt = self.tok, self.peek()
+        if t.kind != "ident" or nxt.is_op("(") or (nxt.kind == "op" and nxt.text in BINARY_PREC):
             raise LangError("left-hand side subscripts must be plain index variables", t.loc)
         if t.text in dtypes.BY_NAME:
             raise LangError(f"type name '{t.text}' cannot be an index variable", t.loc)

@@ -46,6 +46,7 @@ class KernelCtx:
     def __init__(self):
         self.names: set[str] = set()
         self.views: dict[str, View] = {}
+        self.thread_loops: list[tuple[str, ir.Expr]] = []  # enclosing threadIdx loops
 
     def fresh(self, base: str, prefix: str) -> str:
         name = base if base not in self.names else f"{prefix}_{base}"
@@ -237,45 +238,70 @@ class Builder:
         """The loop of leaf i, with the stages computed at it placed first in its body."""
         leaf = st.leaves[i]
         attached = self.children.get((stage, leaf), [])
-        allocs, producers = [], []
-        for p in attached:
-            a, prod = self.attach(p, stage, st, i, info)
-            allocs += a
-            producers.append(prod)
-        body = ir.seq(*producers, inner())
+        # Regions in reverse order: a producer's region depends on what the stages
+        # after it (its consumers at this loop) need.
+        domains: dict[str, dict] = {}
+        for p in reversed(attached):
+            domains[p] = self.region(p, stage, st, i, info, [(q, domains[q]) for q in attached
+                                                             if q in domains])
+        var, ext = info.loopvar[leaf], info.ext[leaf]
+        tag = st.bind.get(leaf, "")
+        if tag.startswith("threadIdx"):
+            info.ctx.thread_loops.append((var, ext))
+        try:
+            allocs, producers = [], []
+            for p in attached:
+                a, prod = self.attach(p, stage, st, i, domains[p], info.ctx)
+                allocs += a
+                producers.append(prod)
+            body = ir.seq(*producers, inner())
+        finally:
+            if tag.startswith("threadIdx"):
+                info.ctx.thread_loops.pop()
         for a in reversed(allocs):
             body = ir.Alloc(a, body)
-        loop = _for(st, leaf, info.loopvar[leaf], info.ext[leaf], body)
+        loop = _for(st, leaf, var, ext, body)
         return ir.seq(pre, loop) if pre is not None else loop
 
     # ------------------------------------------------------------ compute_at
-    def attach(self, pname, cname, cst, level, info):
-        cindex, ctx = info.index, info.ctx
+    def region(self, pname, cname, cst, level, info, siblings) -> dict:
+        """Domain {index: (base, extent)} of stage `pname` computed at leaf
+        `level` of `cname`: the region read there by the consumer and by the
+        stages computed after it at the same loop (bound inference)."""
         pst = self.sched.states[pname]
         pd = pst.definition
-        # The consumer's reads of the producer, in terms of the consumer's loop variables.
         reads = []
 
         def collect(t, args, dt):
             if t == pd.tensor:
                 reads.append(args)
             return ir.Load(t, args, dt)
-        tr = Translator(cindex, cst.definition.lets, self.size, collect)
-        tr(cst.definition.rhs)
-        # Loops inside the attach point vary; for shared buffers, so do thread-bound loops.
+        Translator(info.index, cst.definition.lets, self.size, collect)(cst.definition.rhs)
+        # Loops inside the attach point vary; for shared buffers, so do thread loops.
         vary = {}
-        ext, names = info.ext, info.loopvar
         for j, leaf in enumerate(cst.leaves):
-            inside = j > level
             relax = pst.scope == "shared" and cst.bind.get(leaf, "").startswith("threadIdx")
-            if inside or relax:
-                vary[names[leaf]] = (ir.const(0), simplify_expr(_sub(ext[leaf], ir.const(1))))
+            if j > level or relax:
+                vary[info.loopvar[leaf]] = (ir.const(0),
+                                            simplify_expr(_sub(info.ext[leaf], ir.const(1))))
+        if pst.scope == "shared":
+            for var, ext in info.ctx.thread_loops:
+                vary[var] = (ir.const(0), simplify_expr(_sub(ext, ir.const(1))))
+        for q, qdom in siblings:
+            qd = self.sched.states[q].definition
+            if pd.tensor not in qd.reads():
+                continue
+            index = {}
+            for v in qd.spatial + qd.reduce:
+                tmp = f"{_ident(q)}.{v}"
+                index[v] = _add(qdom[v][0], ir.Var(tmp))
+                vary[tmp] = (ir.const(0), simplify_expr(_sub(qdom[v][1], ir.const(1))))
+            Translator(index, qd.lets, self.size, collect)(qd.rhs)
         reg = region(reads, vary) if reads else None
         domain = {}
         for v in pd.reduce:
             lo, hi = pd.ranges[v]
             domain[v] = (self.lsize(lo), self.lsize(_lang_sub(hi, lo)))
-        offsets = []
         for k, v in enumerate(pd.spatial):
             lo, hi = pd.ranges[v]
             if reg is not None:
@@ -284,7 +310,12 @@ class Builder:
             else:
                 base, width = self.lsize(lo), self.lsize(_lang_sub(hi, lo))
             domain[v] = (base, width)
-            offsets.append(base)
+        return domain
+
+    def attach(self, pname, cname, cst, level, domain, ctx):
+        pst = self.sched.states[pname]
+        pd = pst.definition
+        offsets = [domain[v][0] for v in pd.spatial]
         allocs = []
         store_offsets = None
         if pst.scope in ("shared", "local"):
@@ -292,10 +323,11 @@ class Builder:
             for k, v in enumerate(pd.spatial):
                 w = domain[v][1]
                 if not isinstance(w, ir.Imm):
+                    from .printer import expr as show
                     raise LoweringError(f"stage '{pname}' ({pst.scope}) computed at "
                                         f"'{cname}.{cst.leaves[level]}' needs a region of "
-                                        f"non-constant extent {w} in dimension {k}; split the "
-                                        f"consumer's loops by constants inside that loop")
+                                        f"non-constant extent {show(w)} in dimension {k}; split "
+                                        f"the consumer's loops by constants inside that loop")
                 shape.append(int(w.value))
             shape = _align(shape, [pst.align.get(v) for v in pd.spatial])
             buf = ir.Buffer(pd.tensor, self.sched.tensors[pd.tensor][0],
@@ -303,26 +335,37 @@ class Builder:
             allocs.append(buf)
             ctx.views[pd.tensor] = View(pd.tensor, offsets)
             store_offsets = offsets
-        else:
-            self._check_cover(pname, pd, cname, cst)
+        elif pd.tensor in {t.name for t in self.op.outputs}:
+            self._check_cover(pname, set())
         prod = self.nest(pname, domain, ctx, store_offsets)
         return allocs, prod
 
-    def _check_cover(self, pname, pd, cname, cst):
-        """A global tensor computed at a consumer must still be written
-        everywhere: require the consumer to read exactly its whole range."""
-        if pd.tensor not in {t.name for t in self.op.outputs}:
-            return
-        reads = [x for x in walk(cst.definition.rhs) if isinstance(x, Read)
-                 and x.tensor == pd.tensor]
+    def _check_cover(self, pname, seen):
+        """An output computed inside another stage must still be written
+        everywhere: every stage reading it must read it at plain indices over
+        the output's whole ranges, and be complete itself."""
         from ..lang.ast import Index
-        for r in reads:
-            ok = all(isinstance(a, Index) and cst.definition.ranges.get(a.name) ==
-                     pd.ranges[v] for a, v in zip(r.args, pd.spatial)) and len(r.args) == len(pd.spatial)
-            if not ok:
-                raise LoweringError(f"stage '{pname}' writes output '{pd.tensor}' but is computed "
-                                    f"at '{cname}', which does not read all of it: part of the "
-                                    f"output would stay unwritten (compute it at root instead)")
+        st = self.sched.states[pname]
+        if st.attach == ("root",) or pname in seen:
+            return
+        seen.add(pname)
+        pd = st.definition
+        readers = [q for q, s in self.sched.states.items() if pd.tensor in s.definition.reads()]
+        for q in readers:
+            qd = self.sched.states[q].definition
+            for e in [qd.rhs, *qd.lets.values()]:
+                for r in walk(e):
+                    if not (isinstance(r, Read) and r.tensor == pd.tensor):
+                        continue
+                    ok = len(r.args) == len(pd.spatial) and all(
+                        isinstance(a, Index) and _same(qd.ranges.get(a.name), pd.ranges[v])
+                        for a, v in zip(r.args, pd.spatial))
+                    if not ok:
+                        raise LoweringError(
+                            f"stage '{pname}' writes output '{pd.tensor}' but is computed inside "
+                            f"'{st.attach[1]}', and '{q}' does not read all of it: part of the "
+                            f"output could stay unwritten (compute it at root instead)")
+            self._check_cover(q, seen)
 
     # ------------------------------------------------------------ reads
     def read(self, tensor: str, args, dtype, ctx: KernelCtx) -> ir.Expr:
@@ -338,6 +381,16 @@ class Builder:
             args = tuple(simplify_expr(_sub(a, o)) for a, o in zip(args, v.offsets))
             return ir.Load(v.buffer, args, dtype)
         return ir.Load(tensor, args, dtype)
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return False
+    from ..lang.symbolic import NotSymbolic, to_sympy
+    try:
+        return all((to_sympy(x) - to_sympy(y)).simplify() == 0 for x, y in zip(a, b))
+    except NotSymbolic:
+        return a == b
 
 
 def _lang_sub(hi, lo):
@@ -409,10 +462,10 @@ def _walk_all(s: ir.Stmt):
 
 def _launch(body: ir.Stmt, stage: str):
     """Grid and block of a kernel from its thread-bound loops."""
-    from .rewriter import walk_stmts
     grid = [ir.const(1)] * 3
     block = [1, 1, 1]
     seen_grid = {}
+    thread_ext: dict[str, tuple[str, int]] = {}
 
     def visit(s, serial_outside):
         if isinstance(s, ir.Seq):
@@ -436,7 +489,14 @@ def _launch(body: ir.Stmt, stage: str):
                                             f"has non-constant extent {s.extent}; split it by a "
                                             f"constant first")
                     axis = "xyz".index(s.tag[-1])
-                    block[axis] = max(block[axis], int(s.extent.value))
+                    n = int(s.extent.value)
+                    if s.tag in thread_ext and thread_ext[s.tag][1] != n:
+                        other, m = thread_ext[s.tag]
+                        raise LoweringError(f"stage '{stage}': {s.tag} is bound to loops of "
+                                            f"different extents in one kernel: '{other}' ({m}) "
+                                            f"and '{s.var}' ({n}); give them the same extent")
+                    thread_ext[s.tag] = (s.var, n)
+                    block[axis] = n
                 visit(s.body, serial_outside or s.kind != "thread")
         elif isinstance(s, (ir.Let, ir.Alloc)):
             visit(s.body, serial_outside)
@@ -445,7 +505,6 @@ def _launch(body: ir.Stmt, stage: str):
             if s.else_ is not None:
                 visit(s.else_, True)
     visit(body, False)
-    del walk_stmts
     if block[0] * block[1] * block[2] > 1024:
         raise LoweringError(f"stage '{stage}': {block[0]}x{block[1]}x{block[2]} threads per block "
                             f"exceed 1024")

@@ -268,9 +268,10 @@ class Stage:
             raise ScheduleError(f"{p}: stage '{self.name}' cannot be computed at itself")
         sched = self._sched
         me = self._s
-        if me.tensor not in target._s.definition.reads():
-            raise ScheduleError(f"{p}: stage '{target.name}' does not read '{me.tensor}', so "
-                                f"'{self.name}' cannot be computed at its loops")
+        if not _consumes(sched, target.name, me.tensor):
+            raise ScheduleError(f"{p}: stage '{target.name}' does not read '{me.tensor}' (directly "
+                                f"or through other stages), so '{self.name}' cannot be computed "
+                                f"at its loops")
         if len(sched.writers(me.tensor)) != 1:
             raise ScheduleError(f"{p}: '{me.tensor}' is written by several statements "
                                 f"({', '.join(sched.writers(me.tensor))}); only a tensor with "
@@ -339,3 +340,19 @@ class Stage:
         self._leaf(ax, "pipeline")
         raise ScheduleError("pipeline: not implemented yet in tcomp (planned with asynchronous "
                             "copies)")
+
+
+def _consumes(sched, stage: str, tensor: str) -> bool:
+    """Whether `stage` reads `tensor`, directly or through the stages it reads."""
+    seen, todo = set(), [stage]
+    while todo:
+        st = sched.states[todo.pop()]
+        reads = st.definition.reads()
+        if tensor in reads:
+            return True
+        for t in reads:
+            for w in sched.writers(t):
+                if w not in seen:
+                    seen.add(w)
+                    todo.append(w)
+    return False

@@ -226,6 +226,14 @@ class _Kernel:
         sub = tuple(i[lanes] for i in idx)
         data = dest.data if isinstance(dest, (_Local, _Shared)) else dest
         vals = np.broadcast_to(np.asarray(value), (self.nthreads,))[lanes].astype(data.dtype)
+        if not idx and not isinstance(dest, _Local):
+            # A 0-d buffer: every active thread writes the one element.
+            if vals.size and not (vals == vals[0]).all():
+                raise SimError(f"kernel {self.k.name}: threads write different values to "
+                               f"{s.buffer} in the same step")
+            sub = ()
+            vals = vals[0] if vals.size else data[()]
+            lanes = lanes[:1]
         if isinstance(dest, _Local):
             key = (lanes,) + sub
             dest.data[key] = vals
