@@ -323,11 +323,53 @@ class Stage:
         self._s.attach = ("root",)
 
     # ------------------------------------------------------------- not yet lowered
-    def rfactor(self, ax: Axis):
-        """Factor a reduction over `ax` into a new stage (not lowered yet)."""
-        self._leaf(ax, "rfactor")
-        raise ScheduleError("rfactor: not implemented yet in tcomp (planned with cross-thread "
-                            "reductions)")
+    def rfactor(self, ax: Axis) -> "Stage":
+        """Factor the reduction over `ax` out into a new stage where `ax` is spatial.
+
+        C: for m: for k: C[m] += A[m, k]        (after k_o, k_i = split(k, 4))
+        -> C.rf: for k_i, m: for k_o: C_rf[k_i, m] += A[m, k_o*4 + k_i]   (tail guarded)
+           C:    for m: for k_i:      C[m] += C_rf[k_i, m]
+        `ax` is a reduction axis of the stage, or one half of a split of one;
+        call rfactor before other loop transformations of the stage. Returns
+        the new stage (named "C.rf", buffer C_rf, computed at root).
+        """
+        p = "rfactor"
+        self._not_inline(p)
+        name = self._leaf(ax, p)
+        s = self._s
+        d = s.definition
+        if s.kinds[name] != "reduce":
+            raise ScheduleError(f"{p}: axis {ax!r} is not a reduction axis")
+        if d.reduce_op is None or d.acc_dtype is None:
+            raise ScheduleError(f"{p}: stage '{self.name}' is not a reduction")
+        if d.reduce_op not in ("+", "*", "max", "min"):
+            raise ScheduleError(f"{p}: reduction '{d.reduce_op}' cannot be factored")
+        if s.bind or s.unroll or s.vectorize or s.attach != ("root",) or any(
+                not isinstance(r, SplitRel) or r.parent not in d.reduce for r in s.relations):
+            raise ScheduleError(f"{p}: stage '{self.name}' already has loop transformations other "
+                                f"than splits of its reduction axes; call rfactor first")
+        rel = next((r for r in s.relations if name in (r.outer, r.inner)), None)
+        if rel is None and name not in d.reduce:
+            raise ScheduleError(f"{p}: axis {ax!r} must be a reduction axis of the statement or "
+                                f"one half of a split of one")
+        for r in s.relations:
+            if rel is not None and r is not rel and r.parent == rel.parent:
+                raise ScheduleError(f"{p}: axis {ax!r} comes from a split that was split again")
+        from .rfactor import factor
+        new_name, rf_def, main_def = factor(self._sched, s, name, rel)
+        self._sched.directives.append(D.Rfactor(self.name, name))
+        from .stage import StageState
+        rf = StageState(new_name, rf_def)
+        items = list(self._sched.states.items())
+        idx = [n for n, _ in items].index(self.name)
+        items.insert(idx, (new_name, rf))
+        self._sched.states = dict(items)
+        s.definition = main_def
+        s.kinds = {v: "spatial" for v in main_def.spatial}
+        s.kinds.update({v: "reduce" for v in main_def.reduce})
+        s.leaves = list(main_def.spatial) + list(main_def.reduce)
+        s.relations = []
+        return Stage(self._sched, new_name)
 
     def tensorize(self, ax: Axis, intrin):
         """Replace the loops from `ax` inward by a hardware intrinsic (not lowered yet)."""
