@@ -404,7 +404,6 @@ def _lang_sub(hi, lo):
 def _conj(conds):
     out = None
     for c in conds:
-        c = simplify_expr(c)
         if isinstance(c, ir.Imm) and c.value:
             continue
         out = c if out is None else ir.Bin("&&", out, c, ir.bool_)

@@ -78,14 +78,24 @@ class Simplifier(Rewriter):
         # var -> (lo, hi) inclusive integer bounds, when known
         self.ranges: dict[str, tuple] = dict(ranges or {})  # var -> (lo, hi) ints or None
         self.sym: dict[str, tuple] = {}  # var -> (lo, hi) inclusive as Linear forms
+        self._lin: dict[int, tuple] = {}  # id(expr) -> (expr, Linear): canonical forms are reused
 
     # --------------------------------------------------------- linear forms
     def linear(self, e: ir.Expr) -> Linear:
+        hit = self._lin.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        out = self._linear(e)
+        self._lin[id(e)] = (e, out)
+        return out
+
+    def _linear(self, e: ir.Expr) -> Linear:
         if isinstance(e, ir.Imm) and e.dtype == ir.int32:
             return Linear({}, int(e.value))
         if isinstance(e, ir.Bin) and e.dtype == ir.int32:
             if e.op in "+-":
-                return self.linear(e.a).add(self.linear(e.b), 1 if e.op == "+" else -1)
+                return self._merge_divmod(
+                    self.linear(e.a).add(self.linear(e.b), 1 if e.op == "+" else -1))
             if e.op == "*":
                 a, b = self.linear(e.a), self.linear(e.b)
                 if b.is_const():
@@ -95,6 +105,18 @@ class Simplifier(Rewriter):
         if isinstance(e, ir.Un) and e.op == "-" and e.dtype == ir.int32:
             return self.linear(e.x).scale(-1)
         return Linear({_key(e): 1}, 0)
+
+    def _merge_divmod(self, lin: Linear) -> Linear:
+        """(x / c) * (c*k) + (x % c) * k  ->  x * k  (floor division identity)."""
+        for a, k in list(lin.terms.items()):
+            if not (isinstance(a, ir.Bin) and a.op == "%" and isinstance(a.b, ir.Imm)):
+                continue
+            c = int(a.b.value)
+            q = ir.Bin("/", a.a, a.b, a.dtype)
+            if c > 0 and lin.terms.get(q) == k * c and a in lin.terms:
+                rest = Linear({t: v for t, v in lin.terms.items() if t not in (a, q)}, lin.const)
+                lin = rest.add(self.linear(a.a).scale(k))
+        return lin
 
     def bound(self, lin: Linear):
         """Inclusive (lo, hi) of a linear form from variable ranges; either
