@@ -3,7 +3,7 @@
 Write what a kernel computes as a tensor comprehension, how it runs as a
 schedule; tcomp lowers the pair to loop IR and CUDA. See API.md for the contract.
 """
-from .build import build, lower
+from .build import build, load, lower
 from .errors import CudaError, LangError, LoweringError, ScheduleError, SimError, TcompError
 from .lang import Op, Program, evaluate, op, parse
 from .schedule import Axis, Schedule, Stage
@@ -11,5 +11,5 @@ from .schedule import Axis, Schedule, Stage
 __version__ = "0.1.0"
 
 __all__ = ["Axis", "CudaError", "LangError", "LoweringError", "Op", "Program", "Schedule",
-           "ScheduleError", "SimError", "Stage", "TcompError", "build", "evaluate", "lower", "op",
+           "ScheduleError", "SimError", "Stage", "TcompError", "build", "evaluate", "load", "lower", "op",
            "parse"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import CudaError, LoweringError, TcompError
+from .errors import LoweringError, TcompError
 from .lang.evaluate import bind_inputs
 from .lang.symbolic import eval_int
 from .lower import ir
@@ -32,8 +32,8 @@ def build(schedule, target: str = "cuda", sizes: dict | None = None):
     if target == "sim":
         return SimKernel(schedule, sizes)
     if isinstance(target, str) and target.startswith("cuda"):
-        raise CudaError("build: the CUDA target is not implemented yet in this version of tcomp; "
-                        "use target='sim'")
+        from .target_cuda.kernel import CudaKernel
+        return CudaKernel.from_schedule(schedule, sizes, target)
     raise TcompError(f"build: unknown target {target!r} (targets: {', '.join(TARGETS)})")
 
 
@@ -90,3 +90,9 @@ def _eval(e: ir.Expr, sizes: dict) -> int:
 
 
 del size_expr
+
+
+def load(path: str):
+    """A runnable kernel from `k.export(path)`'s .cubin and .json files."""
+    from .target_cuda.kernel import load as _load
+    return _load(path)

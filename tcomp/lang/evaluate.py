@@ -73,7 +73,14 @@ def bind_inputs(op: Op, arrays) -> tuple[dict, dict]:
                             f"(shape {a.shape})")
         want = t.dtype.numpy
         if a.dtype != want:
-            if not np.can_cast(a.dtype, want, "same_kind"):
+            if want.kind in "iu" and a.dtype.kind in "iub":
+                # Integers convert only when every value fits: NumPy's "same_kind"
+                # would let int64 [200] (a Python list) wrap to int8 -56.
+                info = np.iinfo(want)
+                if a.size and (a.min() < info.min or a.max() > info.max):
+                    raise LangError(f"input '{t.name}' is {t.dtype} but the {a.dtype} array "
+                                    f"holds values outside its range ({a.min()}..{a.max()})")
+            elif not np.can_cast(a.dtype, want, "same_kind"):
                 raise LangError(f"input '{t.name}' is {t.dtype} but the array is {a.dtype}")
             a = a.astype(want)
         for i, (d, n) in enumerate(zip(t.shape, a.shape)):
@@ -208,8 +215,12 @@ class _Eval:
         letters = dict(zip(self.axes, string.ascii_letters))
         operands, subs, scale = [], [], 1.0
         for f in factors:
-            if isinstance(f, (Const, Size)):
-                scale *= float(f.value if isinstance(f, Const) else self.sizes[f.name])
+            if isinstance(f, Const):
+                # The literal's own type: 0.1 is float32(0.1) even in a float64 product.
+                scale *= float(np.asarray(f.value, f.dtype.numpy))
+                continue
+            if isinstance(f, Size):
+                scale *= float(self.sizes[f.name])
                 continue
             if not isinstance(f, Read) or f.dtype.is_bool:
                 return None

@@ -241,18 +241,38 @@ class Simplifier(Rewriter):
         return e
 
     # --------------------------------------------------------- statements
+    def enter_loop(self, var: str, lo: ir.Expr, ext: ir.Expr):
+        """Record the range of a loop variable; returns what to pass to restore()."""
+        saved = self.ranges.get(var), self.sym.get(var)
+        lo_b, ext_b = self.bound(self.linear(lo)), self.bound(self.linear(ext))
+        hi = None if lo_b[1] is None or ext_b[1] is None else lo_b[1] + ext_b[1] - 1
+        self.ranges[var] = (lo_b[0], hi)
+        llo = self.linear(lo)
+        self.sym[var] = (llo, llo.add(self.linear(ext)).add(Linear({}, 1), -1))
+        return saved
+
+    def enter_let(self, var: str, value: ir.Expr):
+        saved = self.ranges.get(var), self.sym.get(var)
+        if _is_int32(value):
+            lin = self.linear(value)
+            self.ranges[var] = self.bound(lin)
+            self.sym[var] = (lin, lin)
+        return saved
+
+    def restore(self, var, saved):
+        self._restore(var, saved)
+
+    def nonnegative(self, e: ir.Expr) -> bool:
+        lo, _ = self.bound(self.linear(e))
+        return lo is not None and lo >= 0
+
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         lo, ext = self.expr(s.lo), self.expr(s.extent)
         if isinstance(ext, ir.Imm) and ext.value <= 0:
             return ir.Seq(())
         if isinstance(ext, ir.Imm) and ext.value == 1 and s.kind != "thread":
             return self.stmt(substitute(s.body, {s.var: lo}))
-        saved = self.ranges.get(s.var), self.sym.get(s.var)
-        lo_b, ext_b = self.bound(self.linear(lo)), self.bound(self.linear(ext))
-        hi = None if lo_b[1] is None or ext_b[1] is None else lo_b[1] + ext_b[1] - 1
-        self.ranges[s.var] = (lo_b[0], hi)
-        llo = self.linear(lo)
-        self.sym[s.var] = (llo, llo.add(self.linear(ext)).add(Linear({}, 1), -1))
+        saved = self.enter_loop(s.var, lo, ext)
         body = self.stmt(s.body)
         self._restore(s.var, saved)
         if lo is s.lo and ext is s.extent and body is s.body:
@@ -268,11 +288,7 @@ class Simplifier(Rewriter):
 
     def stmt_Let(self, s: ir.Let) -> ir.Stmt:
         v = self.expr(s.value)
-        saved = self.ranges.get(s.var), self.sym.get(s.var)
-        if _is_int32(v):
-            self.ranges[s.var] = self.bound(self.linear(v))
-            lin = self.linear(v)
-            self.sym[s.var] = (lin, lin)
+        saved = self.enter_let(s.var, v)
         body = self.stmt(s.body)
         self._restore(s.var, saved)
         return s if (v is s.value and body is s.body) else ir.Let(s.var, v, body)
@@ -364,11 +380,19 @@ def simplify_expr(e: ir.Expr, ranges: dict | None = None) -> ir.Expr:
     return Simplifier(ranges).expr(e)
 
 
-def simplify(k: ir.Kernel) -> ir.Kernel:
+def kernel_simplifier(k: ir.Kernel) -> Simplifier:
+    """A simplifier that knows the kernel's thread/block index ranges and that
+    size parameters are non-negative."""
     ranges = {f"threadIdx.{a}": (0, n - 1) for a, n in zip("xyz", k.block)}
+    ranges.update({n: (0, None) for n in k.sizes})
     s = Simplifier(ranges)
     for a, g in zip("xyz", k.grid):
         name = f"blockIdx.{a}"
         s.ranges[name] = (0, int(g.value) - 1 if isinstance(g, ir.Imm) else None)
         s.sym[name] = (Linear(), s.linear(g).add(Linear({}, 1), -1))
+    return s
+
+
+def simplify(k: ir.Kernel) -> ir.Kernel:
+    s = kernel_simplifier(k)
     return dataclasses.replace(k, body=s.stmt(k.body), grid=tuple(s.expr(g) for g in k.grid))

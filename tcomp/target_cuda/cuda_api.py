@@ -1,0 +1,237 @@
+"""Every call into cuda-python (NVRTC and the driver API) lives here.
+
+Errors come back as `CudaError` with the NVRTC log or the driver's error
+name; nothing from cuda-python's internals reaches the user.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import os
+import sys
+
+from ..errors import CudaError
+
+
+# ------------------------------------------------------------------- NVRTC
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except Exception as e:  # pragma: no cover - depends on the install
+        raise CudaError(f"NVRTC is not available (pip install cuda-bindings nvidia-cuda-nvrtc): "
+                        f"{e}") from None
+    return nvrtc
+
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_version() -> tuple[int, int]:
+    nvrtc = _nvrtc()
+    try:
+        err, major, minor = nvrtc.nvrtcVersion()
+    except Exception as e:
+        raise CudaError(f"NVRTC library could not be loaded: {e}") from None
+    _check_nvrtc(err, "nvrtcVersion")
+    return int(major), int(minor)
+
+
+@functools.lru_cache(maxsize=None)
+def include_dir() -> str | None:
+    """The CUDA runtime headers (cuda_fp16.h, ...) from the pip wheel or a toolkit."""
+    try:
+        from cuda import pathfinder
+        d = pathfinder.find_nvidia_header_directory("cudart")
+        if d and os.path.exists(os.path.join(d, "cuda_fp16.h")):
+            return d
+    except Exception:
+        pass
+    for base in sys.path:
+        for d in sorted(glob.glob(os.path.join(base, "nvidia", "cu*", "include")), reverse=True):
+            if os.path.exists(os.path.join(d, "cuda_fp16.h")):
+                return d
+        d = os.path.join(base, "nvidia", "cuda_runtime", "include")
+        if os.path.exists(os.path.join(d, "cuda_fp16.h")):
+            return d
+    for d in ("/usr/local/cuda/include",):
+        if os.path.exists(os.path.join(d, "cuda_fp16.h")):
+            return d
+    return None
+
+
+def _check_nvrtc(err, what):
+    nvrtc = _nvrtc()
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CudaError(f"{what} failed: {err.name}")
+
+
+def nvrtc_compile(source: str, name: str, options: list[str]) -> tuple[str, bytes, str]:
+    """(ptx, cubin, log). Raises CudaError with the log on a compile error."""
+    nvrtc = _nvrtc()
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+    _check_nvrtc(err, "nvrtcCreateProgram")
+    try:
+        opts = [o.encode() for o in options]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        err_log, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        log = log.decode(errors="replace").rstrip("\x00").strip()
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise _CompileFailed(log)
+        _, n = nvrtc.nvrtcGetPTXSize(prog)
+        ptx = b" " * n
+        nvrtc.nvrtcGetPTX(prog, ptx)
+        cubin = b""
+        if any(o.startswith("--gpu-architecture=sm_") for o in options):
+            _, n = nvrtc.nvrtcGetCUBINSize(prog)
+            cubin = b" " * n
+            nvrtc.nvrtcGetCUBIN(prog, cubin)
+        return ptx.decode().rstrip("\x00"), bytes(cubin), log
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+class _CompileFailed(Exception):
+    def __init__(self, log):
+        self.log = log
+
+
+# ------------------------------------------------------------------ driver
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except Exception as e:  # pragma: no cover
+        raise CudaError(f"no CUDA driver found (cuda-bindings is not installed: {e})") from None
+    return driver
+
+
+def check(result, what: str):
+    """Unpack a driver call's (err, *values) and raise CudaError on failure."""
+    driver = _driver()
+    if isinstance(result, tuple):
+        err, rest = result[0], result[1:]
+    else:
+        err, rest = result, ()
+    if err != driver.CUresult.CUDA_SUCCESS:
+        _, text = driver.cuGetErrorString(err)
+        msg = text.decode() if isinstance(text, bytes) else str(text)
+        raise CudaError(f"{what} failed: {err.name} ({msg})")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else rest
+
+
+class Device:
+    """The current device and its primary context (created once)."""
+
+    def __init__(self, ordinal: int = 0):
+        driver = _driver()
+        try:
+            res = driver.cuInit(0)
+        except Exception as e:
+            raise CudaError(f"no CUDA driver found: {e}") from None
+        if res[0] != driver.CUresult.CUDA_SUCCESS:
+            raise CudaError(f"no CUDA driver found: cuInit returned {res[0].name}")
+        n = check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
+        if n == 0:
+            raise CudaError("no CUDA device found")
+        self.dev = check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+        self.ctx = check(driver.cuDevicePrimaryCtxRetain(self.dev), "cuDevicePrimaryCtxRetain")
+        check(driver.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        attr = driver.CUdevice_attribute
+        major = check(driver.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev), "cuDeviceGetAttribute")
+        minor = check(driver.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev), "cuDeviceGetAttribute")
+        self.cc = (int(major), int(minor))
+        self.name = check(driver.cuDeviceGetName(256, self.dev), "cuDeviceGetName")
+        self.name = self.name.split(b"\x00")[0].decode()
+
+    @property
+    def arch(self) -> str:
+        major, minor = self.cc
+        return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+
+    def activate(self):
+        check(_driver().cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+
+
+@functools.lru_cache(maxsize=None)
+def device() -> Device:
+    return Device(0)
+
+
+def have_device() -> bool:
+    try:
+        device()
+        return True
+    except CudaError:
+        return False
+
+
+class Module:
+    def __init__(self, cubin: bytes):
+        driver = _driver()
+        device().activate()
+        self.mod = check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
+        self.funcs = {}
+
+    def function(self, name: str, dynamic_smem: int = 0):
+        driver = _driver()
+        if name not in self.funcs:
+            f = check(driver.cuModuleGetFunction(self.mod, name.encode()), "cuModuleGetFunction")
+            if dynamic_smem > 0:
+                check(driver.cuFuncSetAttribute(
+                    f, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    dynamic_smem), "cuFuncSetAttribute")
+            self.funcs[name] = f
+        return self.funcs[name]
+
+
+def launch(func, grid, block, smem: int, args: list, stream=0):
+    """args: list of (ctypes type, value)."""
+    driver = _driver()
+    holders = [t(v) for t, v in args]
+    ptrs = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
+    check(driver.cuLaunchKernel(func, *[int(g) for g in grid], *[int(b) for b in block],
+                                int(smem), stream, ctypes.addressof(ptrs), 0), "cuLaunchKernel")
+
+
+def synchronize():
+    check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+def mem_alloc(nbytes: int) -> int:
+    return int(check(_driver().cuMemAlloc(max(int(nbytes), 1)), "cuMemAlloc"))
+
+
+def mem_free(ptr: int):
+    check(_driver().cuMemFree(ptr), "cuMemFree")
+
+
+def memcpy_htod(dst: int, src_ptr: int, nbytes: int):
+    if nbytes:
+        check(_driver().cuMemcpyHtoD(dst, src_ptr, nbytes), "cuMemcpyHtoD")
+
+
+def memcpy_dtoh(dst_ptr: int, src: int, nbytes: int):
+    if nbytes:
+        check(_driver().cuMemcpyDtoH(dst_ptr, src, nbytes), "cuMemcpyDtoH")
+
+
+def memset_zero(ptr: int, nbytes: int, stream=0):
+    if nbytes:
+        check(_driver().cuMemsetD8Async(ptr, 0, nbytes, stream), "cuMemsetD8Async")
+
+
+def pointer_device(ptr: int) -> int | None:
+    """The device ordinal a pointer belongs to (None when it is not device memory)."""
+    driver = _driver()
+    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    try:
+        err, value = driver.cuPointerGetAttribute(attr, ptr)
+    except Exception:
+        return None
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return None
+    return int(value)
