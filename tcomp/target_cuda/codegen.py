@@ -62,6 +62,7 @@ class _Kernel:
         self.simp = kernel_simplifier(k)
         self.lines: list[str] = []
         self.scopes: list[set[str]] = [set()]
+        self.vector_buffers: set[str] = set()  # buffers accessed with 8/16-byte vectors
 
     # ----------------------------------------------------------- expressions
     def imm(self, e: ir.Imm) -> str:
@@ -183,11 +184,13 @@ class _Kernel:
                 self.stmt(x, d)
         elif isinstance(s, ir.Store):
             self.emit(f"{s.buffer}[{self.expr(s.indices[0])}] = {self.expr(s.value)};", d)
+        elif isinstance(s, ir.For) and s.kind == "vectorize" and self.vector_loop(s, d):
+            pass
         elif isinstance(s, ir.For):
             v = _c(s.var)
             lo = self.expr(s.lo)
             end = self.expr(ir.Bin("+", s.lo, s.extent, ir.int32)) if lo != "0" else self.expr(s.extent)
-            if s.kind == "unroll":
+            if s.kind in ("unroll", "vectorize"):
                 self.emit("#pragma unroll", d)
             saved = self.simp.enter_loop(s.var, s.lo, s.extent)
             self.emit(f"for (int {v} = {lo}; {v} < {end}; ++{v}) {{", d)
@@ -236,6 +239,87 @@ class _Kernel:
         else:
             raise CudaError(f"codegen: cannot emit {type(s).__name__}")
 
+    # ----------------------------------------------------------- vectors
+    def contiguous(self, index: ir.Expr, var: str, width: int, elem: int):
+        """The base of `index` when it is `base + var` with `base` a multiple of
+        `width` elements, else None."""
+        lin = self.simp.linear(index)
+        key = ir.Var(var)
+        if lin.terms.get(key) != 1:
+            return None
+        from ..lower.simplify import Linear
+        rest = Linear({a: c for a, c in lin.terms.items() if a != key}, lin.const)
+        if any(ir.free_vars(a) & {var} for a in rest.terms):
+            return None
+        if rest.const % width or any(c % width for c in rest.terms.values()):
+            return None
+        return rest.to_expr()
+
+    def vector_loop(self, s: ir.For, d: int) -> bool:
+        """Emit a vectorized loop as 8/16-byte loads and stores when its body is
+        one unguarded store whose accesses are contiguous and aligned; else
+        return False (the loop is then emitted unrolled)."""
+        if not isinstance(s.extent, ir.Imm) or not isinstance(s.body, ir.Store):
+            return False
+        n = int(s.extent.value)
+        st = s.body
+        dt = self.buffer_dtype(st.buffer)
+        nbytes = n * dt.numpy.itemsize
+        if nbytes not in (8, 16) or dt.name not in ("float32", "int32", "float16", "bfloat16"):
+            return False
+        if not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
+            return False
+        vtype = {(4, 16): "float4", (4, 8): "float2", (2, 16): "float4", (2, 8): "float2"}[
+            (dt.numpy.itemsize if dt.numpy.itemsize == 4 else 2, nbytes)]
+        sbase = self.contiguous(st.indices[0], s.var, n, dt.numpy.itemsize)
+        if sbase is None:
+            return False
+        loads = [x for x in ir.walk_expr(st.value) if isinstance(x, ir.Load)
+                 and s.var in ir.free_vars(x.indices[0])]
+        vec_loads = {}
+        for ld in loads:
+            ldt = self.buffer_dtype(ld.buffer)
+            if ldt != dt:
+                return False
+            base = self.contiguous(ld.indices[0], s.var, n, ldt.numpy.itemsize)
+            if base is None:
+                return False
+            vec_loads[ld] = base
+        v = _c(s.var)
+        ct = ctype(dt)
+        self.emit("{", d)
+        names = {}
+        for i, (ld, base) in enumerate(vec_loads.items()):
+            name = f"tc_vec{len(self.lines)}_{i}"
+            names[ld] = name
+            self.emit(f"{ct} {name}[{n}];", d + 1)
+            self.emit(f"*reinterpret_cast<{vtype}*>({name}) = *reinterpret_cast<const {vtype}*>"
+                      f"(&{ld.buffer}[{self.expr(base)}]);", d + 1)
+            self.vector_buffers.add(ld.buffer)
+        out = f"tc_out{len(self.lines)}"
+        self.emit(f"{ct} {out}[{n}];", d + 1)
+        self.emit("#pragma unroll", d + 1)
+        self.emit(f"for (int {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
+        value = _ReplaceLoads(names, v).expr(st.value)
+        saved = self.simp.enter_loop(s.var, s.lo, s.extent)
+        self.emit(f"{out}[{v}] = {self.expr(value)};", d + 2)
+        self.simp.restore(s.var, saved)
+        self.emit("}", d + 1)
+        self.emit(f"*reinterpret_cast<{vtype}*>(&{st.buffer}[{self.expr(sbase)}]) = "
+                  f"*reinterpret_cast<const {vtype}*>({out});", d + 1)
+        self.vector_buffers.add(st.buffer)
+        self.emit("}", d)
+        return True
+
+    def buffer_dtype(self, name: str):
+        for b in self.prog.buffers:
+            if b.name == name:
+                return b.dtype
+        for x in walk_stmts(self.k.body):
+            if isinstance(x, ir.Alloc) and x.buffer.name == name:
+                return x.buffer.dtype
+        raise CudaError(f"codegen: unknown buffer '{name}'")
+
     # ----------------------------------------------------------- kernel
     def source(self) -> tuple[str, int]:
         k = self.k
@@ -273,6 +357,24 @@ class _Kernel:
         return "\n".join(self.lines), (total if dynamic else 0)
 
 
+class _ReplaceLoads:
+    """Replace vector-loaded Loads by reads of their register copies."""
+
+    def __init__(self, names, var):
+        self.names, self.var = names, var
+
+    def expr(self, e):
+        from ..lower.rewriter import Rewriter
+        names, var = self.names, self.var
+
+        class R(Rewriter):
+            def expr_Load(self, x):
+                if x in names:
+                    return ir.Load(names[x], (ir.Var(var),), x.dtype)
+                return self.generic_expr(x)
+        return R().expr(e)
+
+
 _BUILTIN_VARS = {f"{k}.{a}" for k in ("threadIdx", "blockIdx") for a in "xyz"}
 
 
@@ -289,8 +391,10 @@ def _size(b: ir.Buffer) -> int:
     return n
 
 
-def program_source(prog: ir.Program) -> tuple[str, dict[str, int]]:
-    """CUDA source of a flattened program, and each kernel's dynamic shared bytes."""
+def program_source(prog: ir.Program) -> tuple[str, dict[str, dict]]:
+    """CUDA source of a flattened program, and per kernel its dynamic shared
+    memory bytes and the buffers it accesses with 16-byte vectors (whose
+    pointers must be 16-byte aligned)."""
     uses = {b.dtype.name for b in prog.buffers}
     for k in prog.kernels:
         for x in walk_stmts(k.body):
@@ -304,9 +408,10 @@ def program_source(prog: ir.Program) -> tuple[str, dict[str, int]]:
     parts.append(PRELUDE)
     smem = {}
     for k in prog.kernels:
-        text, dyn = _Kernel(k, prog).source()
+        gen = _Kernel(k, prog)
+        text, dyn = gen.source()
         parts.append(text)
-        smem[k.name] = dyn
+        smem[k.name] = {"dynamic_smem": dyn, "aligned": sorted(gen.vector_buffers)}
     return "\n".join(parts) + "\n", smem
 
 

@@ -69,7 +69,8 @@ def describe_program(prog: ir.Program, op, smem: dict, arch: str) -> dict:
         "sizes": list(prog.sizes), "bound_sizes": dict(prog.bound_sizes),
         "size_sources": sources,
         "kernels": [{"name": k.name, "grid": [size_to_json(g) for g in k.grid],
-                     "block": list(k.block), "dynamic_smem": smem[k.name],
+                     "block": list(k.block), "dynamic_smem": smem[k.name]["dynamic_smem"],
+                     "aligned_buffers": smem[k.name]["aligned"],
                      "params": [{"buffer": b} for b in k.buffers] + [{"size": s} for s in k.sizes]}
                     for k in prog.kernels],
     }
@@ -161,6 +162,10 @@ class CudaKernel:
                     continue  # an empty range: nothing to compute
                 if max(grid[1:]) > 65535 or grid[0] > 2**31 - 1:
                     raise CudaError(f"kernel {kd['name']}: grid {grid} exceeds the device limits")
+                for name in kd.get("aligned_buffers", ()):
+                    if ptrs[name] % 16:
+                        raise CudaError(f"kernel {kd['name']} accesses '{name}' with 16-byte "
+                                        f"vectors, but its pointer is not 16-byte aligned")
                 f = self._module.function(kd["name"], kd["dynamic_smem"])
                 params = []
                 for p in kd["params"]:
