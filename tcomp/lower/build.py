@@ -198,16 +198,34 @@ class Builder:
         acc_name = ctx.fresh(f"{_ident(d.tensor)}_acc", prefix) if registers else None
         info = _StageLoops(loopvar, ext, domain, index, ctx)
 
+        cross = [l for l in reduce_leaves if l in st.bind]
+        if cross and not registers:
+            raise LoweringError(f"stage '{stage}': its reduction across threads (axis "
+                                f"'{cross[0]}') needs every reduction loop inside every spatial "
+                                f"loop; reorder the reduction axes innermost")
+
         def leaf_loop(i: int) -> ir.Stmt:
             if registers and i == first_red:
                 acc = ir.Buffer(acc_name, acc_dt, (ir.const(1),), "local")
                 a0 = (ir.const(0),)
-                init = identity(d.reduce_op, acc_dt) if d.init else current()
-                upd = ir.Store(acc_name, a0, combine(d.reduce_op, ir.Load(acc_name, a0, acc_dt),
-                                                      value(), acc_dt))
+                load_acc = ir.Load(acc_name, a0, acc_dt)
+                upd = ir.Store(acc_name, a0, combine(d.reduce_op, load_acc, value(), acc_dt))
                 inner = reduction_loops(i, guarded(allg, upd))
-                return ir.Alloc(acc, ir.seq(guarded(sg, ir.Store(acc_name, a0, init)), inner,
-                                            guarded(sg, store(ir.Load(acc_name, a0, acc_dt)))))
+                if not cross:
+                    init = identity(d.reduce_op, acc_dt) if d.init else current()
+                    return ir.Alloc(acc, ir.seq(guarded(sg, ir.Store(acc_name, a0, init)), inner,
+                                                guarded(sg, store(load_acc))))
+                # Every thread starts from the identity and takes part in the
+                # all-reduce; the threads of a group then store the same value.
+                leaf = cross[0]
+                n = info.ext[leaf]
+                if not isinstance(n, ir.Imm):
+                    raise LoweringError(f"stage '{stage}': reduction axis '{leaf}' bound to "
+                                        f"{st.bind[leaf]} has non-constant extent")
+                red = ir.AllReduce(d.reduce_op, acc_name, acc_dt, st.bind[leaf], int(n.value))
+                final = load_acc if d.init else combine(d.reduce_op, current(), load_acc, acc_dt)
+                return ir.Alloc(acc, ir.seq(ir.Store(acc_name, a0, identity(d.reduce_op, acc_dt)),
+                                            inner, red, guarded(sg, store(final))))
             if i == len(st.leaves):
                 if reducing:
                     return guarded(allg, store(combine(d.reduce_op, current(), value(), acc_dt)))

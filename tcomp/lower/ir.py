@@ -139,6 +139,18 @@ class Barrier(Stmt):
 
 
 @dataclass(frozen=True)
+class AllReduce(Stmt):
+    """Cross-thread reduction: combine `buffer[0]` (a per-thread local scalar)
+    with `op` over the `extent` threads along `tag`; afterwards every one of
+    those threads holds the result. Reached by every thread of the block."""
+    op: str  # '+', '*', 'max', 'min'
+    buffer: str
+    dtype: DType
+    tag: str
+    extent: int
+
+
+@dataclass(frozen=True)
 class Evaluate(Stmt):
     """Evaluate an intrinsic call for its effect."""
     call: Call

@@ -64,6 +64,9 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
         return [f"{pad}let {s.var} = {expr(s.value)}"] + stmt(s.body, indent)
     if isinstance(s, ir.Barrier):
         return [f"{pad}barrier()"]
+    if isinstance(s, ir.AllReduce):
+        return [f"{pad}{s.buffer}[0] = allreduce_{_opname(s.op)}({s.buffer}[0]) over {s.tag} "
+                f"({s.extent} threads)"]
     if isinstance(s, ir.Evaluate):
         return [f"{pad}{expr(s.call)}"]
     if isinstance(s, ir.Alloc):
@@ -71,6 +74,10 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
         shape = ", ".join(expr(d) for d in b.shape)
         return [f"{pad}alloc {b.scope} {b.dtype.name} {b.name}[{shape}]"] + stmt(s.body, indent)
     raise TypeError(s)
+
+
+def _opname(op: str) -> str:
+    return {"+": "sum", "*": "prod"}.get(op, op)
 
 
 def kernel_to_text(k: ir.Kernel) -> str:

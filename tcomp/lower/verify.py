@@ -60,6 +60,11 @@ def verify(k: ir.Kernel, program: ir.Program, flat: bool = False) -> None:
         elif isinstance(s, ir.Alloc):
             shapes[s.buffer.name] = len(s.buffer.shape)
             visit(s.body, scope, tdep, divergent)
+        elif isinstance(s, ir.AllReduce):
+            check_buf(s.buffer, 1)
+            if divergent:
+                raise LoweringError(f"kernel {k.name}: cross-thread reduction under a "
+                                    f"thread-dependent condition")
         elif isinstance(s, ir.Barrier):
             if divergent:
                 raise LoweringError(f"kernel {k.name}: barrier under a thread-dependent condition")

@@ -186,9 +186,13 @@ class Stage:
                                 f"{', '.join(THREAD_TAGS)})")
         s = self._s
         if s.kinds[name] == "reduce":
-            raise ScheduleError(f"{p}: axis {ax!r} is a reduction axis; binding it to "
-                                f"{tag} needs a cross-thread reduction, which tcomp does not "
-                                f"lower yet (use rfactor to make it spatial)")
+            if not tag.startswith("threadIdx"):
+                raise ScheduleError(f"{p}: axis {ax!r} is a reduction axis; it can be bound to "
+                                    f"threads (a cross-thread reduction) but not to {tag} (use "
+                                    f"rfactor for a reduction across blocks)")
+            if d_bound := [a for a in s.bind if s.kinds[a] == "reduce"]:
+                raise ScheduleError(f"{p}: stage '{self.name}' already reduces across threads "
+                                    f"over '{d_bound[0]}'; only one reduction axis can be bound")
         if name in s.bind:
             raise ScheduleError(f"{p}: axis {ax!r} is already bound to {s.bind[name]}")
         if name in s.unroll or name in s.vectorize:

@@ -234,10 +234,65 @@ class _Kernel:
             self.stmt(s.body, d)
         elif isinstance(s, ir.Barrier):
             self.emit("__syncthreads();", d)
+        elif isinstance(s, ir.AllReduce):
+            self.allreduce(s, d)
         elif isinstance(s, ir.Evaluate):
             self.emit(f"{self.expr(s.call)};", d)
         else:
             raise CudaError(f"codegen: cannot emit {type(s).__name__}")
+
+    # ----------------------------------------------------------- reductions
+    def allreduce(self, s: ir.AllReduce, d: int):
+        """Warp shuffles (butterfly), then one value per warp through shared
+        memory when the reduction spans several warps."""
+        bx, by, bz = self.k.block
+        total = bx * by * bz
+        e = s.extent
+        if s.tag != "threadIdx.x" or e != bx:
+            raise CudaError(f"codegen: cross-thread reductions are supported over threadIdx.x "
+                            f"spanning the whole block x dimension (got {s.tag} over {e} of "
+                            f"{bx})")
+        if e & (e - 1):
+            raise CudaError(f"codegen: cross-thread reduction over {e} threads: the extent must "
+                            f"be a power of two")
+        if total % 32 and total > 32:
+            raise CudaError(f"codegen: cross-thread reduction needs a block of fewer than 32 "
+                            f"threads or a multiple of 32 (got {total})")
+        if s.dtype.is_bool or s.dtype.is_low_precision:
+            raise CudaError(f"codegen: cross-thread reduction of {s.dtype} is not supported")
+        ct = ctype(s.dtype)
+        mask = "0xffffffffu" if total >= 32 else f"{(1 << total) - 1:#x}u"
+        v = f"tc_red{len(self.lines)}"
+
+        def comb(a, b):
+            if s.op in ("+", "*"):
+                return f"{a} {s.op} {b}"
+            if s.dtype.is_float:
+                f = ("fmax" if s.op == "max" else "fmin") + ("f" if s.dtype.name == "float32" else "")
+                return f"{f}({a}, {b})"
+            return f"{s.op}({a}, {b})"
+        self.emit("{", d)
+        self.emit(f"{ct} {v} = {s.buffer}[0];", d + 1)
+        self.emit(f"for (int tc_off = {min(e, 32) // 2}; tc_off > 0; tc_off >>= 1) {{", d + 1)
+        self.emit(f"{v} = {comb(v, f'__shfl_xor_sync({mask}, {v}, tc_off)')};", d + 2)
+        self.emit("}", d + 1)
+        if e > 32:
+            warps = e // 32
+            groups = by * bz
+            buf = f"{v}_smem"
+            self.emit(f"__shared__ {ct} {buf}[{warps * groups}];", d + 1)
+            self.emit("const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;", d + 1)
+            self.emit("__syncthreads();", d + 1)
+            self.emit(f"if ((threadIdx.x & 31) == 0) {buf}[tc_group * {warps} + "
+                      f"(threadIdx.x >> 5)] = {v};", d + 1)
+            self.emit("__syncthreads();", d + 1)
+            self.emit(f"{v} = {buf}[tc_group * {warps}];", d + 1)
+            self.emit(f"for (int tc_w = 1; tc_w < {warps}; ++tc_w) {{", d + 1)
+            self.emit(f"{v} = {comb(v, f'{buf}[tc_group * {warps} + tc_w]')};", d + 2)
+            self.emit("}", d + 1)
+            self.emit("__syncthreads();", d + 1)
+        self.emit(f"{s.buffer}[0] = {v};", d + 1)
+        self.emit("}", d)
 
     # ----------------------------------------------------------- vectors
     def contiguous(self, index: ir.Expr, var: str, width: int, elem: int):

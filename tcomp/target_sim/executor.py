@@ -129,6 +129,29 @@ class _Kernel:
             for m in self.mem.values():
                 if isinstance(m, _Shared):
                     m.writer[...] = -1
+        elif isinstance(s, ir.AllReduce):
+            if not mask.all():
+                raise SimError(f"kernel {self.k.name}: cross-thread reduction reached by only "
+                               f"some threads of block {self.block_id}")
+            loc = self.mem[s.buffer]
+            if not loc.written[:, 0].all():
+                raise SimError(f"kernel {self.k.name}: cross-thread reduction of {s.buffer} "
+                               f"before every thread wrote it")
+            bx, by, bz = self.k.block
+            vals = loc.data[:, 0].reshape(bz, by, bx)
+            axis = {"x": 2, "y": 1, "z": 0}[s.tag[-1]]
+            if vals.shape[axis] != s.extent:
+                raise SimError(f"kernel {self.k.name}: reduction over {s.extent} threads along "
+                               f"{s.tag}, but the block has {vals.shape[axis]}")
+            if s.op == "+":
+                r = vals.sum(axis=axis, keepdims=True, dtype=vals.dtype)
+            elif s.op == "*":
+                r = vals.prod(axis=axis, keepdims=True, dtype=vals.dtype)
+            else:
+                f = {"max": np.fmax, "min": np.fmin} if vals.dtype.kind == "f" else \
+                    {"max": np.maximum, "min": np.minimum}
+                r = f[s.op].reduce(vals, axis=axis, keepdims=True)
+            loc.data[:, 0] = np.broadcast_to(r, vals.shape).reshape(-1)
         elif isinstance(s, ir.Evaluate):
             raise SimError(f"kernel {self.k.name}: the sim target has no meaning for intrinsic "
                            f"'{s.call.fn}'")
