@@ -93,7 +93,7 @@ def bind_inputs(op: Op, arrays) -> tuple[dict, dict]:
             elif eval_int(d, sizes) != n:
                 raise LangError(f"input '{t.name}' dimension {i} must be {eval_int(d, sizes)}, "
                                 f"got {n}")
-        env[t.name] = np.ascontiguousarray(a)
+        env[t.name] = np.require(a, requirements="C")  # keeps 0-d arrays 0-d
     return env, sizes
 
 
