@@ -240,7 +240,7 @@ class _Parser:
             x, d = stack.pop()
             if d > MAX_DEPTH:
                 raise LangError(f"expression nested more than {MAX_DEPTH} levels deep", x.loc)
-            stack.extend((c, d + 1) for c in children(x))
+            stack.extend((c, d + 1) for c in reversed(children(x)))  # leftmost first
 
     def expr(self) -> Expr:
         self.depth += 1

@@ -5,7 +5,9 @@ Post: a `barrier()` between a statement that writes a shared buffer and a
 later sibling that reads or writes it (RAW/WAW between threads), and at the
 top of a loop body that both writes and reads shared buffers (WAR between
 iterations). Barriers are only placed at statement-list level, never inside
-an `if`, so they are reached by every thread.
+an `if`, so they are reached by every thread. (Global tensors computed at a
+consumer's loop get their barriers from the builder.) Repeated barriers
+collapse into one; a one-thread kernel keeps none.
 """
 from __future__ import annotations
 
@@ -69,9 +71,43 @@ class _Sync:
         return s
 
 
+def _dedupe(s: ir.Stmt) -> ir.Stmt:
+    """Drop barriers that follow another barrier with nothing in between, and
+    every barrier of a single-thread kernel."""
+    if isinstance(s, ir.Seq):
+        out = []
+        for x in s.stmts:
+            x = _dedupe(x)
+            if isinstance(x, ir.Barrier) and out and isinstance(out[-1], ir.Barrier):
+                continue
+            out.append(x)
+        return ir.seq(*out)
+    if isinstance(s, (ir.For, ir.Let, ir.Alloc)):
+        return dataclasses.replace(s, body=_dedupe(s.body))
+    if isinstance(s, ir.If):
+        return dataclasses.replace(s, then=_dedupe(s.then),
+                                   else_=_dedupe(s.else_) if s.else_ is not None else None)
+    return s
+
+
+class _NoBarriers:
+    def stmt(self, s):
+        if isinstance(s, ir.Barrier):
+            return ir.Seq(())
+        if isinstance(s, ir.Seq):
+            return ir.seq(*[self.stmt(x) for x in s.stmts])
+        if isinstance(s, (ir.For, ir.Let, ir.Alloc)):
+            return dataclasses.replace(s, body=self.stmt(s.body))
+        if isinstance(s, ir.If):
+            return dataclasses.replace(s, then=self.stmt(s.then),
+                                       else_=self.stmt(s.else_) if s.else_ is not None else None)
+        return s
+
+
 def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
+    if k.block == (1, 1, 1):
+        return dataclasses.replace(k, body=_NoBarriers().stmt(k.body))
     shared = {x.buffer.name for x in walk_stmts(k.body)
               if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"}
-    if not shared:
-        return k
-    return dataclasses.replace(k, body=_Sync(shared).stmt(k.body))
+    body = _Sync(shared).stmt(k.body) if shared else k.body
+    return dataclasses.replace(k, body=_dedupe(body))

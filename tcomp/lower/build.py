@@ -22,6 +22,7 @@ from ..lang.ast import Read, walk
 from ..schedule.stage import FuseRel, SplitRel
 from . import ir
 from .bounds import region
+from .printer import expr as show
 from .simplify import simplify_expr
 from .translate import Translator, cast, combine, identity, size_expr
 
@@ -115,6 +116,10 @@ class Builder:
     def kernel(self, stage: str) -> ir.Kernel:
         ctx = KernelCtx()
         st = self.sched.states[stage]
+        if st.scope in ("shared", "local"):
+            raise LoweringError(f"stage '{stage}' writes a {st.scope} buffer but is computed at "
+                                f"root; use compute_at to place it inside a loop of a stage "
+                                f"that reads it")
         domain = {v: (self.lsize(lo), self.lsize(_lang_sub(hi, lo)))
                   for v, (lo, hi) in st.definition.ranges.items()}
         body = self.nest(stage, domain, ctx, store_offsets=None)
@@ -209,8 +214,10 @@ class Builder:
                 acc = ir.Buffer(acc_name, acc_dt, (ir.const(1),), "local")
                 a0 = (ir.const(0),)
                 load_acc = ir.Load(acc_name, a0, acc_dt)
-                upd = ir.Store(acc_name, a0, combine(d.reduce_op, load_acc, value(), acc_dt))
-                inner = reduction_loops(i, guarded(allg, upd))
+                # The update is translated inside the loops, after the stages computed
+                # at them have registered their buffers (views).
+                inner = reduction_loops(i, lambda: guarded(allg, ir.Store(
+                    acc_name, a0, combine(d.reduce_op, load_acc, value(), acc_dt))))
                 if not cross:
                     init = identity(d.reduce_op, acc_dt) if d.init else current()
                     return ir.Alloc(acc, ir.seq(guarded(sg, ir.Store(acc_name, a0, init)), inner,
@@ -221,7 +228,7 @@ class Builder:
                 n = info.ext[leaf]
                 if not isinstance(n, ir.Imm):
                     raise LoweringError(f"stage '{stage}': reduction axis '{leaf}' bound to "
-                                        f"{st.bind[leaf]} has non-constant extent")
+                                        f"{st.bind[leaf]} has non-constant extent {show(n)}")
                 red = ir.AllReduce(d.reduce_op, acc_name, acc_dt, st.bind[leaf], int(n.value))
                 final = load_acc if d.init else combine(d.reduce_op, current(), load_acc, acc_dt)
                 return ir.Alloc(acc, ir.seq(ir.Store(acc_name, a0, identity(d.reduce_op, acc_dt)),
@@ -238,7 +245,7 @@ class Builder:
 
         def reduction_loops(i, inner_stmt):
             if i == len(st.leaves):
-                return inner_stmt
+                return inner_stmt()
             return self.loop(stage, st, i, info, lambda: reduction_loops(i + 1, inner_stmt))
 
         def init_nest(i):
@@ -271,6 +278,10 @@ class Builder:
             for p in attached:
                 a, prod = self.attach(p, stage, st, i, domains[p], info.ctx)
                 allocs += a
+                if self.sched.states[p].scope == "global":
+                    # Other threads of the block may read what this producer wrote (and
+                    # may still be reading the previous iteration's values).
+                    prod = ir.seq(ir.Barrier(), prod, ir.Barrier())
                 producers.append(prod)
             body = ir.seq(*producers, inner())
         finally:
@@ -305,7 +316,14 @@ class Builder:
         if pst.scope == "shared":
             for var, ext in info.ctx.thread_loops:
                 vary[var] = (ir.const(0), simplify_expr(_sub(ext, ir.const(1))))
-        for q, qdom in siblings:
+        # Stages computed at deeper loops of the consumer read through their own
+        # regions, which move with the consumer's inner loop variables.
+        deeper = []
+        for j in range(level + 1, len(cst.leaves)):
+            for q in self.children.get((cname, cst.leaves[j]), []):
+                if pd.tensor in self.sched.states[q].definition.reads():
+                    deeper.append((q, self.region(q, cname, cst, j, info, [])))
+        for q, qdom in list(siblings) + deeper:
             qd = self.sched.states[q].definition
             if pd.tensor not in qd.reads():
                 continue
@@ -341,7 +359,6 @@ class Builder:
             for k, v in enumerate(pd.spatial):
                 w = domain[v][1]
                 if not isinstance(w, ir.Imm):
-                    from .printer import expr as show
                     raise LoweringError(f"stage '{pname}' ({pst.scope}) computed at "
                                         f"'{cname}.{cst.leaves[level]}' needs a region of "
                                         f"non-constant extent {show(w)} in dimension {k}; split "
@@ -479,6 +496,7 @@ def _walk_all(s: ir.Stmt):
 
 def _launch(body: ir.Stmt, stage: str):
     """Grid and block of a kernel from its thread-bound loops."""
+    from .printer import expr as show
     grid = [ir.const(1)] * 3
     block = [1, 1, 1]
     seen_grid = {}
@@ -503,8 +521,8 @@ def _launch(body: ir.Stmt, stage: str):
                 if s.kind == "thread":
                     if not isinstance(s.extent, ir.Imm):
                         raise LoweringError(f"stage '{stage}': loop '{s.var}' bound to {s.tag} "
-                                            f"has non-constant extent {s.extent}; split it by a "
-                                            f"constant first")
+                                            f"has non-constant extent {show(s.extent)}; split it "
+                                            f"by a constant first")
                     axis = "xyz".index(s.tag[-1])
                     n = int(s.extent.value)
                     if s.tag in thread_ext and thread_ext[s.tag][1] != n:

@@ -12,6 +12,7 @@ import dataclasses
 
 from ..errors import LoweringError
 from . import ir
+from .printer import expr as show
 from .rewriter import Rewriter, substitute, walk_stmts
 
 MAX_UNROLL = 128
@@ -23,7 +24,7 @@ class _Unroll(Rewriter):
         if s.kind == "vectorize":
             if not isinstance(s.extent, ir.Imm):
                 raise LoweringError(f"vectorized loop '{s.var}' has non-constant extent "
-                                    f"{s.extent}")
+                                    f"{show(s.extent)}")
             for x in walk_stmts(body):
                 if isinstance(x, (ir.For, ir.Barrier, ir.Alloc)):
                     raise LoweringError(f"vectorized loop '{s.var}' is not innermost: it contains "
@@ -31,7 +32,8 @@ class _Unroll(Rewriter):
         if s.kind != "unroll":
             return s if body is s.body else dataclasses.replace(s, body=body)
         if not isinstance(s.extent, ir.Imm):
-            raise LoweringError(f"unrolled loop '{s.var}' has non-constant extent {s.extent}")
+            raise LoweringError(f"unrolled loop '{s.var}' has non-constant extent "
+                                f"{show(s.extent)}")
         n = int(s.extent.value)
         if n > MAX_UNROLL:
             raise LoweringError(f"unrolled loop '{s.var}' has {n} iterations (at most "

@@ -8,7 +8,9 @@ The executor raises `SimError` for what a GPU would get wrong: an access
 outside a buffer dimension, a read of shared/local memory nobody wrote, a
 thread reading shared memory another thread wrote since the last barrier (or
 two threads writing different values there), and a barrier that not every
-thread reaches. Ternaries, `&&` and `||` are lazy, as in the language.
+thread reaches. The same race check applies to global memory within a block
+(blocks run one after another, so races between blocks are not seen).
+Ternaries, `&&` and `||` are lazy, as in the language.
 
 It runs the pipeline up to, not including, storage flattening, so that each
 subscript is checked against its own dimension.
@@ -30,6 +32,7 @@ class _Shared:
         self.data = np.zeros(shape, buf.dtype.numpy)
         self.written = np.zeros(shape, bool)
         self.writer = np.full(shape, -1, np.int64)  # -1 nobody, -2 several (same value)
+        self.reader = np.full(shape, -1, np.int64)  # -1 nobody, -2 several threads
         self.buf = buf
 
 
@@ -64,7 +67,12 @@ class _Kernel:
                    "threadIdx.y": ((tid // bx) % by).astype(np.int32),
                    "threadIdx.z": (tid // (bx * by)).astype(np.int32)}
         full = np.ones(t, bool)
+        # Global memory written since the last barrier: buffer -> (writer array, dirty offsets).
+        self.gwriter = {n: np.full(a.size, -1, np.int64) for n, a in self.globals.items()
+                        if isinstance(a, np.ndarray)}
+        self.gdirty: dict[str, list] = {}
         for gz, gy, gx in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
+            self._reset_global()
             env = dict(scope)
             env.update(threads)
             env.update({"blockIdx.x": np.int32(gx), "blockIdx.y": np.int32(gy),
@@ -107,20 +115,23 @@ class _Kernel:
             self.stmt(s.body, env, mask)
             env.pop(s.var, None)
         elif isinstance(s, ir.Alloc):
+            # Like CUDA's static shared arrays, an allocation lives for the whole block:
+            # entering it again (in a loop) keeps its race-tracking state, so races
+            # between loop iterations are seen; its contents count as unwritten again,
+            # so reading a value left over from an earlier iteration is caught too.
             b = s.buffer
             shape = tuple(int(self.eval(d, env, None)) for d in b.shape)
-            saved = self.mem.get(b.name)
-            if b.scope == "shared":
-                self.mem[b.name] = _Shared(b, shape)
-            elif b.scope == "local":
-                self.mem[b.name] = _Local(b, shape, self.nthreads)
+            if b.name in self.mem:
+                self.mem[b.name].written[...] = False
             else:
-                raise SimError(f"kernel {self.k.name}: cannot allocate {b.scope} buffer '{b.name}'")
+                if b.scope == "shared":
+                    self.mem[b.name] = _Shared(b, shape)
+                elif b.scope == "local":
+                    self.mem[b.name] = _Local(b, shape, self.nthreads)
+                else:
+                    raise SimError(f"kernel {self.k.name}: cannot allocate {b.scope} buffer "
+                                   f"'{b.name}'")
             self.stmt(s.body, env, mask)
-            if saved is None:
-                self.mem.pop(b.name)
-            else:
-                self.mem[b.name] = saved
         elif isinstance(s, ir.Barrier):
             if not mask.all():
                 idle = int((~mask).sum())
@@ -129,6 +140,8 @@ class _Kernel:
             for m in self.mem.values():
                 if isinstance(m, _Shared):
                     m.writer[...] = -1
+                    m.reader[...] = -1
+            self._reset_global()
         elif isinstance(s, ir.AllReduce):
             if not mask.all():
                 raise SimError(f"kernel {self.k.name}: cross-thread reduction reached by only "
@@ -157,6 +170,46 @@ class _Kernel:
                            f"'{s.call.fn}'")
         else:
             raise SimError(f"kernel {self.k.name}: cannot execute {type(s).__name__}")
+
+    def _reset_global(self):
+        for name, offs in self.gdirty.items():
+            for o in offs:
+                self.gwriter[name][o] = -1
+        self.gdirty = {}
+
+    def _global_read_race(self, name, arr, safe, m):
+        """A thread reading global memory another thread of its block wrote
+        since the last barrier (blocks run one at a time, so only races inside
+        a block are visible)."""
+        if name not in self.gdirty or arr.ndim == 0:
+            return
+        flat = np.ravel_multi_index(safe, arr.shape)
+        w = self.gwriter[name][flat]
+        race = m & (w >= 0) & (w != self.tid)
+        if race.any():
+            lane = int(np.argmax(race))
+            raise SimError(f"kernel {self.k.name}: thread {self._thread(lane)} reads {name}"
+                           f"{[int(i[lane]) for i in safe]} written by thread "
+                           f"{self._thread(int(w[lane]))} since the last barrier (missing "
+                           f"barrier) in block {self.block_id}")
+
+    def _global_write(self, name, arr, sub, lanes, vals):
+        if arr.ndim == 0 or not len(lanes):
+            return
+        flat = np.ravel_multi_index(sub, arr.shape)
+        w = self.gwriter[name]
+        prior = w[flat]
+        other = ((prior >= 0) & (prior != lanes)) | (prior == -2)
+        if other.any():
+            same = arr.reshape(-1)[flat] == vals
+            bad = other & ~same
+            if bad.any():
+                j = int(np.argmax(bad))
+                raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lanes[j]))} "
+                               f"overwrites {name} at offset {int(flat[j])} with a different "
+                               f"value than another thread wrote since the last barrier")
+        w[flat] = np.where(other, -2, lanes)
+        self.gdirty.setdefault(name, []).append(flat)
 
     def uniform(self, e, env, mask, var) -> int:
         v = self.eval(e, env, mask)
@@ -232,7 +285,11 @@ class _Kernel:
                                f"{e.buffer}{[int(i[lane]) for i in safe]} written by thread "
                                f"{self._thread(int(w[lane]))} since the last barrier (missing "
                                f"barrier) in block {self.block_id}")
+            r = store.reader[safe]
+            store.reader[safe] = np.where(m, np.where((r == -1) | (r == self.tid), self.tid, -2),
+                                          r)
             return store.data[safe]
+        self._global_read_race(e.buffer, store, safe, m)
         return store[safe]
 
     def store(self, s: ir.Store, env, mask):
@@ -265,6 +322,8 @@ class _Kernel:
         if isinstance(dest, _Shared):
             self._shared_race(s.buffer, dest, sub, lanes, vals)
             dest.written[sub] = True
+        else:
+            self._global_write(s.buffer, data, sub, lanes, vals)
         data[sub] = vals
 
     def _shared_race(self, name, dest, sub, lanes, vals):
@@ -280,6 +339,14 @@ class _Kernel:
                 raise SimError(f"kernel {self.k.name}: threads {self._thread(int(ln[j]))} and "
                                f"{self._thread(int(ln[j + 1]))} write different values to shared "
                                f"{name} at offset {int(f[j])} in the same step")
+        r = dest.reader.reshape(-1)[flat]
+        war = (r == -2) | ((r >= 0) & (r != lanes))
+        if war.any():
+            j = int(np.argmax(war))
+            who = "several threads" if r[j] == -2 else f"thread {self._thread(int(r[j]))}"
+            raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lanes[j]))} overwrites "
+                           f"shared {name} at offset {int(flat[j])} that {who} read since the "
+                           f"last barrier (missing barrier)")
         w = dest.writer.reshape(-1)
         d = dest.data.reshape(-1)
         written = dest.written.reshape(-1)
