@@ -47,7 +47,7 @@ class KernelCtx:
     def __init__(self):
         self.names: set[str] = set()
         self.views: dict[str, View] = {}
-        self.thread_loops: list[tuple[str, ir.Expr]] = []  # enclosing threadIdx loops
+        self.thread_loops: list[tuple[str, ir.Expr, str]] = []  # enclosing threadIdx loops
 
     def fresh(self, base: str, prefix: str) -> str:
         name = base if base not in self.names else f"{prefix}_{base}"
@@ -174,6 +174,14 @@ class Builder:
         store_idx = tuple(simplify_expr(i) for i in store_idx)
         target = ctx.views[d.tensor].buffer if d.tensor in ctx.views else d.tensor
 
+        # Threads along an axis this stage is not spread over (by its own loops or the
+        # loops around it) would all repeat its stores: only thread 0 of that axis
+        # stores. (Read-modify-write accumulation would otherwise race.)
+        bound = {t for *_, t in ctx.thread_loops} | set(st.bind.values())
+        for axis in "xyz":
+            tag = f"threadIdx.{axis}"
+            if tag not in bound:
+                guards.append(("spatial", ir.Bin("==", ir.Var(tag), ir.const(0), ir.bool_)))
         sg = _conj([c for k, c in guards if k == "spatial"])
         allg = _conj([c for _, c in guards])
         reduce_leaves = [l for l in st.leaves if st.kinds[l] == "reduce"]
@@ -272,7 +280,7 @@ class Builder:
         var, ext = info.loopvar[leaf], info.ext[leaf]
         tag = st.bind.get(leaf, "")
         if tag.startswith("threadIdx"):
-            info.ctx.thread_loops.append((var, ext))
+            info.ctx.thread_loops.append((var, ext, tag))
         try:
             allocs, producers = [], []
             for p in attached:
@@ -314,7 +322,7 @@ class Builder:
                 vary[info.loopvar[leaf]] = (ir.const(0),
                                             simplify_expr(_sub(info.ext[leaf], ir.const(1))))
         if pst.scope == "shared":
-            for var, ext in info.ctx.thread_loops:
+            for var, ext, _ in info.ctx.thread_loops:
                 vary[var] = (ir.const(0), simplify_expr(_sub(ext, ir.const(1))))
         # Stages computed at deeper loops of the consumer read through their own
         # regions, which move with the consumer's inner loop variables.

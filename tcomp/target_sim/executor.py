@@ -209,6 +209,15 @@ class _Kernel:
                                f"overwrites {name} at offset {int(flat[j])} with a different "
                                f"value than another thread wrote since the last barrier")
         w[flat] = np.where(other, -2, lanes)
+        order = np.argsort(flat, kind="stable")
+        f, v = flat[order], np.asarray(vals)[order]
+        dup = f[1:] == f[:-1]
+        if dup.any():  # several threads store to one address in this step
+            if (dup & (v[1:] != v[:-1])).any():
+                j = int(np.argmax(dup & (v[1:] != v[:-1])))
+                raise SimError(f"kernel {self.k.name}: threads write different values to {name} "
+                               f"at offset {int(f[j])} in the same step")
+            w[f[1:][dup]] = -2
         self.gdirty.setdefault(name, []).append(flat)
 
     def uniform(self, e, env, mask, var) -> int:
