@@ -1,0 +1,73 @@
+"""Run a few generated kernels (shared-memory tiles, cross-thread reductions,
+vector accesses, memory accumulation) so that compute-sanitizer can check them:
+
+    compute-sanitizer --tool memcheck python3 bench/sanitize.py
+    compute-sanitizer --tool racecheck python3 bench/sanitize.py
+"""
+import numpy as np
+
+import tcomp
+
+
+def mm_shared(op):
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    m, n = C.axes
+    (k,) = C.reduce_axes
+    mo, no, mi, ni = C.tile(m, n, 16, 16)
+    ko, ki = C.split(k, 16)
+    C.reorder(mo, no, ko, mi, ni, ki)
+    for ax, tag in ((mo, "blockIdx.x"), (no, "blockIdx.y"), (mi, "threadIdx.y"), (ni, "threadIdx.x")):
+        C.bind(ax, tag)
+    for t in ("A", "B"):
+        S = s.cache_read(t, "shared", [C])
+        S.compute_at(C, ko)
+        a0, a1 = S.axes
+        S.bind(a0, "threadIdx.y")
+        S.bind(a1, "threadIdx.x")
+    return s
+
+
+def row_sum(op, threads=256):
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    (n,) = O.axes
+    (k,) = O.reduce_axes
+    ko, ki = O.split(k, threads)
+    O.reorder(n, ki, ko)
+    O.bind(n, "blockIdx.x")
+    O.bind(ki, "threadIdx.x")
+    return s
+
+
+def vec(op):
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    (i,) = O.axes
+    io, ii = O.split(i, 4)
+    O.vectorize(ii)
+    ioo, ioi = O.split(io, 128)
+    O.bind(ioo, "blockIdx.x")
+    O.bind(ioi, "threadIdx.x")
+    return s
+
+
+def main():
+    rng = np.random.default_rng(0)
+    mm = tcomp.op("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }")
+    a, b = rng.standard_normal((100, 70), np.float32), rng.standard_normal((70, 90), np.float32)
+    got = tcomp.build(mm_shared(mm), target="cuda")(a, b)
+    print("mm_shared", np.abs(got - a.astype(np.float64) @ b).max())
+    rs = tcomp.op("def rs(float(N,K) A) -> (O) { O(n) +=! A(n,k) }")
+    x = rng.standard_normal((33, 1000), np.float32)
+    for t in (32, 256):
+        got = tcomp.build(row_sum(rs, t), target="cuda")(x)
+        print(f"row_sum[{t}]", np.abs(got - x.astype(np.float64).sum(1)).max())
+    ew = tcomp.op("def ew(float(N) A, float(N) B) -> (O) { O(i) = A(i) * 2.0 + B(i) }")
+    x, y = rng.standard_normal(4096, np.float32), rng.standard_normal(4096, np.float32)
+    got = tcomp.build(vec(ew), target="cuda", sizes={"N": 4096})(x, y)
+    print("vector", np.abs(got - (2 * x + y)).max())
+
+
+if __name__ == "__main__":
+    main()
