@@ -177,10 +177,11 @@ class Builder:
         # Threads along an axis this stage is not spread over (by its own loops or the
         # loops around it) would all repeat its stores: only thread 0 of that axis
         # stores. (Read-modify-write accumulation would otherwise race.)
+        # (Not for local buffers: every thread needs its own copy.)
         bound = {t for *_, t in ctx.thread_loops} | set(st.bind.values())
         for axis in "xyz":
             tag = f"threadIdx.{axis}"
-            if tag not in bound:
+            if tag not in bound and st.scope != "local":
                 guards.append(("spatial", ir.Bin("==", ir.Var(tag), ir.const(0), ir.bool_)))
         sg = _conj([c for k, c in guards if k == "spatial"])
         allg = _conj([c for _, c in guards])

@@ -71,7 +71,7 @@ def wrap_input(name: str, x, want) -> DeviceArray:
         if not np.can_cast(a.dtype, want.numpy, "same_kind"):
             raise CudaError(f"input '{name}' is {a.dtype} but the kernel takes {want.name}")
         a = a.astype(want.numpy)
-    a = np.ascontiguousarray(a)
+    a = np.require(a, requirements="C")  # keeps 0-d arrays 0-d
     ptr = cuda_api.mem_alloc(a.nbytes)
     cuda_api.memcpy_htod(ptr, a.ctypes.data, a.nbytes)
     return DeviceArray(ptr, a.shape, want.name, "numpy", a, owned=True)

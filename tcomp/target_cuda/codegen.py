@@ -383,8 +383,13 @@ class _Kernel:
         params = []
         for name in k.buffers:
             b = bufs[name]
-            const = "const " if name not in written else ""
-            params.append(f"{const}{ctype(b.dtype)}* __restrict__ {name}")
+            # Read-only inputs are `const __restrict__` (the read-only cache path);
+            # buffers written here may be read back by other threads after a barrier,
+            # which the non-coherent read-only path would not see.
+            if name in written:
+                params.append(f"{ctype(b.dtype)}* {name}")
+            else:
+                params.append(f"const {ctype(b.dtype)}* __restrict__ {name}")
         params += [f"int {n}" for n in k.sizes]
         threads = k.block[0] * k.block[1] * k.block[2]
         shared = [x.buffer for x in walk_stmts(k.body)

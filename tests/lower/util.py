@@ -1,0 +1,65 @@
+"""Helpers shared by the lowering and sim tests: random inputs, comparison
+against `tcomp.evaluate` with per-dtype tolerances."""
+from __future__ import annotations
+
+import numpy as np
+
+import tcomp
+from tcomp.lang.symbolic import eval_int
+
+# (rtol, atol) per output dtype
+TOL = {
+    "float64": (1e-10, 1e-10),
+    "float32": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (2e-2, 2e-2),
+}
+
+
+def inputs_for(op: tcomp.Op, sizes: dict, seed: int = 0, scalars: dict | None = None,
+               ints: dict | None = None):
+    """Random arrays for the inputs of `op` at `sizes`. `ints` maps an integer
+    input to the exclusive upper bound of its values (for gathers)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in op.inputs:
+        shape = tuple(eval_int(d, sizes) for d in t.shape)
+        dt = t.dtype.numpy
+        if scalars and t.name in scalars:
+            out.append(np.asarray(scalars[t.name], dt))
+        elif t.dtype.is_float:
+            out.append(rng.standard_normal(shape).astype(dt))
+        elif t.dtype.is_bool:
+            out.append(rng.random(shape) < 0.5)
+        else:
+            hi = (ints or {}).get(t.name, 5)
+            out.append(rng.integers(0, hi, shape).astype(dt))
+    return out
+
+
+def as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def assert_matches(op: tcomp.Op, got, want, tol: dict | None = None):
+    got, want = as_tuple(got), as_tuple(want)
+    assert len(got) == len(want)
+    for t, g, w in zip(op.outputs, got, want):
+        assert g.shape == w.shape, f"output {t.name}: shape {g.shape} != {w.shape}"
+        assert g.dtype == w.dtype, f"output {t.name}: dtype {g.dtype} != {w.dtype}"
+        name = t.dtype.name
+        rtol, atol = (tol or {}).get(name, TOL.get(name, (0, 0)))
+        if t.dtype.is_float:
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+                                       atol=atol, err_msg=f"output {t.name}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"output {t.name}")
+
+
+def run_sim(s: tcomp.Schedule, args, sizes: dict | None = None, tol: dict | None = None):
+    """Build `s` for the sim target, run it on `args` and compare with the oracle."""
+    k = tcomp.build(s, target="sim", sizes=sizes)
+    got = k(*args)
+    want = tcomp.evaluate(s.op, *args)
+    assert_matches(s.op, got, want, tol)
+    return k

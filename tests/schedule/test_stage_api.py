@@ -1,0 +1,106 @@
+"""The schedule-side API the lowering tests rely on (API.md "Schedules"):
+stage names, axes, leaf axes after each primitive, cache stages, JSON replay.
+Errors are covered in tests/errors/test_schedule_errors.py.
+"""
+from __future__ import annotations
+
+import pytest
+
+import tcomp
+
+MM = tcomp.op("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }")
+MULTI = tcomp.op("""def multi(float(M,N) A) -> (C, D) {
+  C(i, j) = A(i, j)
+  C(i, j) = C(i, j) * 2.0
+  D(i, j) = A(i, j) + 1.0
+  C(i, j) = C(i, j) + D(i, j)
+}""")
+
+
+def names(axes):
+    return [a.name for a in axes]
+
+
+def test_stage_names_for_several_writers():
+    s = tcomp.Schedule(MULTI)
+    assert [st.name for st in s.stages] == ["C", "C.1", "D", "C.2"]
+    assert s["C.1"].tensor == "C" and s["D"].tensor == "D"
+    assert s[s["C.2"]] == s["C.2"]
+
+
+def test_axes_and_reduce_axes():
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    assert names(C.axes) == ["m", "n"]
+    assert names(C.reduce_axes) == ["k"]
+    assert names(C.leaf_axes) == ["m", "n", "k"]
+    assert [a.kind for a in C.leaf_axes] == ["spatial", "spatial", "reduce"]
+
+
+def test_leaf_axes_follow_the_primitives():
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    m, n = C.axes
+    (k,) = C.reduce_axes
+    mo, no, mi, ni = C.tile(m, n, 8, 4)
+    assert names(C.leaf_axes) == ["m_o", "n_o", "m_i", "n_i", "k"]
+    ko, ki = C.split(k, nparts=2)
+    assert ko.kind == ki.kind == "reduce"
+    C.reorder(ko, mi)
+    assert names(C.leaf_axes) == ["m_o", "n_o", "k_o", "n_i", "m_i", "k_i"]
+    f = C.fuse(mo, no)
+    assert names(C.leaf_axes) == ["m_o_n_o_f", "k_o", "n_i", "m_i", "k_i"]
+    assert f.name == "m_o_n_o_f"
+    # The original axes still name the statement's index variables.
+    assert names(C.axes) == ["m", "n"]
+
+
+def test_cache_read_and_cache_write_stages():
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    CL = s.cache_write(C, "local")
+    assert CL.name == "C.local" and CL.tensor == "C_local"
+    assert names(CL.axes) == ["m", "n"] and names(CL.reduce_axes) == ["k"]
+    assert names(C.reduce_axes) == []  # C now copies C_local out
+    AS = s.cache_read("A", "shared", [CL])
+    assert AS.name == "A.shared" and AS.tensor == "A_shared"
+    assert names(AS.axes) == ["ax0", "ax1"]
+    # Stages are ordered so that every copy comes before its readers.
+    assert [st.name for st in s.stages] == ["A.shared", "C.local", "C"]
+    # A second copy of the same tensor in the same scope gets a fresh name.
+    s2 = tcomp.Schedule(MM)
+    a1 = s2.cache_read("A", "shared", [s2["C"]])
+    a2 = s2.cache_read("A_shared", "local", [s2["C"]])
+    assert (a1.tensor, a2.name, a2.tensor) == ("A_shared", "A_shared.local", "A_shared_local")
+
+
+@pytest.mark.parametrize("scope", ["shared", "local", "global"])
+def test_cache_read_scopes(scope):
+    s = tcomp.Schedule(MM)
+    X = s.cache_read("B", scope, [s["C"]])
+    assert X.tensor == f"B_{scope}"
+
+
+def test_json_replay_reproduces_leaf_axes_and_ir():
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    CL = s.cache_write(C, "local")
+    m, n = C.axes
+    mo, no, mi, ni = C.tile(m, n, 4, 4)
+    C.bind(mo, "blockIdx.y")
+    C.bind(no, "blockIdx.x")
+    C.bind(mi, "threadIdx.y")
+    C.bind(ni, "threadIdx.x")
+    CL.compute_at(C, ni)
+    AS = s.cache_read("A", "shared", [CL])
+    AS.compute_at(C, no)
+    a0, a1 = AS.axes
+    AS.storage_align(a0, 8, 1)
+    f = AS.fuse(a0, a1)
+    fo, fi = AS.split(f, 4)
+    AS.bind(fi, "threadIdx.x")
+    r = tcomp.Schedule.from_json(MM, s.to_json())
+    for st in s.stages:
+        assert names(r[st.name].leaf_axes) == names(st.leaf_axes)
+    sizes = {"M": 8, "N": 8, "K": 3}
+    assert str(tcomp.lower(r, sizes=sizes)) == str(tcomp.lower(s, sizes=sizes))
