@@ -55,8 +55,23 @@ def test_numpy_roundtrip_symbolic_sizes():
         np.testing.assert_allclose(c, ref_mm(a, b), rtol=1e-4, atol=1e-4)
 
 
+def import_torch():
+    """torch 2.11 on a freshly started GPU machine has failed its first import
+    under pytest while registering one of its own custom ops ("expected ident
+    ... annotate(strtag)"); a second import succeeds. Not a tcomp problem."""
+    try:
+        import torch
+    except RuntimeError:
+        import sys
+        for name in [m for m in sys.modules if m == "torch" or m.startswith("torch.")]:
+            del sys.modules[name]
+        import torch
+    return torch
+
+
 def test_torch_zero_copy():
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
+    torch = import_torch()
     op = tcomp.op(MM)
     k = tcomp.build(tiled_matmul(op), target="cuda")
     a = torch.randn(45, 31, device="cuda")

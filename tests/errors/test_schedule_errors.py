@@ -1,0 +1,1030 @@
+"""Every ScheduleError a user can provoke (and every LoweringError reachable
+from a user schedule): the right exception type, raised by the primitive that
+made the schedule illegal, with a message that names the primitive, the
+argument and the reason (API.md "Schedules", "Errors").
+
+Also: a failed primitive leaves the schedule unchanged (`to_json()` equal
+before and after), and bad input of any shape never escapes as a non-tcomp
+exception.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import tcomp
+
+# ------------------------------------------------------------------ programs
+MATMUL = "def matmul(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, r_k) * B(r_k, n) }"
+HMATMUL = ("def hmatmul(float16(M,K) A, float16(K,N) B) -> (float16(M,N) C) "
+           "{ C(m, n) +=! A(m, r_k) * B(r_k, n) }")
+CHAIN = """def chain(float(M,N) A, float(M,N) B) -> (T, U, D) {
+  T(m, n) = exp(A(m, n))
+  U(m, n) = T(m, n) + B(m, n)
+  D(m, n) = U(m, n) * U(m, n)
+}"""
+SOFTMAX = """def softmax(float(N, D) I) -> (O, maxVal, expDistance, expSum) {
+    maxVal(n) max=! I(n, d)
+    expDistance(n, d) = exp(I(n, d) - maxVal(n))
+    expSum(n) +=! expDistance(n, d)
+    O(n, d) = expDistance(n, d) / expSum(n)
+}"""
+# Two statements writing O: O has two writers (stages "O" and "O.1").
+TWO_WRITERS = """def biasconv(float(N,L) I, float(KW) W, float(N) Bias) -> (O, P) {
+  O(n, x) +=! I(n, x + r_k) * W(r_k)
+  O(n, x) += Bias(n)
+  P(n, x) = O(n, x) * 2.0
+}"""
+# T has two plain writers: stages "T" and "T.1".
+TWO_ASSIGN = """def twice(float(N) A) -> (T, D) {
+  T(i) = A(i) + 1.0
+  T(i) = T(i) * 2.0
+  D(i) = T(i) - 1.0
+}"""
+# D reads T shifted by one: computing T at D's loops leaves T(0) unwritten.
+SHIFT = """def shift(float(N) A) -> (T, D) {
+  T(i) = A(i) * 2.0
+  D(i) = T(i + 1) where i in 0:N-1
+}"""
+
+
+@pytest.fixture(scope="module")
+def mm():
+    return tcomp.op(MATMUL)
+
+
+@pytest.fixture(scope="module")
+def chain():
+    return tcomp.op(CHAIN)
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    return tcomp.op(SOFTMAX)
+
+
+@pytest.fixture(scope="module")
+def two_writers():
+    return tcomp.op(TWO_WRITERS)
+
+
+def _fails(exc, fn, *fragments):
+    """fn() raises exactly `exc` (a tcomp error class) whose message contains
+    every fragment; returns the message."""
+    with pytest.raises(tcomp.TcompError) as info:
+        fn()
+    assert type(info.value) is exc, f"expected {exc.__name__}, got {type(info.value).__name__}: " \
+                                    f"{info.value}"
+    msg = str(info.value)
+    for f in fragments:
+        assert f in msg, f"{f!r} not in message {msg!r}"
+    return msg
+
+
+def sched_error(fn, *fragments):
+    return _fails(tcomp.ScheduleError, fn, *fragments)
+
+
+def lowering_error(fn, *fragments):
+    return _fails(tcomp.LoweringError, fn, *fragments)
+
+
+def _unchanged(s, fn, exc=tcomp.ScheduleError):
+    """A failed primitive leaves the schedule as it was."""
+    before = s.to_json()
+    states = {n: (list(st.leaves), dict(st.bind), set(st.unroll), set(st.vectorize), st.attach)
+              for n, st in s.states.items()}
+    with pytest.raises(exc):
+        fn()
+    assert s.to_json() == before
+    after = {n: (list(st.leaves), dict(st.bind), set(st.unroll), set(st.vectorize), st.attach)
+             for n, st in s.states.items()}
+    assert after == states
+
+
+# ================================================================== ScheduleError
+class TestStageAndAxisArguments:
+    def test_unknown_stage(self, mm):
+        s = tcomp.Schedule(mm)
+        msg = sched_error(lambda: s["X"], "no stage named 'X'", "C")
+        assert "stages: C" in msg
+
+    def test_schedule_of_non_op(self):
+        sched_error(lambda: tcomp.Schedule("C = A"), "Schedule", "Op", "str")
+
+    def test_axis_of_another_stage(self, chain):
+        s = tcomp.Schedule(chain)
+        t_m = s["T"].axes[0]
+        sched_error(lambda: s["D"].split(t_m, 2), "split", "Axis(T.m)", "belongs to stage 'T'",
+                    "not 'D'")
+
+    def test_axis_no_longer_exists_after_split(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, _ = C.axes
+        C.split(m, 2)
+        sched_error(lambda: C.split(m, 2), "split", "Axis(C.m)", "no longer exists",
+                    "split or fused")
+
+    def test_axis_no_longer_exists_after_fuse(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        C.fuse(m, n)
+        sched_error(lambda: C.bind(n, "threadIdx.x"), "bind", "Axis(C.n)", "no longer exists")
+
+    def test_axis_removed_by_cache_write(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        (k,) = C.reduce_axes
+        s.cache_write(C, "local")
+        # C is now the copy-out stage: it has no reduction axis any more.
+        sched_error(lambda: C.split(k, 2), "split", "stage 'C' has no axis 'r_k'")
+
+    @pytest.mark.parametrize("bad", ["m", 0, None, 1.5])
+    def test_non_axis_argument(self, mm, bad):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].split(bad, 2), "split", "axis must be an Axis of stage 'C'",
+                    f"got {bad!r}")
+
+    def test_non_axis_argument_names_the_parameter(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        sched_error(lambda: C.fuse(m, "n"), "fuse", "inner must be an Axis", "'n'")
+        sched_error(lambda: C.tile("m", n, 2, 2), "tile", "x must be an Axis", "'m'")
+
+    def test_primitive_on_inlined_stage(self, chain):
+        s = tcomp.Schedule(chain)
+        T = s["T"]
+        T.compute_inline()
+        sched_error(lambda: T.split(T.axes[0], 2), "split", "stage 'T' is inlined",
+                    "has no loops")
+
+
+class TestSplitAndTile:
+    @pytest.mark.parametrize("factor", [0, -3])
+    def test_factor_not_positive(self, mm, factor):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].split(s["C"].axes[0], factor), "split",
+                    "factor must be a positive int", f"got {factor}")
+
+    def test_nparts_not_positive(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].split(s["C"].axes[0], nparts=0), "split",
+                    "nparts must be a positive int", "got 0")
+
+    @pytest.mark.parametrize("factor", [True, 2.0, "4"])
+    def test_factor_wrong_type(self, mm, factor):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].split(s["C"].axes[0], factor), "split",
+                    "factor must be a positive int", f"got {factor!r}")
+
+    def test_both_factor_and_nparts(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].split(s["C"].axes[0], 2, nparts=2), "split",
+                    "exactly one of factor= and nparts=", "Axis(C.m)")
+
+    def test_neither_factor_nor_nparts(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].split(s["C"].axes[0]), "split",
+                    "exactly one of factor= and nparts=")
+
+    def test_tile_same_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        m, _ = s["C"].axes
+        sched_error(lambda: s["C"].tile(m, m, 2, 2), "tile", "x and y are the same axis",
+                    "Axis(C.m)")
+
+    @pytest.mark.parametrize("arg,fx,fy", [("x_factor", 0, 2), ("y_factor", 2, -1),
+                                           ("y_factor", 2, False)])
+    def test_tile_bad_factor(self, mm, arg, fx, fy):
+        s = tcomp.Schedule(mm)
+        m, n = s["C"].axes
+        sched_error(lambda: s["C"].tile(m, n, fx, fy), "tile", f"{arg} must be a positive int")
+
+
+class TestReorderAndFuse:
+    def test_reorder_duplicate(self, mm):
+        s = tcomp.Schedule(mm)
+        m, n = s["C"].axes
+        sched_error(lambda: s["C"].reorder(m, n, m), "reorder", "axis 'm' is given twice")
+
+    def test_reorder_removed_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        mo, mi = C.split(m, 2)
+        sched_error(lambda: C.reorder(n, m), "reorder", "Axis(C.m)", "no longer exists")
+
+    def test_fuse_non_adjacent(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        sched_error(lambda: C.fuse(m, k), "fuse", "Axis(C.m)", "must be the loop directly outside",
+                    "Axis(C.r_k, reduce)")
+
+    def test_fuse_wrong_order(self, mm):
+        s = tcomp.Schedule(mm)
+        m, n = s["C"].axes
+        sched_error(lambda: s["C"].fuse(n, m), "fuse", "Axis(C.n)",
+                    "must be the loop directly outside", "Axis(C.m)")
+
+    def test_fuse_spatial_with_reduce(self, mm):
+        s = tcomp.Schedule(mm)
+        _, n = s["C"].axes
+        (k,) = s["C"].reduce_axes
+        sched_error(lambda: s["C"].fuse(n, k), "fuse", "cannot fuse a spatial and a reduction",
+                    "Axis(C.n)", "Axis(C.r_k, reduce)")
+
+    @pytest.mark.parametrize("how", ["bind", "unroll"])
+    def test_fuse_annotated_axis(self, mm, how):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        if how == "bind":
+            C.bind(m, "blockIdx.x")
+        else:
+            C.unroll(n)
+        name = "m" if how == "bind" else "n"
+        sched_error(lambda: C.fuse(m, n), "fuse", f"axis '{name}'",
+                    "already bound/unrolled/vectorized")
+
+
+class TestBind:
+    def test_unknown_tag(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].bind(s["C"].axes[0], "threadIdx.w"), "bind",
+                    "unknown thread tag 'threadIdx.w'", "blockIdx.x")
+
+    def test_two_axes_one_tag(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        C.bind(m, "threadIdx.x")
+        sched_error(lambda: C.bind(n, "threadIdx.x"), "bind", "threadIdx.x is already bound",
+                    "axis 'm'", "stage 'C'")
+
+    def test_reduction_axis_to_blocks(self, mm):
+        s = tcomp.Schedule(mm)
+        (k,) = s["C"].reduce_axes
+        sched_error(lambda: s["C"].bind(k, "blockIdx.x"), "bind", "Axis(C.r_k, reduce)",
+                    "is a reduction axis", "not to blockIdx.x", "rfactor")
+
+    def test_second_reduction_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        ko, ki = C.split(C.reduce_axes[0], 4)
+        C.bind(ki, "threadIdx.x")
+        sched_error(lambda: C.bind(ko, "threadIdx.y"), "bind", "stage 'C'",
+                    "already reduces across threads over 'r_k_i'",
+                    "only one reduction axis can be bound")
+
+    def test_already_bound(self, mm):
+        s = tcomp.Schedule(mm)
+        m, _ = s["C"].axes
+        s["C"].bind(m, "blockIdx.x")
+        sched_error(lambda: s["C"].bind(m, "blockIdx.y"), "bind", "Axis(C.m)",
+                    "already bound to blockIdx.x")
+
+    @pytest.mark.parametrize("how", ["unroll", "vectorize"])
+    def test_unrolled_or_vectorized(self, mm, how):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        C.reorder(m, k, n)
+        no, ni = C.split(n, 4)
+        getattr(C, how)(ni)
+        sched_error(lambda: C.bind(ni, "threadIdx.x"), "bind", "Axis(C.n_i)",
+                    "unrolled/vectorized and cannot be bound")
+
+    def test_block_on_stage_computed_at_another(self, chain):
+        s = tcomp.Schedule(chain)
+        U, D = s["U"], s["D"]
+        U.compute_at(D, D.axes[0])
+        sched_error(lambda: U.bind(U.axes[1], "blockIdx.x"), "bind", "stage 'U'",
+                    "computed inside another stage", "blockIdx.x")
+
+    def test_compute_at_of_block_bound_stage(self, chain):
+        s = tcomp.Schedule(chain)
+        U, D = s["U"], s["D"]
+        U.bind(U.axes[0], "blockIdx.y")
+        sched_error(lambda: U.compute_at(D, D.axes[0]), "compute_at", "stage 'U'",
+                    "binds blockIdx.y", "cannot bind blocks")
+
+
+class TestUnrollVectorize:
+    def test_unroll_bound_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        m, _ = s["C"].axes
+        s["C"].bind(m, "threadIdx.x")
+        sched_error(lambda: s["C"].unroll(m), "unroll", "Axis(C.m)", "already bound or vectorized")
+
+    def test_unroll_vectorized_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        C.reorder(m, k, n)
+        no, ni = C.split(n, 4)
+        C.vectorize(ni)
+        sched_error(lambda: C.unroll(ni), "unroll", "Axis(C.n_i)", "already bound or vectorized")
+
+    def test_vectorize_not_innermost(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        C.reorder(m, k, n)
+        mo, mi = C.split(m, 4)
+        sched_error(lambda: C.vectorize(mi), "vectorize", "Axis(C.m_i)",
+                    "is not the innermost loop", "innermost is 'n'")
+
+    def test_vectorize_reduce_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        (k,) = C.reduce_axes
+        ko, ki = C.split(k, 4)
+        sched_error(lambda: C.vectorize(ki), "vectorize", "Axis(C.r_k_i, reduce)",
+                    "is a reduction axis", "cannot be vectorized")
+
+    def test_vectorize_non_constant_extent(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        C.reorder(m, k, n)
+        sched_error(lambda: C.vectorize(n), "vectorize", "Axis(C.n)", "non-constant extent",
+                    "split it by a constant factor")
+
+    def test_vectorize_non_constant_after_nparts(self, mm):
+        # nparts makes the *outer* loop constant; the inner one is ceil(N / 4).
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        C.reorder(m, k, n)
+        no, ni = C.split(n, nparts=4)
+        sched_error(lambda: C.vectorize(ni), "vectorize", "Axis(C.n_i)", "non-constant extent")
+
+    def test_vectorize_bound_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        C.reorder(m, k, n)
+        no, ni = C.split(n, 4)
+        C.unroll(ni)
+        sched_error(lambda: C.vectorize(ni), "vectorize", "Axis(C.n_i)",
+                    "already bound or unrolled")
+
+
+class TestStorageAlign:
+    def test_not_an_original_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        AS = s.cache_read("A", "shared", [s["C"]])
+        a0, _ = AS.axes
+        o, i = AS.split(a0, 2)
+        sched_error(lambda: AS.storage_align(o, 32, 1), "storage_align", "Axis(A.shared.ax0_o)",
+                    "must be an original spatial axis")
+
+    def test_reduce_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        (k,) = s["C"].reduce_axes
+        sched_error(lambda: s["C"].storage_align(k, 32, 1), "storage_align",
+                    "Axis(C.r_k, reduce)", "original spatial axis")
+
+    @pytest.mark.parametrize("factor,offset", [(0, 0), (-4, 1), (32, 32), (32, -1), (8.0, 1),
+                                               (32, None)])
+    def test_bad_factor_or_offset(self, mm, factor, offset):
+        s = tcomp.Schedule(mm)
+        AS = s.cache_read("A", "shared", [s["C"]])
+        sched_error(lambda: AS.storage_align(AS.axes[0], factor, offset), "storage_align",
+                    "need factor > 0 and 0 <= offset < factor", f"got {factor}, {offset}")
+
+
+class TestComputeAt:
+    def test_itself(self, chain):
+        s = tcomp.Schedule(chain)
+        U = s["U"]
+        sched_error(lambda: U.compute_at(U, U.axes[0]), "compute_at",
+                    "stage 'U' cannot be computed at itself")
+
+    def test_target_not_a_stage(self, chain):
+        s = tcomp.Schedule(chain)
+        sched_error(lambda: s["U"].compute_at("D", s["D"].axes[0]), "compute_at",
+                    "target must be a Stage of the same schedule", "'D'")
+
+    def test_target_of_another_schedule(self, chain):
+        s, s2 = tcomp.Schedule(chain), tcomp.Schedule(chain)
+        sched_error(lambda: s["U"].compute_at(s2["D"], s2["D"].axes[0]), "compute_at",
+                    "target must be a Stage of the same schedule")
+
+    def test_non_consumer(self, chain):
+        s = tcomp.Schedule(chain)
+        # T does not read D: D cannot be computed at T's loops.
+        sched_error(lambda: s["D"].compute_at(s["T"], s["T"].axes[0]), "compute_at",
+                    "stage 'T' does not read 'D'", "'D' cannot be computed at its loops")
+
+    def test_axis_of_wrong_stage(self, chain):
+        s = tcomp.Schedule(chain)
+        sched_error(lambda: s["T"].compute_at(s["D"], s["U"].axes[0]), "compute_at",
+                    "Axis(U.m)", "belongs to stage 'U'", "not 'D'")
+
+    def test_cycle(self, chain):
+        """U is computed at D; computing D at U's loops would nest D inside itself.
+        (With a DAG of stages the consumer check already rejects every back edge,
+        so compute_at's dedicated "cycle" message is never what fires: accept
+        either reason, but it must be compute_at's ScheduleError naming both.)"""
+        s = tcomp.Schedule(chain)
+        T, U, D = s["T"], s["U"], s["D"]
+        U.compute_at(D, D.axes[0])
+        T.compute_at(U, U.axes[1])
+        for me, target in [(D, U), (D, T), (U, T)]:
+            msg = sched_error(lambda: me.compute_at(target, target.axes[0]), "compute_at",
+                              f"'{me.name}'", f"'{target.name}'")
+            assert "cycle" in msg or "does not read" in msg, msg
+
+    def test_several_writers(self, two_writers):
+        s = tcomp.Schedule(two_writers)
+        assert [st.name for st in s.stages] == ["O", "O.1", "P"]
+        P = s["P"]
+        sched_error(lambda: s["O"].compute_at(P, P.axes[0]), "compute_at",
+                    "'O' is written by several statements", "O, O.1", "one writer")
+
+    def test_into_inlined_stage(self, chain):
+        s = tcomp.Schedule(chain)
+        T, U = s["T"], s["U"]
+        U.compute_inline()
+        sched_error(lambda: T.compute_at(U, U.axes[0]), "compute_at",
+                    "target stage 'U' is inlined")
+
+    def test_removed_axis_of_target(self, chain):
+        s = tcomp.Schedule(chain)
+        D = s["D"]
+        m, n = D.axes
+        D.split(m, 2)
+        sched_error(lambda: s["U"].compute_at(D, m), "compute_at", "Axis(D.m)", "no longer exists")
+
+
+class TestComputeInlineRoot:
+    def test_inline_reduction(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].compute_inline(), "compute_inline", "stage 'C'",
+                    "is a reduction and cannot be inlined")
+
+    def test_inline_with_stage_attached(self, chain):
+        s = tcomp.Schedule(chain)
+        T, U = s["T"], s["U"]
+        T.compute_at(U, U.axes[0])
+        sched_error(lambda: U.compute_inline(), "compute_inline", "stage 'T' is computed at 'U'",
+                    "move it first")
+
+    def test_inline_reduction_continuation(self, two_writers):
+        s = tcomp.Schedule(two_writers)
+        sched_error(lambda: s["O.1"].compute_inline(), "compute_inline", "stage 'O.1'",
+                    "is a reduction")
+
+    @pytest.mark.parametrize("stage", ["T", "T.1"])
+    def test_inline_several_writers(self, stage):
+        s = tcomp.Schedule(tcomp.op(TWO_ASSIGN))
+        assert [st.name for st in s.stages] == ["T", "T.1", "D"]
+        sched_error(lambda: s[stage].compute_inline(), "compute_inline",
+                    "'T' is written by several statements", "cannot be inlined")
+
+    def test_compute_at_several_plain_writers(self):
+        s = tcomp.Schedule(tcomp.op(TWO_ASSIGN))
+        D = s["D"]
+        sched_error(lambda: s["T.1"].compute_at(D, D.axes[0]), "compute_at",
+                    "'T' is written by several statements", "T, T.1")
+
+    def test_inline_cache_write_stage(self, chain):
+        s = tcomp.Schedule(chain)
+        UL = s.cache_write(s["U"], "local")
+        sched_error(lambda: UL.compute_inline(), "compute_inline", "stage 'U.local'",
+                    "is a cache_write stage")
+
+
+class TestCaches:
+    def test_cache_read_unknown_tensor(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s.cache_read("Z", "shared", [s["C"]]), "cache_read",
+                    "unknown tensor 'Z'")
+
+    def test_cache_read_bad_scope(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s.cache_read("A", "texture", [s["C"]]), "cache_read",
+                    "scope must be one of global, shared, local", "'texture'")
+
+    def test_cache_read_non_reader(self, chain):
+        s = tcomp.Schedule(chain)
+        sched_error(lambda: s.cache_read("A", "shared", [s["D"]]), "cache_read",
+                    "stage 'D' does not read 'A'")
+
+    def test_cache_read_no_readers(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s.cache_read("A", "shared", []), "cache_read",
+                    "needs at least one reader stage")
+
+    def test_cache_read_unknown_reader(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s.cache_read("A", "shared", ["Q"]), "cache_read",
+                    "no stage named 'Q'")
+
+    def test_cache_write_after_transformations(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        C.split(C.axes[0], 2)
+        sched_error(lambda: s.cache_write(C, "local"), "cache_write", "stage 'C'",
+                    "already has loop transformations", "before scheduling it")
+
+    def test_cache_write_after_compute_at(self, chain):
+        s = tcomp.Schedule(chain)
+        U, D = s["U"], s["D"]
+        U.compute_at(D, D.axes[0])
+        sched_error(lambda: s.cache_write(U, "local"), "cache_write", "stage 'U'",
+                    "already has loop transformations")
+
+    def test_cache_write_continuation_stage(self, two_writers):
+        s = tcomp.Schedule(two_writers)
+        sched_error(lambda: s.cache_write(s["O.1"], "local"), "cache_write", "stage 'O.1'",
+                    "continues an earlier definition of 'O'")
+
+    def test_cache_write_bad_scope(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s.cache_write(s["C"], "register"), "cache_write",
+                    "scope must be one of global, shared, local", "'register'")
+
+    def test_cache_write_unknown_stage(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s.cache_write("Q", "local"), "cache_write", "no stage named 'Q'")
+
+
+class TestRfactor:
+    def test_spatial_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].rfactor(s["C"].axes[0]), "rfactor", "Axis(C.m)",
+                    "is not a reduction axis")
+
+    def test_after_other_transformations(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        C.split(C.axes[0], 2)
+        sched_error(lambda: C.rfactor(C.reduce_axes[0]), "rfactor", "stage 'C'",
+                    "already has loop transformations", "call rfactor first")
+
+    def test_split_split_again(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        ko, ki = C.split(C.reduce_axes[0], 4)
+        C.split(ki, 2)
+        # A split of a split is "another transformation" for rfactor.
+        sched_error(lambda: C.rfactor(ko), "rfactor", "stage 'C'",
+                    "other than splits of its reduction axes")
+
+    def test_not_an_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].rfactor("r_k"), "rfactor", "axis must be an Axis")
+
+    def test_inlined_stage(self):
+        op = tcomp.op(CHAIN)
+        s = tcomp.Schedule(op)
+        s["T"].compute_inline()
+        sched_error(lambda: s["T"].rfactor(s["T"].axes[0]), "rfactor", "inlined")
+
+    def test_failure_leaves_schedule_unchanged(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        C.split(C.axes[1], 2)
+        _unchanged(s, lambda: C.rfactor(C.reduce_axes[0]))
+        assert [st.name for st in s.stages] == ["C"]
+        assert set(s.tensors) == {"A", "B", "C"}
+
+    def test_rfactor_twice(self, mm):
+        """rfactor of the stage that a first rfactor left: both factored stages
+        must survive (today the second is also named 'C.rf' and replaces the
+        first, whose buffer C_rf is then read but never written)."""
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        C.rfactor(C.reduce_axes[0])
+        try:
+            C.rfactor(C.reduce_axes[0])
+        except tcomp.ScheduleError as e:
+            assert "rfactor" in str(e)
+            return
+        assert len(s.stages) == 3, [st.name for st in s.stages]
+        A = np.arange(35, dtype=np.float32).reshape(5, 7) / 10
+        B = np.arange(21, dtype=np.float32).reshape(7, 3) / 10
+        np.testing.assert_allclose(tcomp.build(s, "sim")(A, B), tcomp.evaluate(mm, A, B),
+                                   rtol=1e-5)
+
+
+class TestNotImplemented:
+    def test_tensorize(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].tensorize(s["C"].axes[1], "wmma"), "tensorize",
+                    "not implemented yet")
+
+    def test_pipeline(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].pipeline(s["C"].reduce_axes[0], stages=3), "pipeline",
+                    "not implemented yet")
+
+    def test_not_implemented_checks_axis_first(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].pipeline("r_k"), "pipeline", "axis must be an Axis")
+
+    def test_not_implemented_leaves_schedule_unchanged(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        _unchanged(s, lambda: C.tensorize(C.axes[0], None))
+        _unchanged(s, lambda: C.pipeline(C.reduce_axes[0]))
+        assert s.to_json() == tcomp.Schedule(mm).to_json()
+
+
+class TestFromJson:
+    @pytest.mark.parametrize("text", ["garbage", "", "[]", "null", "{}", '{"directives": 3}',
+                                      '{"directives": [{"kind": "Teleport", "stage": "C"}]}',
+                                      '{"directives": [{"kind": "Split", "stage": "C"}]}',
+                                      '{"directives": [{"kind": "Split", "stage": "C", '
+                                      '"axis": "m", "factor": 2, "nparts": null, "x": 1}]}',
+                                      '{"directives": [7]}'])
+    def test_garbage(self, mm, text):
+        sched_error(lambda: tcomp.Schedule.from_json(mm, text), "from_json",
+                    "not a tcomp schedule")
+
+    def test_replay_is_validated(self, mm):
+        text = json.dumps({"tcomp_schedule": 1, "directives": [
+            {"kind": "Split", "stage": "C", "axis": "zz", "factor": 2, "nparts": None}]})
+        sched_error(lambda: tcomp.Schedule.from_json(mm, text), "split",
+                    "stage 'C' has no axis 'zz'")
+
+    def test_replay_illegal_factor(self, mm):
+        text = json.dumps({"tcomp_schedule": 1, "directives": [
+            {"kind": "Split", "stage": "C", "axis": "m", "factor": 0, "nparts": None}]})
+        sched_error(lambda: tcomp.Schedule.from_json(mm, text), "split",
+                    "factor must be a positive int")
+
+    def test_replay_unknown_stage(self, mm):
+        text = json.dumps({"tcomp_schedule": 1, "directives": [
+            {"kind": "ComputeInline", "stage": "Nope"}]})
+        sched_error(lambda: tcomp.Schedule.from_json(mm, text), "no stage named 'Nope'")
+
+    @pytest.mark.parametrize("directive", [
+        {"kind": "ComputeInline", "stage": {"a": 1}},
+        {"kind": "ComputeInline", "stage": ["C"]},
+        {"kind": "Split", "stage": "C", "axis": ["m"], "factor": 2, "nparts": None},
+        {"kind": "Split", "stage": "C", "axis": {"m": 1}, "factor": 2, "nparts": None},
+        {"kind": "Reorder", "stage": "C", "axes": [["m"], "n"]},
+        {"kind": "Bind", "stage": "C", "axis": "m", "tag": ["threadIdx.x"]},
+        {"kind": "CacheRead", "tensor": "A", "scope": "shared", "readers": 5},
+        {"kind": "CacheRead", "tensor": ["A"], "scope": "shared", "readers": ["C"]},
+        {"kind": "CacheRead", "tensor": "A", "scope": "shared", "readers": [["C"]]},
+        {"kind": "CacheWrite", "stage": ["C"], "scope": "local"},
+        {"kind": "ComputeAt", "stage": "C", "target": {"x": 1}, "axis": "m"},
+    ])
+    def test_wrong_field_types_are_schedule_errors(self, mm, directive):
+        """Well-formed JSON whose fields have the wrong types is still "not a
+        schedule": a ScheduleError, never a TypeError from inside tcomp."""
+        text = json.dumps({"tcomp_schedule": 1, "directives": [directive]})
+        with pytest.raises(tcomp.TcompError) as info:
+            tcomp.Schedule.from_json(mm, text)
+        assert type(info.value) is tcomp.ScheduleError
+
+
+class TestBadPythonArguments:
+    """Bad arguments of the wrong Python type are ScheduleErrors too."""
+
+    @pytest.mark.parametrize("readers", [5, None, [["C"]], [3.5]])
+    def test_cache_read_readers(self, mm, readers):
+        s = tcomp.Schedule(mm)
+        with pytest.raises(tcomp.TcompError) as info:
+            s.cache_read("A", "shared", readers)
+        assert type(info.value) is tcomp.ScheduleError
+        assert "cache_read" in str(info.value)
+
+    @pytest.mark.parametrize("tensor", [["A"], None, 3])
+    def test_cache_read_tensor(self, mm, tensor):
+        s = tcomp.Schedule(mm)
+        with pytest.raises(tcomp.TcompError) as info:
+            s.cache_read(tensor, "shared", [s["C"]])
+        assert type(info.value) is tcomp.ScheduleError
+
+    @pytest.mark.parametrize("stage", [["C"], {"C": 1}])
+    def test_unhashable_stage_names(self, mm, stage):
+        s = tcomp.Schedule(mm)
+        with pytest.raises(tcomp.TcompError) as info:
+            s[stage]
+        assert type(info.value) is tcomp.ScheduleError
+        with pytest.raises(tcomp.TcompError) as info:
+            s.cache_write(stage, "local")
+        assert type(info.value) is tcomp.ScheduleError
+
+
+# ------------------------------------------------------------------ failed primitive = no-op
+class TestFailedPrimitiveLeavesScheduleUnchanged:
+    def test_many_failures(self, mm, chain):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        mo, mi = C.split(m, 4)
+        C.bind(mo, "blockIdx.x")
+        failing = [
+            lambda: C.split(m, 2),
+            lambda: C.split(mi, 0),
+            lambda: C.split(mi, 2, nparts=2),
+            lambda: C.tile(mi, mi, 2, 2),
+            lambda: C.tile(mi, n, 2, 0),
+            lambda: C.tile(mi, m, 2, 2),
+            lambda: C.reorder(n, mi, n),
+            lambda: C.reorder(mi, m),
+            lambda: C.fuse(mo, n),
+            lambda: C.fuse(n, k),
+            lambda: C.fuse(mo, mi),
+            lambda: C.bind(k, "blockIdx.y"),
+            lambda: C.bind(mi, "blockIdx.x"),
+            lambda: C.bind(mi, "warp.x"),
+            lambda: C.unroll(mo),
+            lambda: C.vectorize(mi),
+            lambda: C.vectorize(k),
+            lambda: C.storage_align(mi, 32, 1),
+            lambda: C.compute_inline(),
+            lambda: C.compute_at(C, mi),
+            lambda: C.rfactor(k),  # after other transformations
+            lambda: C.tensorize(mi, None),
+            lambda: C.pipeline(k),
+            lambda: s.cache_read("A", "shared", []),
+            lambda: s.cache_read("A", "nowhere", [C]),
+            lambda: s.cache_read("Z", "shared", [C]),
+            lambda: s.cache_read("C", "shared", [C]),
+            lambda: s.cache_write(C, "local"),
+            lambda: s.cache_write(C, "nowhere"),
+        ]
+        for fn in failing:
+            _unchanged(s, fn)
+        # ... and the schedule still works after all those failures.
+        A = np.arange(15, dtype=np.float32).reshape(5, 3)
+        B = np.arange(12, dtype=np.float32).reshape(3, 4)
+        np.testing.assert_allclose(tcomp.build(s, "sim")(A, B), tcomp.evaluate(mm, A, B))
+
+    def test_tile_failure_after_validation_records_nothing(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        _unchanged(s, lambda: C.tile(m, n, 4, "8"))
+        assert C.leaf_axes == (m, n, C.reduce_axes[0])
+
+    def test_compute_at_failures(self, chain):
+        s = tcomp.Schedule(chain)
+        T, U, D = s["T"], s["U"], s["D"]
+        U.compute_inline()
+        for fn in [lambda: T.compute_at(U, U.axes[0]),
+                   lambda: D.compute_at(T, T.axes[0]),
+                   lambda: T.compute_at(T, T.axes[0]),
+                   lambda: T.compute_at(D, T.axes[0])]:
+            _unchanged(s, fn)
+
+    def test_from_json_failure_has_no_side_effect_on_other_schedules(self, mm):
+        s = tcomp.Schedule(mm)
+        s["C"].split(s["C"].axes[0], 2)
+        before = s.to_json()
+        with pytest.raises(tcomp.ScheduleError):
+            tcomp.Schedule.from_json(mm, before.replace('"m"', '"q"'))
+        assert s.to_json() == before
+
+
+# ================================================================== LoweringError
+class TestLoweringErrors:
+    def test_thread_tag_with_different_extents(self, chain):
+        s = tcomp.Schedule(chain)
+        U, D = s["U"], s["D"]
+        m, n = D.axes
+        no, ni = D.split(n, 4)
+        D.bind(ni, "threadIdx.x")
+        U.compute_at(D, m)
+        U.bind(U.axes[1], "threadIdx.x")
+        lowering_error(lambda: tcomp.lower(s, sizes={"M": 4, "N": 8}), "stage 'D'",
+                       "threadIdx.x is bound to loops of different extents", "(8)", "(4)",
+                       "same extent")
+
+    def test_block_loop_inside_serial_loop(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        _, n = C.axes
+        C.bind(n, "blockIdx.x")
+        lowering_error(lambda: tcomp.lower(s), "stage 'C'", "loop 'n' bound to blockIdx.x",
+                       "nested inside a serial loop", "reorder it outward")
+
+    def test_shared_cache_with_non_constant_region(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, _ = C.axes
+        AS = s.cache_read("A", "shared", [C])
+        AS.compute_at(C, m)
+        lowering_error(lambda: tcomp.lower(s), "stage 'A.shared' (shared)", "computed at 'C.m'",
+                       "non-constant extent K", "dimension 1", "split the consumer's loops")
+
+    def test_shared_cache_region_constant_once_sizes_are_bound(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, _ = C.axes
+        s.cache_read("A", "shared", [C]).compute_at(C, m)
+        A = np.arange(15, dtype=np.float32).reshape(5, 3)
+        B = np.arange(12, dtype=np.float32).reshape(3, 4)
+        out = tcomp.build(s, "sim", sizes={"M": 5, "K": 3, "N": 4})(A, B)
+        np.testing.assert_allclose(out, tcomp.evaluate(mm, A, B))
+
+    def test_too_many_threads(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        C.bind(m, "threadIdx.y")
+        C.bind(n, "threadIdx.x")
+        lowering_error(lambda: tcomp.lower(s, sizes={"M": 64, "N": 32}), "stage 'C'",
+                       "32x64x1 threads per block exceed 1024")
+
+    def test_thread_loop_non_constant_extent(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        C.bind(C.axes[1], "threadIdx.x")
+        msg = lowering_error(lambda: tcomp.lower(s), "stage 'C'", "loop 'n' bound to threadIdx.x",
+                             "non-constant extent", "split it by a constant first")
+        # The extent is shown as the user wrote it, not as a Python repr of the IR.
+        assert "extent N;" in msg and "Var(" not in msg, msg
+
+    def test_unroll_non_constant_extent(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        C.unroll(C.axes[0])
+        msg = lowering_error(lambda: tcomp.lower(s), "unrolled loop 'm'", "non-constant extent")
+        assert "extent M" in msg and "Var(" not in msg, msg
+
+    def test_unroll_too_many_iterations(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        C.unroll(C.axes[0])
+        lowering_error(lambda: tcomp.lower(s, sizes={"M": 200}), "unrolled loop 'm'",
+                       "200 iterations", "at most 128")
+
+    def test_unroll_constant_once_sizes_are_bound(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        C.unroll(C.axes[0])
+        assert "unroll" not in str(tcomp.lower(s, sizes={"M": 3}))
+
+    def test_cross_thread_reduction_with_spatial_loop_inside(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        C.reorder(m, k, n)
+        C.bind(k, "threadIdx.x")
+        lowering_error(lambda: tcomp.lower(s, sizes={"M": 2, "K": 4, "N": 3}), "stage 'C'",
+                       "reduction across threads", "'r_k'",
+                       "reorder the reduction axes innermost")
+
+    def test_cross_thread_reduction_non_constant_extent(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        C.bind(C.reduce_axes[0], "threadIdx.x")
+        lowering_error(lambda: tcomp.lower(s), "stage 'C'", "r_k", "threadIdx.x",
+                       "non-constant extent")
+
+    def test_cross_thread_reduction_works(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        C.bind(n, "threadIdx.y")
+        C.bind(C.reduce_axes[0], "threadIdx.x")
+        A = np.arange(15, dtype=np.float32).reshape(5, 3) / 7
+        B = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+        out = tcomp.build(s, "sim", sizes={"M": 5, "K": 3, "N": 4})(A, B)
+        np.testing.assert_allclose(out, tcomp.evaluate(mm, A, B), rtol=1e-5)
+
+    def test_half_reduction_in_memory_needs_cache_write(self):
+        op = tcomp.op(HMATMUL)
+        s = tcomp.Schedule(op)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        C.reorder(k, m)
+        lowering_error(lambda: tcomp.lower(s), "stage 'C'",
+                       "spatial loops inside its reduction loops accumulate in 'C' (float16)",
+                       "needs float32", "cache_write(..., 'local')")
+
+    def test_half_reduction_with_cache_write_lowers(self):
+        op = tcomp.op(HMATMUL)
+        s = tcomp.Schedule(op)
+        CL = s.cache_write(s["C"], "global")
+        m, n = CL.axes
+        (k,) = CL.reduce_axes
+        CL.reorder(k, m)
+        A = (np.arange(6, dtype=np.float16) / 8).reshape(2, 3)
+        B = (np.arange(12, dtype=np.float16) / 8).reshape(3, 4)
+        out = tcomp.build(s, "sim")(A, B)
+        np.testing.assert_allclose(out.astype(np.float32),
+                                   tcomp.evaluate(op, A, B).astype(np.float32), rtol=1e-3)
+
+    def test_output_computed_at_partial_reader(self):
+        op = tcomp.op(SHIFT)
+        s = tcomp.Schedule(op)
+        T, D = s["T"], s["D"]
+        T.compute_at(D, D.axes[0])
+        lowering_error(lambda: tcomp.lower(s), "stage 'T' writes output 'T'",
+                       "computed inside 'D'", "'D' does not read all of it",
+                       "compute it at root")
+
+    def test_lower_unknown_size_name(self, mm):
+        lowering_error(lambda: tcomp.lower(tcomp.Schedule(mm), sizes={"Q": 3}), "lower",
+                       "'Q' is not a size variable of 'matmul'", "M, K, N")
+
+    @pytest.mark.parametrize("v", [-3, True, 2.0, "4"])
+    def test_lower_bad_size_value(self, mm, v):
+        lowering_error(lambda: tcomp.lower(tcomp.Schedule(mm), sizes={"M": v}), "lower",
+                       "size M must be a non-negative int", f"got {v!r}")
+
+    def test_lower_not_a_schedule(self, mm):
+        lowering_error(lambda: tcomp.lower(mm), "lower", "needs a tcomp.Schedule", "Op")
+
+    def test_build_propagates_lowering_errors(self, mm):
+        s = tcomp.Schedule(mm)
+        s["C"].bind(s["C"].axes[1], "blockIdx.x")
+        lowering_error(lambda: tcomp.build(s, "sim"), "nested inside a serial loop")
+
+    def test_vectorized_loop_hosting_a_local_cache(self, chain):
+        """compute_at into a vectorized loop makes it non-innermost; API.md:
+        "An illegal schedule raises tcomp.ScheduleError at the primitive that
+        made it illegal" -- the compute_at (or lowering it, but naming the
+        compute_at'ed stage). Today lowering raises a message that names
+        neither the stage nor the primitive."""
+        s = tcomp.Schedule(chain)
+        D = s["D"]
+        m, n = D.axes
+        no, ni = D.split(n, 4)
+        D.vectorize(ni)
+        UL = s.cache_read("U", "local", [D])
+        try:
+            UL.compute_at(D, ni)
+        except tcomp.ScheduleError as e:
+            assert "compute_at" in str(e) and "vectoriz" in str(e)
+            return
+        msg = lowering_error(lambda: tcomp.lower(s, sizes={"M": 2, "N": 8}),
+                             "vectorized loop 'n_i' is not innermost")
+        assert "U.local" in msg or "compute_at" in msg, msg
+
+
+class TestBuildAndRun:
+    def test_unknown_target(self, mm):
+        _fails(tcomp.TcompError, lambda: tcomp.build(tcomp.Schedule(mm), target="opencl"),
+               "build", "unknown target 'opencl'", "sim, cuda")
+
+    def test_build_not_a_schedule(self):
+        _fails(tcomp.TcompError, lambda: tcomp.build(42, target="sim"), "build",
+               "needs a tcomp.Schedule", "int")
+
+    def test_sim_kernel_with_other_sizes(self, mm):
+        k = tcomp.build(tcomp.Schedule(mm), "sim", sizes={"M": 8})
+        A, B = np.zeros((9, 3), np.float32), np.zeros((3, 4), np.float32)
+        lowering_error(lambda: k(A, B), "'matmul' was compiled for M=8", "inputs have M=9")
+
+    def test_sim_kernel_with_right_sizes(self, mm):
+        k = tcomp.build(tcomp.Schedule(mm), "sim", sizes={"M": 8})
+        A = np.ones((8, 3), np.float32)
+        B = np.ones((3, 4), np.float32)
+        np.testing.assert_allclose(k(A, B), np.full((8, 4), 3.0))
+
+    def test_sim_kernel_inconsistent_inputs(self, mm):
+        k = tcomp.build(tcomp.Schedule(mm), "sim")
+        with pytest.raises(tcomp.LangError):
+            k(np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32))
+
+
+# ================================================================== cache stages left at root
+class TestCacheStagesAtRoot:
+    """API.md: the copy of cache_read "is computed at root until compute_at
+    places it inside a reader's loops". A shared/local cache stage left at root
+    must either work or be rejected with a tcomp error at lower/build time --
+    not a KeyError from flatten_storage nor a SimError at run time."""
+
+    @pytest.mark.parametrize("scope", ["shared", "local"])
+    @pytest.mark.parametrize("kind", ["cache_read", "cache_write"])
+    def test_root_cache_stage(self, mm, scope, kind):
+        s = tcomp.Schedule(mm)
+        if kind == "cache_read":
+            s.cache_read("A", scope, [s["C"]])
+        else:
+            s.cache_write(s["C"], scope)
+        A = np.arange(15, dtype=np.float32).reshape(5, 3)
+        B = np.arange(12, dtype=np.float32).reshape(3, 4)
+        try:
+            tcomp.lower(s)
+            out = tcomp.build(s, "sim")(A, B)
+        except (tcomp.LoweringError, tcomp.ScheduleError) as e:
+            assert scope in str(e) and ("compute_at" in str(e) or "root" in str(e)), str(e)
+            return
+        np.testing.assert_allclose(out, tcomp.evaluate(mm, A, B))
