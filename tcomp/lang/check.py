@@ -161,6 +161,11 @@ class _Checker:
                 raise LangError(f"'{v}' is a size variable and cannot be used as an index", s.loc)
             if v in self.inputs or v in self.declared:
                 raise LangError(f"'{v}' is a tensor and cannot be used as an index", s.loc)
+        decl = self.declared[name]
+        if decl.dims is not None and len(decl.dims) != len(s.indices):
+            n, k = len(s.indices), len(decl.dims)
+            raise LangError(f"'{name}' is written with {n} ind{'ex' if n == 1 else 'ices'} here but "
+                            f"declared with {k} dimension{'s' if k != 1 else ''}", s.loc)
         prior = self.written.get(name)
         if prior is not None and len(prior["shape"]) != len(s.indices):
             raise LangError(f"'{name}' is written with {len(s.indices)} indices here but with "
@@ -235,7 +240,6 @@ class _Checker:
         else:
             acc = value.compute if not value.is_bool else value
             result = value
-        decl = self.declared[name]
         if decl.type_name is not None:
             tdtype, origin = dtypes.BY_NAME[decl.type_name], "declared"
         elif prior is not None:

@@ -11,7 +11,7 @@ import dataclasses
 
 from . import ir
 from .rewriter import Rewriter, walk_stmts
-from .simplify import simplify_expr
+from .simplify import Linear, kernel_simplifier
 
 
 def _flat(indices, shape) -> ir.Expr:
@@ -22,16 +22,29 @@ def _flat(indices, shape) -> ir.Expr:
 
 
 class _Flatten(Rewriter):
-    def __init__(self, shapes):
-        self.shapes = shapes
+    def __init__(self, shapes, simp):
+        self.shapes, self.simp = shapes, simp
+
+    def flat(self, indices, shape) -> ir.Expr:
+        if all(isinstance(n, ir.Imm) for n in shape):
+            # Constant strides: combine the (already canonical) linear forms directly.
+            strides, stride = [], 1
+            for n in reversed(shape):
+                strides.append(stride)
+                stride *= int(n.value)
+            lin = Linear()
+            for i, st in zip(indices, reversed(strides)):  # outer dimension first
+                lin = lin.add(self.simp.linear(i).scale(st))
+            return self.simp._merge_divmod(lin).to_expr()
+        return self.simp.expr(_flat(indices, shape))
 
     def expr_Load(self, e: ir.Load) -> ir.Expr:
         idx = self.exprs(e.indices)
-        return ir.Load(e.buffer, (simplify_expr(_flat(idx, self.shapes[e.buffer])),), e.dtype)
+        return ir.Load(e.buffer, (self.flat(idx, self.shapes[e.buffer]),), e.dtype)
 
     def stmt_Store(self, s: ir.Store) -> ir.Stmt:
         idx, v = self.exprs(s.indices), self.expr(s.value)
-        return ir.Store(s.buffer, (simplify_expr(_flat(idx, self.shapes[s.buffer])),), v)
+        return ir.Store(s.buffer, (self.flat(idx, self.shapes[s.buffer]),), v)
 
 
 def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
@@ -39,4 +52,5 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
     for x in walk_stmts(k.body):
         if isinstance(x, ir.Alloc):
             shapes[x.buffer.name] = x.buffer.shape
-    return dataclasses.replace(k, body=_Flatten(shapes).stmt(k.body))
+    # One simplifier for the kernel: its cache of linear forms is shared by all indices.
+    return dataclasses.replace(k, body=_Flatten(shapes, kernel_simplifier(k)).stmt(k.body))
