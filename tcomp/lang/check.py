@@ -4,8 +4,9 @@ Resolves names, checks every rule of the language with a precise message at
 the offending node, infers types (see dtypes.py) and index ranges (see
 ranges.py), and derives each output's dtype and shape. Rules enforced here:
 
-  * inputs are never written; every tensor written is a declared output and
-    every declared output is written; names are unique;
+  * inputs are never written; every declared output is written; a tensor
+    written but not declared is a temporary (a tcomp extension of TC); names
+    are unique;
   * an output may be read only after a statement wrote it; a statement may
     read the tensor it writes (an update such as `O(i) = O(i) / N` reads the
     value from before the statement); no statement may write a tensor after
@@ -46,7 +47,8 @@ class _Checker:
         self.d = d
         self.sizes: list[str] = []
         self.inputs: dict[str, tuple[DType, tuple[Expr, ...]]] = {}
-        self.declared: dict[str, object] = {}  # output name -> OutParam
+        self.declared: dict[str, object] = {}  # output (or temporary) name -> OutParam
+        self.temporaries: list[str] = []
 
     # ---------------------------------------------------------------- header
     def run(self) -> Op:
@@ -98,8 +100,12 @@ class _Checker:
             w = self.written[o.name]
             shape = tuple(from_sympy(x) for x in w["shape"])
             outputs.append(Tensor(o.name, w["dtype"], shape, False, out_dims.get(o.name)))
+        temps = tuple(Tensor(n, self.written[n]["dtype"],
+                             tuple(from_sympy(x) for x in self.written[n]["shape"]), False)
+                      for n in self.temporaries)
         definition = dataclasses.replace(d, stmts=tuple(stmts))
-        return Op(d.name, inputs, tuple(outputs), tuple(checked), tuple(self.sizes), definition)
+        return Op(d.name, inputs, tuple(outputs), tuple(checked), tuple(self.sizes), definition,
+                  temps)
 
     def size_expr(self, e: Expr, what: str) -> Expr:
         """Resolve an expression that may use only size variables and integers."""
@@ -148,8 +154,13 @@ class _Checker:
         if name in self.inputs:
             raise LangError(f"input '{name}' cannot be written", s.loc)
         if name not in self.declared:
-            raise LangError(f"tensor '{name}' is written but not declared as an output of "
-                            f"'{self.d.name}'", s.loc)
+            # tcomp extension: a tensor written but not listed as an output is a
+            # temporary of the def (computed, readable, not returned).
+            if name in self.sizes:
+                raise LangError(f"'{name}' is a size variable and cannot be written", s.loc)
+            from .ast import OutParam
+            self.declared[name] = OutParam(name, loc=s.loc)
+            self.temporaries.append(name)
         if name in self.read_at:
             raise LangError(f"'{name}' is written here after a statement read it (line "
                             f"{self.read_at[name].loc.line}); reads must see a tensor's final "

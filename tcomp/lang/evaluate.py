@@ -39,7 +39,7 @@ def evaluate(op: Op, *arrays):
         raise LangError(f"evaluate() needs an Op (from tcomp.op or tcomp.parse), got "
                         f"{type(op).__name__}")
     env, sizes = bind_inputs(op, arrays)
-    for t in op.outputs:
+    for t in op.outputs + op.temporaries:
         shape = tuple(max(0, eval_int(d, sizes)) for d in t.shape)
         env[t.name] = np.zeros(shape, t.dtype.numpy)
     with np.errstate(all="ignore"):

@@ -89,10 +89,11 @@ class Op:
     statements: tuple[Statement, ...]
     size_vars: tuple[str, ...]  # in order of first appearance in the inputs
     definition: Def  # the resolved def (for printing)
+    temporaries: tuple[Tensor, ...] = ()  # written but not outputs: computed, not returned
 
     @property
     def tensors(self) -> dict[str, Tensor]:
-        return {t.name: t for t in self.inputs + self.outputs}
+        return {t.name: t for t in self.inputs + self.outputs + self.temporaries}
 
     def tensor(self, name: str) -> Tensor:
         return self.tensors[name]

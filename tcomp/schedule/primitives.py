@@ -244,7 +244,9 @@ class Stage:
         that is `offset` modulo `factor` elements (avoids shared-memory bank
         conflicts)."""
         p = "storage_align"
-        name = self._leaf(ax, p)
+        if not isinstance(ax, Axis) or ax.stage != self.name:
+            raise ScheduleError(f"{p}: axis must be an Axis of stage '{self.name}', got {ax!r}")
+        name = ax.name
         s = self._s
         if name not in s.definition.spatial:
             raise ScheduleError(f"{p}: axis {ax!r} must be an original spatial axis of the stage")

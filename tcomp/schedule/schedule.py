@@ -33,7 +33,7 @@ class Schedule:
         self.directives: list = []
         self.states: dict[str, StageState] = {}
         self.tensors: dict[str, tuple] = {}  # name -> (dtype, shape exprs, scope)
-        for t in op.inputs + op.outputs:
+        for t in op.inputs + op.outputs + op.temporaries:
             self.tensors[t.name] = (t.dtype, t.shape, "global")
         for st in op.statements:
             name, i = st.tensor, 1

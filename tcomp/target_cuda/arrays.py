@@ -87,20 +87,23 @@ def _same_device(name, ptr):
         raise CudaError(f"input '{name}' is on device {dev}, but tcomp runs on device 0")
 
 
-def new_output(shape, dt, like: DeviceArray | None) -> DeviceArray:
-    """A zero-filled output of the same kind as the inputs."""
+def new_output(shape, dt, like: DeviceArray | None, zero: bool = True) -> DeviceArray:
+    """An output of the same kind as the inputs; zero-filled unless `zero` is
+    False (the program writes every element)."""
     if like is not None and like.kind == "torch":
         import torch
-        t = torch.zeros(shape, dtype=getattr(torch, dt.name if dt.name != "bool" else "bool"),
-                        device=like.obj.device)
+        make = torch.zeros if zero else torch.empty
+        t = make(shape, dtype=getattr(torch, dt.name if dt.name != "bool" else "bool"),
+                 device=like.obj.device)
         return DeviceArray(int(t.data_ptr()), tuple(shape), dt.name, "torch", t)
     if like is not None and like.kind == "cai" and type(like.obj).__module__.startswith("cupy"):
         import cupy
-        c = cupy.zeros(shape, dtype=dt.numpy)
+        c = (cupy.zeros if zero else cupy.empty)(shape, dtype=dt.numpy)
         return DeviceArray(int(c.data.ptr), tuple(shape), dt.name, "cai", c)
     n = int(np.prod(shape)) * dt.numpy.itemsize
     ptr = cuda_api.mem_alloc(n)
-    cuda_api.memset_zero(ptr, n)
+    if zero:
+        cuda_api.memset_zero(ptr, n)
     host = np.zeros(shape, dt.numpy)
     return DeviceArray(ptr, tuple(shape), dt.name, "numpy", host, owned=True)
 

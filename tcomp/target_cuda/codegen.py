@@ -227,11 +227,7 @@ class _Kernel:
                 self.stmt(s.body, d)
             self.simp.restore(s.var, saved)
         elif isinstance(s, ir.Alloc):
-            b = s.buffer
-            if b.scope == "local":
-                n = _size(b)
-                self.emit(f"{ctype(b.dtype)} {b.name}[{n}];", d)
-            self.stmt(s.body, d)
+            self.stmt(s.body, d)  # declared at the top of the kernel (see source())
         elif isinstance(s, ir.Barrier):
             self.emit("__syncthreads();", d)
         elif isinstance(s, ir.AllReduce):
@@ -322,6 +318,9 @@ class _Kernel:
         nbytes = n * dt.numpy.itemsize
         if nbytes not in (8, 16) or dt.name not in ("float32", "int32", "float16", "bfloat16"):
             return False
+        if any(isinstance(x, ir.Alloc) and x.buffer.scope == "local" and x.buffer.name == st.buffer
+               for x in walk_stmts(self.k.body)):
+            return False
         if not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
             return False
         vtype = {(4, 16): "float4", (4, 8): "float2", (2, 16): "float4", (2, 8): "float2"}[
@@ -329,8 +328,12 @@ class _Kernel:
         sbase = self.contiguous(st.indices[0], s.var, n, dt.numpy.itemsize)
         if sbase is None:
             return False
+        # Loads from local arrays stay scalar: with the loop unrolled their indices are
+        # constants and the arrays stay in registers (a vector cast would take an address).
+        local = {x.buffer.name for x in walk_stmts(self.k.body)
+                 if isinstance(x, ir.Alloc) and x.buffer.scope == "local"}
         loads = [x for x in ir.walk_expr(st.value) if isinstance(x, ir.Load)
-                 and s.var in ir.free_vars(x.indices[0])]
+                 and s.var in ir.free_vars(x.indices[0]) and x.buffer not in local]
         vec_loads = {}
         for ld in loads:
             ldt = self.buffer_dtype(ld.buffer)
@@ -412,6 +415,13 @@ class _Kernel:
         else:
             for b in shared:
                 self.emit(f"__shared__ __align__(16) {ctype(b.dtype)} {b.name}[{_size(b)}];", 1)
+        # Local arrays are declared once at the top (unrolled loops may allocate the same
+        # buffer several times); with constant indices they live in registers.
+        seen = set()
+        for x in walk_stmts(k.body):
+            if isinstance(x, ir.Alloc) and x.buffer.scope == "local" and x.buffer.name not in seen:
+                seen.add(x.buffer.name)
+                self.emit(f"{ctype(x.buffer.dtype)} {x.buffer.name}[{_size(x.buffer)}];", 1)
         self.stmt(k.body, 1)
         self.lines.append("}")
         return "\n".join(self.lines), (total if dynamic else 0)

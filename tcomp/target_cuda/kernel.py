@@ -64,7 +64,8 @@ def describe_program(prog: ir.Program, op, smem: dict, arch: str) -> dict:
     return {
         "format": FORMAT, "tcomp_version": __version__, "arch": arch, "op": op.name,
         "inputs": [_buf(bufs[n]) for n in prog.inputs],
-        "outputs": [_buf(bufs[n]) | {"declared_shape": None} for n in prog.outputs],
+        "outputs": [_buf(bufs[n]) | {"declared_shape": None, "zero_fill": _needs_zero(op, n)}
+                    for n in prog.outputs],
         "temps": [_buf(b) for b in prog.buffers if b.role == "temp"],
         "sizes": list(prog.sizes), "bound_sizes": dict(prog.bound_sizes),
         "size_sources": sources,
@@ -74,6 +75,27 @@ def describe_program(prog: ir.Program, op, smem: dict, arch: str) -> dict:
                      "params": [{"buffer": b} for b in k.buffers] + [{"size": s} for s in k.sizes]}
                     for k in prog.kernels],
     }
+
+
+def _needs_zero(op, name: str) -> bool:
+    """Outputs start zero-filled; skip the fill when the first statement writing
+    the tensor covers all of it (from 0 to its shape in every dimension)."""
+    from ..lang.ast import Const
+    from ..lang.symbolic import NotSymbolic, to_sympy
+    t = op.tensor(name)
+    first = next(st for st in op.statements if st.tensor == name)
+    if first.continues:
+        return True
+    try:
+        for v, dim in zip(first.spatial, t.shape):
+            r = first.range_of(v)
+            if not (isinstance(r.lo, Const) and r.lo.value == 0):
+                return True
+            if (to_sympy(r.hi) - to_sympy(dim)).simplify() != 0:
+                return True
+    except NotSymbolic:
+        return True
+    return False
 
 
 def _buf(b: ir.Buffer) -> dict:
@@ -150,7 +172,8 @@ class CudaKernel:
             for spec in m["outputs"] + m["temps"]:
                 shape = tuple(max(0, eval_size(j, sizes)) for j in spec["shape"])
                 is_out = spec in m["outputs"]
-                arr = A.new_output(shape, dtypes.BY_NAME[spec["dtype"]], like if is_out else None)
+                arr = A.new_output(shape, dtypes.BY_NAME[spec["dtype"]], like if is_out else None,
+                                   zero=spec.get("zero_fill", True))
                 outs[spec["name"]] = arr
                 if not is_out:
                     temps.append(arr)

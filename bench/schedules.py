@@ -1,0 +1,187 @@
+"""Hand-written schedules for the benchmark suite (bench/suite.py).
+
+Each function takes sizes and returns (op, schedule). The programs are plain
+tensor comprehensions; everything about how they run is here.
+"""
+from __future__ import annotations
+
+import tcomp
+
+GEMM = "def gemm(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+
+SOFTMAX = """def softmax(float(N, D) X) -> (O) {
+  mx(n) max=! X(n, d)
+  sm(n) +=! exp(X(n, d) - mx(n))
+  O(n, d) = exp(X(n, d) - mx(n)) / sm(n)
+}"""
+
+LAYERNORM = """def layernorm(float(N, D) X, float(D) gamma, float(D) beta) -> (Y) {
+  mean(n) +=! X(n, d) / float(D)
+  var(n) +=! (X(n, d) - mean(n)) * (X(n, d) - mean(n)) / float(D)
+  Y(n, d) = (X(n, d) - mean(n)) * rsqrt(var(n) + 1e-5) * gamma(d) + beta(d)
+}"""
+
+ROWSUM = "def rowsum(float(N, D) X) -> (S) { S(n) +=! X(n, d) }"
+
+TRANSPOSE = "def transpose(float(M, N) A) -> (O) { O(j, i) = A(i, j) }"
+
+GELU = """def gelu_affine(float(N) X, float w, float b) -> (O) {
+  O(i) = 0.5 * y * (1.0 + erf(y * 0.70710678118654752)) where y = X(i) * w + b
+}"""
+
+
+def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True):
+    """Blocks of bm x bn outputs; (bm/tm) x (bn/tn) threads, each a tm x tn
+    register tile (cache_write local); A and B tiles of bk in shared memory,
+    fetched by all threads; per-k fragments of them in registers (or read from
+    shared memory directly when `fragments` is False)."""
+    op = tcomp.op(GEMM)
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    CL = s.cache_write(C, "local")
+    m, n = C.axes
+    mo, no, mi, ni = C.tile(m, n, bm, bn)
+    mio, mii = C.split(mi, tm)
+    nio, nii = C.split(ni, tn)
+    C.reorder(mo, no, mio, nio, mii, nii)
+    C.bind(mo, "blockIdx.y")
+    C.bind(no, "blockIdx.x")
+    C.bind(mio, "threadIdx.y")
+    C.bind(nio, "threadIdx.x")
+    C.unroll(mii)
+    niio, niiv = C.split(nii, 4)
+    C.unroll(niio)
+    C.vectorize(niiv)
+    CL.compute_at(C, nio)
+    lm, ln = CL.axes
+    (lk,) = CL.reduce_axes
+    ko, ki = CL.split(lk, bk)
+    CL.reorder(ko, ki, lm, ln)
+    CL.unroll(ki)
+    CL.unroll(lm)
+    CL.unroll(ln)
+    ty, tx = bm // tm, bn // tn
+    for name, rows in (("A", bm), ("B", bk)):
+        S = s.cache_read(name, "shared", [CL])
+        S.compute_at(CL, ko)
+        a0, a1 = S.axes
+        f = S.fuse(a0, a1)
+        fo, fi = S.split(f, tx)
+        S.bind(fi, "threadIdx.x")
+        foo, foi = S.split(fo, ty)
+        S.bind(foi, "threadIdx.y")
+    if fragments:
+        for name in ("A_shared", "B_shared"):
+            L = s.cache_read(name, "local", [CL])
+            L.compute_at(CL, ki)
+            for ax in L.axes:
+                L.unroll(ax)
+    return op, s
+
+
+def _row_stage_reduce(stage, threads):
+    """A per-row reduction over d spread over `threads` threads (cross-thread)."""
+    (d,) = stage.reduce_axes
+    do, di = stage.split(d, threads)
+    stage.reorder(di, do)
+    stage.bind(di, "threadIdx.x")
+
+
+def _row_fetch(S, threads, vec=4):
+    """Copy one row into shared memory with `vec`-wide vector accesses."""
+    a0, a1 = S.axes
+    a1o, a1v = S.split(a1, vec)
+    a1oo, a1oi = S.split(a1o, threads)
+    S.bind(a1oi, "threadIdx.x")
+    S.vectorize(a1v)
+
+
+def softmax(sizes, threads=512):
+    """One block per row: the row is read once into shared memory; the max and
+    the sum of exponentials are cross-thread reductions over it; then each
+    thread writes its columns."""
+    op = tcomp.op(SOFTMAX)
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    n, d = O.axes
+    O.bind(n, "blockIdx.x")
+    do, di = O.split(d, threads)
+    O.bind(di, "threadIdx.x")
+    XS = s.cache_read("X", "shared", [s["mx"], s["sm"], O])
+    XS.compute_at(O, n)
+    _row_fetch(XS, threads)
+    for t in ("mx", "sm"):
+        s[t].compute_at(O, n)
+        _row_stage_reduce(s[t], threads)
+    return op, s
+
+
+def layernorm(sizes, threads=512):
+    op = tcomp.op(LAYERNORM)
+    s = tcomp.Schedule(op)
+    Y = s["Y"]
+    n, d = Y.axes
+    Y.bind(n, "blockIdx.x")
+    do, di = Y.split(d, threads)
+    Y.bind(di, "threadIdx.x")
+    XS = s.cache_read("X", "shared", [s["mean"], s["var"], Y])
+    XS.compute_at(Y, n)
+    _row_fetch(XS, threads)
+    for t in ("mean", "var"):
+        s[t].compute_at(Y, n)
+        _row_stage_reduce(s[t], threads)
+    return op, s
+
+
+def rowsum(sizes, threads=256, unroll=8):
+    """One block per row, the row spread over threads (coalesced), a
+    cross-thread sum at the end."""
+    op = tcomp.op(ROWSUM)
+    s = tcomp.Schedule(op)
+    S = s["S"]
+    (n,) = S.axes
+    (d,) = S.reduce_axes
+    do, di = S.split(d, threads)
+    doo, doi = S.split(do, unroll)
+    S.reorder(n, di, doo, doi)
+    S.bind(n, "blockIdx.x")
+    S.bind(di, "threadIdx.x")
+    S.unroll(doi)
+    return op, s
+
+
+def transpose(sizes, tile=32, rows=8):
+    """32x32 tiles through shared memory padded to a 33-float row stride (no
+    bank conflicts); reads coalesced along A's rows, writes along O's."""
+    op = tcomp.op(TRANSPOSE)
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    j, i = O.axes
+    jo, io, ji, ii = O.tile(j, i, tile, tile)
+    O.bind(jo, "blockIdx.y")
+    O.bind(io, "blockIdx.x")
+    jio, jii = O.split(ji, rows)
+    O.reorder(jo, io, jio, jii, ii)
+    O.bind(jii, "threadIdx.y")
+    O.bind(ii, "threadIdx.x")
+    AS = s.cache_read("A", "shared", [O])
+    AS.compute_at(O, io)
+    a0, a1 = AS.axes
+    a0o, a0i = AS.split(a0, rows)
+    AS.bind(a0i, "threadIdx.y")
+    AS.bind(a1, "threadIdx.x")
+    AS.storage_align(a0, tile, 1)
+    return op, s
+
+
+def gelu(sizes, threads=256, vec=4):
+    op = tcomp.op(GELU)
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    (i,) = O.axes
+    io, iv = O.split(i, vec)
+    O.vectorize(iv)
+    ioo, ioi = O.split(io, threads)
+    O.bind(ioo, "blockIdx.x")
+    O.bind(ioi, "threadIdx.x")
+    return op, s
