@@ -153,8 +153,8 @@ def main():
             continue
         try:
             r = run_case(c, a.reps)
-        except tcomp.TcompError as e:
-            r = dict(case=c["name"], ok=False, error=str(e)[:2000])
+        except Exception as e:  # report and go on with the other cases
+            r = dict(case=c["name"], ok=False, error=f"{type(e).__name__}: {str(e)[:2000]}")
         results.append(r)
         if "error" in r:
             print(f"{r['case']}: ERROR {r['error'][:400]}", flush=True)

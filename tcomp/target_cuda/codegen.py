@@ -481,7 +481,8 @@ def program_source(prog: ir.Program) -> tuple[str, dict[str, dict]]:
         gen = _Kernel(k, prog)
         text, dyn = gen.source()
         parts.append(text)
-        smem[k.name] = {"dynamic_smem": dyn, "aligned": sorted(gen.vector_buffers)}
+        smem[k.name] = {"dynamic_smem": dyn,
+                        "aligned": sorted(gen.vector_buffers & set(k.buffers))}
     return "\n".join(parts) + "\n", smem
 
 
