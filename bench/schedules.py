@@ -96,41 +96,38 @@ def _row_fetch(S, threads, vec=4):
     S.vectorize(a1v)
 
 
-def softmax(sizes, threads=512):
-    """One block per row: the row is read once into shared memory; the max and
-    the sum of exponentials are cross-thread reductions over it; then each
-    thread writes its columns."""
-    op = tcomp.op(SOFTMAX)
+def _row_op(src, out, temps, threads, shared_row, local_temps):
+    """One block per row. The row's statistics (`temps`) are cross-thread
+    reductions computed at the row loop, kept in registers (`local_temps`);
+    the row is read once into shared memory (`shared_row`) or re-read through
+    the L2 cache by each pass."""
+    op = tcomp.op(src)
     s = tcomp.Schedule(op)
-    O = s["O"]
+    O = s[out]
     n, d = O.axes
     O.bind(n, "blockIdx.x")
     do, di = O.split(d, threads)
     O.bind(di, "threadIdx.x")
-    XS = s.cache_read("X", "shared", [s["mx"], s["sm"], O])
-    XS.compute_at(O, n)
-    _row_fetch(XS, threads)
-    for t in ("mx", "sm"):
+    if shared_row:
+        XS = s.cache_read("X", "shared", [s[t] for t in temps] + [O])
+        XS.compute_at(O, n)
+        _row_fetch(XS, threads)
+    for t in temps:
         s[t].compute_at(O, n)
         _row_stage_reduce(s[t], threads)
+        if local_temps:
+            s[t].set_scope("local")
     return op, s
 
 
-def layernorm(sizes, threads=512):
-    op = tcomp.op(LAYERNORM)
-    s = tcomp.Schedule(op)
-    Y = s["Y"]
-    n, d = Y.axes
-    Y.bind(n, "blockIdx.x")
-    do, di = Y.split(d, threads)
-    Y.bind(di, "threadIdx.x")
-    XS = s.cache_read("X", "shared", [s["mean"], s["var"], Y])
-    XS.compute_at(Y, n)
-    _row_fetch(XS, threads)
-    for t in ("mean", "var"):
-        s[t].compute_at(Y, n)
-        _row_stage_reduce(s[t], threads)
-    return op, s
+def softmax(sizes, threads=512, shared_row=True, local_temps=True):
+    """max and sum of exponentials per row, then the normalised row."""
+    return _row_op(SOFTMAX, "O", ("mx", "sm"), threads, shared_row, local_temps)
+
+
+def layernorm(sizes, threads=512, shared_row=True, local_temps=True):
+    """mean and variance per row, then the normalised, scaled row."""
+    return _row_op(LAYERNORM, "Y", ("mean", "var"), threads, shared_row, local_temps)
 
 
 def rowsum(sizes, threads=256, unroll=8):

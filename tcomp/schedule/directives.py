@@ -97,6 +97,12 @@ class Rfactor:
 
 
 @dataclass(frozen=True)
+class SetScope:
+    stage: str
+    scope: str
+
+
+@dataclass(frozen=True)
 class StorageAlign:
     stage: str
     axis: str
@@ -106,7 +112,7 @@ class StorageAlign:
 
 KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll, Vectorize,
                                          ComputeAt, ComputeInline, ComputeRoot, CacheRead,
-                                         CacheWrite, Rfactor, StorageAlign)}
+                                         CacheWrite, Rfactor, StorageAlign, SetScope)}
 
 
 def to_json(directives) -> str:

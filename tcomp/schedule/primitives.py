@@ -239,6 +239,30 @@ class Stage:
         self._sched.directives.append(D.Vectorize(self.name, name))
         s.vectorize.add(name)
 
+    def set_scope(self, scope: str):
+        """Keep a temporary (a tensor the def writes but does not return) in
+        shared memory or registers instead of global memory. With `compute_at`,
+        only the region a consumer reads there is stored:
+
+        mx(n) max=! X(n, d); O(n, d) = ... mx(n) ...   with mx computed at O's n
+        and set_scope("local"): every thread keeps mx[n] in a register.
+        """
+        p = "set_scope"
+        from .stage import SCOPES
+        s = self._s
+        if scope not in SCOPES:
+            raise ScheduleError(f"{p}: scope must be one of {', '.join(SCOPES)}, got '{scope}'")
+        op = self._sched.op
+        if s.tensor in {t.name for t in op.outputs + op.inputs}:
+            raise ScheduleError(f"{p}: '{s.tensor}' is an output of '{op.name}' and stays in "
+                                f"global memory; only temporaries can change scope")
+        if len(self._sched.writers(s.tensor)) != 1:
+            raise ScheduleError(f"{p}: '{s.tensor}' is written by several statements")
+        dtype, shape, _ = self._sched.tensors[s.tensor]
+        self._sched.directives.append(D.SetScope(self.name, scope))
+        self._sched.tensors[s.tensor] = (dtype, shape, scope)
+        s.scope = scope
+
     def storage_align(self, ax: Axis, factor: int, offset: int):
         """Pad this stage's buffer so the dimension of `ax` has a row stride
         that is `offset` modulo `factor` elements (avoids shared-memory bank

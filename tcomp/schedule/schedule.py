@@ -110,6 +110,8 @@ class Schedule:
             st.compute_root()
         elif isinstance(d, D.Rfactor):
             st.rfactor(ax(d.axis))
+        elif isinstance(d, D.SetScope):
+            st.set_scope(d.scope)
         elif isinstance(d, D.StorageAlign):
             st.storage_align(ax(d.axis), d.factor, d.offset)
         else:
