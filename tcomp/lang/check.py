@@ -27,9 +27,10 @@ import sympy
 from ..errors import LangError
 from . import builtins, dtypes
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, LetClause,
-                  LetRef, Name, RangeClause, Read, Select, Size, Stmt, Unary, walk)
+                  LetRef, Name, RangeClause, Read, Select, Size, Stmt, Unary, children, walk)
 from .dtypes import DType
 from .op import Op, Range, Statement, Tensor
+from .parser import MAX_DEPTH
 from .printer import expr_to_text
 from .ranges import infer_ranges
 from .symbolic import NotSymbolic, from_sympy, to_sympy
@@ -175,8 +176,8 @@ class _Checker:
         decl = self.declared[name]
         if decl.dims is not None and len(decl.dims) != len(s.indices):
             n, k = len(s.indices), len(decl.dims)
-            raise LangError(f"'{name}' is written with {n} ind{'ex' if n == 1 else 'ices'} here but "
-                            f"declared with {k} dimension{'s' if k != 1 else ''}", s.loc)
+            raise LangError(f"'{name}' is written with {n} ind{'ex' if n == 1 else 'ices'} here "
+                            f"but declared with {k} dimension{'s' if k != 1 else ''}", s.loc)
         prior = self.written.get(name)
         if prior is not None and len(prior["shape"]) != len(s.indices):
             raise LangError(f"'{name}' is written with {len(s.indices)} indices here but with "
@@ -188,6 +189,7 @@ class _Checker:
 
         # Lets first (they may use earlier lets), then the right-hand side.
         self.lets: dict[str, Expr] = {}
+        self.let_depths: dict[str, int] = {}
         self.stmt_indices: list[str] = list(s.indices)
         self.current = s
         where = []
@@ -201,10 +203,12 @@ class _Checker:
                     raise LangError(f"where-binding '{c.name}' is used before it is bound; a "
                                     f"binding may use only the bindings before it", c.loc)
                 self.lets[c.name] = value
+                self.let_depths[c.name] = self.check_depth(value, c.loc)
                 where.append(dataclasses.replace(c, value=value))
             else:
                 where.append(c)
         rhs = self.expr(s.rhs)
+        self.check_depth(rhs, s.rhs.loc)
         rhs_indices = list(self.stmt_indices)
         resolved = []
         for c in where:
@@ -220,6 +224,7 @@ class _Checker:
                 read = self.expr(c.read)
                 if not isinstance(read, Read):
                     raise LangError("'where exists' needs a tensor read", c.loc)
+                self.check_depth(read, c.loc)
                 c = dataclasses.replace(c, read=read)
                 if len(self.stmt_indices) != len(rhs_indices):
                     v = self.stmt_indices[len(rhs_indices)]
@@ -290,6 +295,19 @@ class _Checker:
         return Statement(stmt, spatial, reduce, ranges, value, acc, continues), stmt
 
     # ------------------------------------------------------------ expressions
+    def check_depth(self, e: Expr, loc) -> int:
+        """The parser bounds each expression's depth; bindings used through
+        LetRef nest deeper, and the passes that expand them recurse that far."""
+        def depth(x: Expr) -> int:
+            if isinstance(x, LetRef):
+                return self.let_depths[x.name]
+            return 1 + max((depth(c) for c in children(x)), default=0)
+        d = depth(e)
+        if d > MAX_DEPTH:
+            raise LangError(f"expression nested more than {MAX_DEPTH} levels deep (counting "
+                            f"the where-bindings it uses)", loc)
+        return d
+
     def expr(self, e: Expr) -> Expr:
         if isinstance(e, Const):
             t = dtypes.float32 if isinstance(e.value, float) else dtypes.int32

@@ -129,6 +129,10 @@ class Builder:
             used |= {x for x in s}
         gbufs = tuple(b for b in self.sched.tensors if self.sched.tensors[b][2] == "global"
                       and b in used)
+        # Flattening indexes with the buffers' shapes: their size variables are needed too.
+        for b in gbufs:
+            for d in self.sched.tensors[b][1]:
+                used |= {x.name for x in walk(d) if hasattr(x, "name") and type(x).__name__ == "Size"}
         sizes = tuple(v for v in self.op.size_vars if v not in self.sizes and v in used)
         return ir.Kernel(f"{self.op.name}_{_ident(stage)}", gbufs, sizes, grid, block, body)
 
