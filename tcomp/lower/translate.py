@@ -5,6 +5,8 @@ each node's compute type; the store casts back (see lang/dtypes.py).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import LoweringError
 from ..lang import ast as L
 from ..lang import dtypes
@@ -60,7 +62,12 @@ class Translator:
         t = e.dtype
         ct = t.compute if t is not None else None
         if isinstance(e, L.Const):
-            return ir.Imm(float(e.value) if ct.is_float else int(e.value), ct)
+            if ct.is_float:
+                # A float literal is a float32 value, also where it meets doubles.
+                v = float(np.float32(e.value)) if t.name in ("float32", "float16", "bfloat16") \
+                    else float(e.value)
+                return ir.Imm(v, ct)
+            return ir.Imm(int(e.value), ct)
         if isinstance(e, L.Index):
             return self.index[e.name]
         if isinstance(e, L.Size):

@@ -12,6 +12,9 @@ import tcomp
 
 pytestmark = pytest.mark.cuda
 
+ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.dirname(
+    __import__("os").path.abspath(__file__))))
+
 MM = "def matmul(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
 
 
@@ -55,37 +58,41 @@ def test_numpy_roundtrip_symbolic_sizes():
         np.testing.assert_allclose(c, ref_mm(a, b), rtol=1e-4, atol=1e-4)
 
 
-def import_torch():
-    """torch 2.11 on a freshly started GPU machine has failed its first import
-    under pytest while registering one of its own custom ops ("expected ident
-    ... annotate(strtag)"); a second import succeeds. Not a tcomp problem."""
+TORCH_SCRIPT = r"""
+import numpy as np, torch, tcomp
+from tests.target_cuda.test_gpu_runtime import MM, tiled_matmul
+k = tcomp.build(tiled_matmul(tcomp.op(MM)), target="cuda")
+a = torch.randn(45, 31, device="cuda"); b = torch.randn(31, 27, device="cuda")
+c = k(a, b)
+assert isinstance(c, torch.Tensor) and c.is_cuda and c.shape == (45, 27)
+torch.testing.assert_close(c, (a.double() @ b.double()).float(), rtol=1e-4, atol=1e-4)
+for bad, msg in ((lambda: k(a.t(), b), "not contiguous"),
+                 (lambda: k(a.double(), b), "float64 but the kernel takes float32"),
+                 (lambda: k(a.cpu(), b), "torch tensor on cpu")):
     try:
-        import torch
-    except RuntimeError:
-        import sys
-        for name in [m for m in sys.modules if m == "torch" or m.startswith("torch.")]:
-            del sys.modules[name]
-        import torch
-    return torch
+        bad()
+        raise AssertionError("no error for " + msg)
+    except tcomp.CudaError as e:
+        assert msg in str(e), str(e)
+print("torch zero-copy ok")
+"""
 
 
 def test_torch_zero_copy():
-    pytest.importorskip("torch")
-    torch = import_torch()
-    op = tcomp.op(MM)
-    k = tcomp.build(tiled_matmul(op), target="cuda")
-    a = torch.randn(45, 31, device="cuda")
-    b = torch.randn(31, 27, device="cuda")
-    c = k(a, b)
-    assert isinstance(c, torch.Tensor) and c.is_cuda and c.shape == (45, 27)
-    want = (a.double() @ b.double()).float()
-    torch.testing.assert_close(c, want, rtol=1e-4, atol=1e-4)
-    with pytest.raises(tcomp.CudaError, match="not contiguous"):
-        k(a.t(), b)
-    with pytest.raises(tcomp.CudaError, match="float64 but the kernel takes float32"):
-        k(a.double(), b)
-    with pytest.raises(tcomp.CudaError, match="torch tensor on cpu"):
-        k(a.cpu(), b)
+    """Run in a fresh interpreter: torch 2.11 on a newly started GPU machine has
+    failed its first import inside pytest (registering one of its own custom
+    ops: "expected ident ... annotate(strtag)"), while a plain interpreter
+    imports it fine."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", TORCH_SCRIPT], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=300)
+    if "No module named 'torch'" in r.stderr:
+        pytest.skip("torch is not installed")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "torch zero-copy ok" in r.stdout
 
 
 def test_cupy_zero_copy():
