@@ -384,6 +384,8 @@ class _Checker:
         if not builtins.is_builtin(n):
             if n in self.sizes or n in self.stmt_indices or n in self.lets:
                 raise LangError(f"'{n}' is not a tensor or function and cannot be called", e.loc)
+            if any(st.tensor == n for st in self.d.stmts):
+                raise LangError(f"temporary '{n}' is read before any statement writes it", e.loc)
             raise LangError(f"unknown tensor or function '{n}'", e.loc)
         want = builtins.ARITY[n]
         if len(e.args) != want:

@@ -82,7 +82,15 @@ def bind_inputs(op: Op, arrays) -> tuple[dict, dict]:
                                     f"holds values outside its range ({a.min()}..{a.max()})")
             elif not np.can_cast(a.dtype, want, "same_kind"):
                 raise LangError(f"input '{t.name}' is {t.dtype} but the array is {a.dtype}")
-            a = a.astype(want)
+            if a.dtype.kind == "f" and want.kind == "f":
+                with np.errstate(all="ignore"):
+                    b = a.astype(want)
+                if (np.isinf(b) & np.isfinite(a)).any():
+                    raise LangError(f"input '{t.name}': values of the {a.dtype} array overflow "
+                                    f"{t.dtype}")
+                a = b
+            else:
+                a = a.astype(want)
         for i, (d, n) in enumerate(zip(t.shape, a.shape)):
             if isinstance(d, Size):
                 if d.name in sizes and sizes[d.name] != n:
@@ -125,6 +133,10 @@ def _run(op: Op, st: Statement, env: dict, sizes: dict):
     box = [(v, lo, max(lo, hi)) for v, lo, hi in box]
     out = env[st.tensor]
     nsp = len(st.spatial)
+    for v, lo, hi in box[:nsp]:
+        if lo < 0 and hi > lo:
+            raise LangError(f"statement writes '{st.tensor}' at {v} = {lo}, a negative position",
+                            st.stmt.loc)
     for (v, lo, hi), n in zip(box[:nsp], out.shape):
         if hi > n and hi > lo:
             raise LangError(f"statement writes '{st.tensor}' at {v} up to {hi - 1}, beyond its "

@@ -11,8 +11,8 @@ Grammar (TC's, with tcomp's extensions marked +):
   where     := 'where' clause {',' clause}
   clause    := ID 'in' expr ':' expr | 'exists' expr | ID '=' expr (+)
   expr      := or ['?' expr ':' expr]                     (right associative)
-  or := and {'||' and}   and := eq {'&&' eq}   eq := rel {('=='|'!=') rel}
-  rel := add {('<'|'<='|'>'|'>=') add}   add := mul {('+'|'-') mul}
+  or := and {'||' and}   and := cmp {'&&' cmp}
+  cmp := add {('=='|'!='|'<'|'<='|'>'|'>=') add}   (one level, as in TC)   add := mul {('+'|'-') mul}
   mul := unary {('*'|'/'|'%') unary}     unary := ('-'|'!') unary | postfix
   postfix   := INT | FLOAT | ID | ID '(' [expr {',' expr}] ')' | '(' expr ')'
 """
@@ -31,7 +31,10 @@ from .source import Source
 MAX_DEPTH = 100
 INT32_MAX = 2**31 - 1
 
-BINARY_LEVELS = (("||",), ("&&",), ("==", "!="), ("<", "<=", ">", ">="), ("+", "-"), ("*", "/", "%"))
+# As in TC, all six comparisons share one level (left-associative): `a == b < c` is
+# `(a == b) < c`, unlike C.
+BINARY_LEVELS = (("||",), ("&&",), ("==", "!=", "<", "<=", ">", ">="), ("+", "-"),
+                 ("*", "/", "%"))
 BINARY_PREC = {op: i for i, level in enumerate(BINARY_LEVELS) for op in level}
 ASSIGN_OPS = ("=", "+=", "*=", "max=", "min=", "+=!", "*=!", "max=!", "min=!")
 

@@ -8,7 +8,7 @@ from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, Let
                   Unary)
 
 # Binding strength; higher binds tighter. Binary operators are left-associative.
-PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
+PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
         "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
 SELECT, UNARY, ATOM = 0, 7, 8
 

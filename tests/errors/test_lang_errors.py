@@ -68,7 +68,8 @@ PARSE_ERRORS = [
      "'half' is a type name and cannot name a tensor", 1, 32),
     ("missing-assign", one("B(i) A(i)"),
      "expected an assignment operator (=, +=, *=, max=, min=, or their ! forms), found 'A'", 1, 33),
-    ("not-a-statement", one("3 = A(i)"), "expected a statement (tensor name) or '}', found '3'", 1, 28),
+    ("not-a-statement", one("3 = A(i)"),
+     "expected a statement (tensor name) or '}', found '3'", 1, 28),
     ("missing-rhs", one("B(i) ="), "expected an expression, found '}'", 1, 35),
     ("truncated-rhs", "def f(float(N) A) -> (B) {\n  B(i) = A(i) +",
      "expected an expression, found end of input", 2, 16),
@@ -86,7 +87,8 @@ PARSE_ERRORS = [
      "type name 'half' used as a value; casts are written half(x)", 1, 35),
     ("cast-two-args", one("B(i) = float(A(i), 2)"), "cast to float takes 1 argument, got 2", 1, 35),
     ("cast-no-args", one("B(i) = A(i) + int32()"), "cast to int32 takes 1 argument, got 0", 1, 42),
-    ("type-name-written", one("float(i) = A(i)"), "'float' is a type name and cannot be written", 1, 28),
+    ("type-name-written", one("float(i) = A(i)"),
+     "'float' is a type name and cannot be written", 1, 28),
     ("type-name-lhs-index", one("B(float) = 1.0 where float in 0:N"),
      "type name 'float' cannot be an index variable", 1, 30),
     ("lhs-subscript-read", one("B(A(i)) = A(i)"),
@@ -115,7 +117,8 @@ PARSE_ERRORS = [
      "'i' is not a tensor or function and cannot be called", 1, 42),
     ("call-size", one("B(i) = A(i) + N(0)"),
      "'N' is not a tensor or function and cannot be called", 1, 42),
-    ("wrong-index-count", one("B(i) = A(i, i)"), "tensor 'A' has 1 dimension but is indexed with 2", 1, 35),
+    ("wrong-index-count", one("B(i) = A(i, i)"),
+     "tensor 'A' has 1 dimension but is indexed with 2", 1, 35),
     ("wrong-index-count-2d", "def f(float(N, M) A) -> (B) {\n  B(i) +=! A(i, j, 0)\n}",
      "tensor 'A' has 2 dimensions but is indexed with 3", 2, 12),
     ("scalar-indexed", "def f(float A) -> (B) { B = A(0) }",
@@ -123,8 +126,11 @@ PARSE_ERRORS = [
     ("read-without-indices", "def f(float(N, M) A) -> (B) { B(i) = A }",
      "tensor 'A' has 2 dimensions but is read without indices", 1, 38),
     ("write-input", one("A(i) = 1.0"), "input 'A' cannot be written", 1, 28),
-    ("write-undeclared", one("C(i) = A(i)"),
-     "tensor 'C' is written but not declared as an output of 'f'", 1, 28),
+    # a tensor written but not declared is a temporary (tcomp extension); a size
+    # variable cannot be one
+    ("write-size-variable", one("N(i) = A(i)"),
+     "'N' is a size variable and cannot be written", 1, 28),
+    ("write-temporary-only", one("C(i) = A(i)"), "output 'B' is declared but never written", 1, 23),
     ("output-never-written", "def f(float(N) A) -> (B, C) {\n  B(i) = A(i)\n}",
      "output 'C' is declared but never written", 1, 26),
     ("input-declared-twice", "def f(float(N) A, float(M) A) -> (B) { B(i) = A(i) }",
@@ -133,7 +139,8 @@ PARSE_ERRORS = [
      "output 'B' is already declared as an output", 1, 26),
     ("output-is-input", "def f(float(N) A) -> (A) { A(i) = A(i) }",
      "output 'A' is already declared as an input", 1, 23),
-    ("def-twice", "def f(float(N) A) -> (B) { B(i) = A(i) }\n\ndef f(float(N) A) -> (C) { C(i) = A(i) }",
+    ("def-twice",
+     "def f(float(N) A) -> (B) { B(i) = A(i) }\n\ndef f(float(N) A) -> (C) { C(i) = A(i) }",
      "def 'f' is defined twice", 3, 1),
     ("size-is-input", "def f(float(N) A, float(N) N) -> (B) { B(i) = A(i) }",
      "'N' is both a size variable and a tensor name", 1, 28),
@@ -142,7 +149,8 @@ PARSE_ERRORS = [
     # --------------------------------------------------------------- indices
     ("lhs-index-twice", "def f(float(N, N) A) -> (B) { B(i, i) = A(i, i) }",
      "index 'i' appears twice on the left-hand side", 1, 31),
-    ("size-as-index", one("B(N) = A(N)"), "'N' is a size variable and cannot be used as an index", 1, 28),
+    ("size-as-index", one("B(N) = A(N)"),
+     "'N' is a size variable and cannot be used as an index", 1, 28),
     ("tensor-as-index", "def f(float(N) A, float(N) C) -> (B) { B(C) = A(0) }",
      "'C' is a tensor and cannot be used as an index", 1, 40),
     ("assign-with-reduction-index", one("B(i) = A(i) + A(j)"),
@@ -164,18 +172,21 @@ PARSE_ERRORS = [
      "'S' is written with 1 index here but declared with 0 dimensions", 1, 34),
     ("write-after-read",
      "def f(float(N) A) -> (B, C) {\n  B(i) = A(i)\n  C(i) = B(i)\n  B(i) = 2.0 * A(i)\n}",
-     "'B' is written here after a statement read it (line 3); reads must see a tensor's final value",
+     "'B' is written here after a statement read it (line 3); reads must see a tensor's final "
+     "value",
      4, 3),
     ("write-after-read-in-let",
      "def f(float(N) A) -> (B, C) {\n  B(i) = A(i)\n  C(i) = x where x = B(i)\n  B(i) += 1.0\n}",
      "'B' is written here after a statement read it (line 3)", 4, 3),
     ("read-before-write", "def f(float(N) A) -> (B, C) {\n  C(i) = B(i)\n  B(i) = A(i)\n}",
      "output 'B' is read before any statement writes it", 2, 10),
-    ("read-self-first", one("B(i) = B(i) + A(i)"), "output 'B' is read before any statement writes it", 1, 35),
+    ("read-self-first", one("B(i) = B(i) + A(i)"),
+     "output 'B' is read before any statement writes it", 1, 35),
     ("read-scalar-before-write", "def f(float A) -> (B, C) {\n  C = B\n  B = A\n}",
      "output 'B' is read before any statement writes it", 2, 7),
     # ----------------------------------------------------------------- types
-    ("float-subscript", one("B(i) = A(1.5)"), "subscript of 'A' must be an integer, got float32", 1, 37),
+    ("float-subscript", one("B(i) = A(1.5)"),
+     "subscript of 'A' must be an integer, got float32", 1, 37),
     # a binary expression is located at its operator
     ("float-subscript-expr", "def f(float(N) A, float(N) X) -> (B) { B(i) = A(i + X(i)) }",
      "subscript of 'A' must be an integer, got float32", 1, 51),
@@ -228,24 +239,30 @@ PARSE_ERRORS = [
      "where-binding 'x' shadows another name", 1, 57),
     ("let-shadows-index", one("B(i) = A(i) + i where i = 1"),
      "where-binding 'i' shadows another name", 1, 50),
-    ("let-shadows-size", one("B(i) = A(i) where N = 1"), "where-binding 'N' shadows another name", 1, 46),
-    ("let-shadows-tensor", one("B(i) = A(i) where A = 1"), "where-binding 'A' shadows another name", 1, 46),
+    ("let-shadows-size", one("B(i) = A(i) where N = 1"),
+     "where-binding 'N' shadows another name", 1, 46),
+    ("let-shadows-tensor", one("B(i) = A(i) where A = 1"),
+     "where-binding 'A' shadows another name", 1, 46),
     ("let-used-before-bound", one("B(i) = A(i) + x where x = y, y = 1"),
      "where-binding 'y' is used before it is bound; a binding may use only the bindings before it",
      1, 57),
     ("let-self-reference", one("B(i) = A(i) + x where x = x + 1"),
      "where-binding 'x' is used before it is bound", 1, 50),
-    ("exists-not-a-read", one("B(i) = A(i) where exists 1"), "'where exists' needs a tensor read", 1, 46),
+    ("exists-not-a-read", one("B(i) = A(i) where exists 1"),
+     "'where exists' needs a tensor read", 1, 46),
     ("exists-new-index", one("B(i) = A(i) where exists A(j)"),
      "'where exists' uses index 'j', which the statement does not use", 1, 46),
     # ------------------------------------------------------------- builtins
-    ("unsupported-builtin", one("B(i) = j0(A(i))"), "builtin 'j0' is not supported by tcomp yet", 1, 35),
+    ("unsupported-builtin", one("B(i) = j0(A(i))"),
+     "builtin 'j0' is not supported by tcomp yet", 1, 35),
     ("unsupported-builtin-erfinv", one("B(i) = erfinv(A(i))"),
      "builtin 'erfinv' is not supported by tcomp yet", 1, 35),
     ("builtin-arity", one("B(i) = exp(A(i), 1)"), "'exp' takes 1 argument, got 2", 1, 35),
     ("builtin-arity-2", one("B(i) = pow(A(i))"), "'pow' takes 2 arguments, got 1", 1, 35),
-    ("builtin-arity-fma", one("B(i) = 1.0 + fma(A(i), 2.0)"), "'fma' takes 3 arguments, got 2", 1, 41),
-    ("builtin-arity-min", one("B(i) = min(A(i), 1.0, 2.0)"), "'min' takes 2 arguments, got 3", 1, 35),
+    ("builtin-arity-fma", one("B(i) = 1.0 + fma(A(i), 2.0)"),
+     "'fma' takes 3 arguments, got 2", 1, 41),
+    ("builtin-arity-min", one("B(i) = min(A(i), 1.0, 2.0)"),
+     "'min' takes 2 arguments, got 3", 1, 35),
     # ------------------------------------------------------------- ranges
     ("ambiguous-range", one("B(i) +=! A(i + j)"),
      "ambiguous range for index 'i': it appears in A(i + j) only together with other indices "
@@ -255,7 +272,8 @@ PARSE_ERRORS = [
      "clause", 1, 28),
     ("uninferable-range-gather", "def f(float(N) A, int32(M) I) -> (B) { B(i) = A(I(0) + i) }",
      "cannot infer the range of index 'i'", 1, 40),
-    ("uninferable-range-nonaffine", one("B(i) = A(i / 2)"), "cannot infer the range of index 'i'", 1, 28),
+    ("uninferable-range-nonaffine", one("B(i) = A(i / 2)"),
+     "cannot infer the range of index 'i'", 1, 28),
 ]
 
 
@@ -413,6 +431,34 @@ def test_nesting_at_the_limit_is_accepted_and_evaluates(build):
     assert info.value.message == f"expression nested more than {MAX} levels deep"
 
 
+def let_chain(n: int) -> str:
+    """x0 = A(i), x1 = x0 + 1.0, ...: x{k} is k + 2 levels deep once expanded."""
+    lets = ", ".join(["x0 = A(i)"] + [f"x{k} = x{k - 1} + 1.0" for k in range(1, n)])
+    return one(f"B(i) = x{n - 1} where {lets}")
+
+
+def test_where_bindings_count_towards_the_nesting_limit():
+    # each binding is shallow, but the passes that expand them recurse through all
+    op = tcomp.op(let_chain(MAX - 1))
+    np.testing.assert_array_equal(tcomp.evaluate(op, np.zeros(2, np.float32)), [MAX - 2] * 2)
+    np.testing.assert_array_equal(tcomp.evaluate(tcomp.op(str(op)), np.zeros(2, np.float32)),
+                                  [MAX - 2] * 2)
+    for n in (MAX, 5 * MAX):
+        src = let_chain(n)
+        with pytest.raises(tcomp.LangError) as info:
+            tcomp.op(src)
+        assert info.value.message == (f"expression nested more than {MAX} levels deep (counting "
+                                      f"the where-bindings it uses)")
+        assert (info.value.line, info.value.col) == (1, src.index(f"x{MAX - 1} = ") + 1)
+    # the right-hand side itself can be the one too deep
+    lets = ", ".join(["x0 = A(i)"] + [f"x{k} = x{k - 1} + 1.0" for k in range(1, MAX - 1)])
+    src = one(f"B(i) = -x{MAX - 2} where {lets}")
+    with pytest.raises(tcomp.LangError) as info:
+        tcomp.op(src)
+    assert (info.value.line, info.value.col) == (1, 35)
+    assert info.value.message.startswith(f"expression nested more than {MAX} levels deep")
+
+
 def test_huge_inputs_fail_cleanly():
     for rhs in ["(" * 5000 + "A(i)" + ")" * 5000, "-" * 5000 + "A(i)",
                 " + ".join(["A(i)"] * 5000), "exp(" * 2000 + "A(i)" + ")" * 2000,
@@ -500,6 +546,16 @@ def test_eval_incompatible_dtype():
     assert err.message == "input 'A' is int32 but the array is complex64"
     err = eval_error(ADD, np.array(["a", "b", "c"]), f32(3))
     assert err.message == "input 'A' is float32 but the array is <U1"
+
+
+def test_eval_integer_input_out_of_range():
+    src = "def f(int8(N) A) -> (B) { B(i) = A(i) }"
+    err = eval_error(src, np.array([1, 300, -2]))
+    assert err.message == ("input 'A' is int8 but the int64 array holds values outside its range "
+                           "(-2..300)")
+    err = eval_error("def f(int32(N) A) -> (B) { B(i) = A(i) }", np.array([2**32 - 1], np.uint32))
+    assert err.message == ("input 'A' is int32 but the uint32 array holds values outside its range "
+                           "(4294967295..4294967295)")
 
 
 def test_eval_unreadable_input():
