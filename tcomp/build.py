@@ -8,7 +8,6 @@ from .lang.evaluate import bind_inputs
 from .lang.symbolic import eval_int
 from .lower import ir
 from .lower.pipeline import lower as _lower
-from .lower.translate import size_expr
 
 TARGETS = ("sim", "cuda")
 
@@ -84,12 +83,12 @@ def _eval(e: ir.Expr, sizes: dict) -> int:
         return int(sizes[e.name])
     if isinstance(e, ir.Bin):
         a, b = _eval(e.a, sizes), _eval(e.b, sizes)
+        if e.op in "/%" and b == 0:
+            raise LoweringError(f"size expression {e} divides by zero")
         return {"+": a + b, "-": a - b, "*": a * b, "/": a // b if b else 0, "%": a % b if b else 0,
                 "min": min(a, b), "max": max(a, b)}[e.op]
     raise LoweringError(f"not a size expression: {e}")
 
-
-del size_expr
 
 
 def load(path: str):

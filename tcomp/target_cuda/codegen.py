@@ -184,9 +184,9 @@ class _Kernel:
                 self.stmt(x, d)
         elif isinstance(s, ir.Store):
             self.emit(f"{s.buffer}[{self.expr(s.indices[0])}] = {self.expr(s.value)};", d)
-        elif isinstance(s, ir.For) and s.kind == "vectorize" and self.vector_loop(s, d):
-            pass
         elif isinstance(s, ir.For):
+            if s.kind == "vectorize" and self.vector_loop(s, d):
+                return
             v = _c(s.var)
             lo = self.expr(s.lo)
             end = self.expr(ir.Bin("+", s.lo, s.extent, ir.int32)) if lo != "0" else self.expr(s.extent)
