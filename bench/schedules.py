@@ -30,11 +30,12 @@ GELU = """def gelu_affine(float(N) X, float w, float b) -> (O) {
 }"""
 
 
-def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True):
+def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False):
     """Blocks of bm x bn outputs; (bm/tm) x (bn/tn) threads, each a tm x tn
     register tile (cache_write local); A and B tiles of bk in shared memory,
     fetched by all threads; per-k fragments of them in registers (or read from
-    shared memory directly when `fragments` is False)."""
+    shared memory directly when `fragments` is False); with `pipeline`, the
+    next K tile is loaded into registers while this one is computed."""
     op = tcomp.op(GEMM)
     s = tcomp.Schedule(op)
     C = s["C"]
@@ -57,6 +58,8 @@ def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True):
     (lk,) = CL.reduce_axes
     ko, ki = CL.split(lk, bk)
     CL.reorder(ko, ki, lm, ln)
+    if pipeline:
+        CL.pipeline(ko)  # double-buffered A and B tiles
     CL.unroll(ki)
     CL.unroll(lm)
     CL.unroll(ln)

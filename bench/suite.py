@@ -41,7 +41,7 @@ def rel_err(out, ref):
 
 
 def case_gemm(n, variant):
-    kw = {"fragments": variant == "frag"}
+    kw = {"fragments": "frag" in variant, "pipeline": "pipe" in variant}
     op, s = S.gemm({}, **kw)
     sizes = {"M": n, "N": n, "K": n}
     mk = lambda: (randn(n, n), randn(n, n))  # noqa: E731
@@ -152,7 +152,10 @@ def main():
         lambda: case_layernorm(4096, 32768, 512, False),
         lambda: case_layernorm(4096, 32768, 1024, False),
         lambda: case_gemm(1024 if q else 4096, "frag"), lambda: case_gemm(1024 if q else 4096, "shared"),
+        lambda: case_gemm(1024 if q else 4096, "frag+pipe"),
+        lambda: case_gemm(1024 if q else 4096, "shared+pipe"),
         lambda: case_gemm(2048 if q else 8192, "frag"),
+        lambda: case_gemm(2048 if q else 8192, "frag+pipe"),
     ]
     results = []
     for make in cases:

@@ -2,7 +2,7 @@
 
 Pre: thread loops already bound (no `For(kind="thread")`).
 Post: a `barrier()` between a statement that writes a shared buffer and a
-later sibling that reads or writes it (RAW/WAW between threads), and at the
+later sibling that reads it (RAW between threads), and at the
 top of a loop body that both writes and reads shared buffers (WAR between
 iterations). Barriers are only placed at statement-list level, never inside
 an `if`, so they are reached by every thread. (Global tensors computed at a
@@ -47,7 +47,7 @@ class _Sync:
             for child in s.stmts:
                 child = self.stmt(child)
                 r, w = _access(child)
-                if ((r | w) & pending) and not isinstance(child, ir.Barrier):
+                if (r & pending) and not isinstance(child, ir.Barrier):
                     out.append(ir.Barrier())
                     pending = set()
                 if isinstance(child, ir.Barrier):
@@ -60,7 +60,10 @@ class _Sync:
             r, w = _access(body)
             if (w & self.shared) and (r & self.shared) and s.kind != "vectorize":
                 first = body.stmts[0] if isinstance(body, ir.Seq) and body.stmts else body
-                if not isinstance(first, ir.Barrier):
+                last = body.stmts[-1] if isinstance(body, ir.Seq) and body.stmts else body
+                # A barrier ending the body already separates one iteration's reads
+                # from the next iteration's writes.
+                if not isinstance(first, ir.Barrier) and not isinstance(last, ir.Barrier):
                     body = ir.seq(ir.Barrier(), body)
             return dataclasses.replace(s, body=body)
         if isinstance(s, (ir.Let, ir.Alloc)):

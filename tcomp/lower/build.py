@@ -15,6 +15,7 @@ accumulation type (use cache_write to get one).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..errors import LoweringError
@@ -23,6 +24,7 @@ from ..schedule.stage import FuseRel, SplitRel
 from . import ir
 from .bounds import region
 from .printer import expr as show
+from .rewriter import Rewriter, substitute
 from .simplify import simplify_expr
 from .translate import Translator, cast, combine, identity, size_expr
 
@@ -41,6 +43,7 @@ class _StageLoops:
 class View:
     buffer: str
     offsets: list  # per dimension, subtracted from absolute indices
+    prefix: tuple = ()  # leading subscripts (the buffer half of a double-buffered copy)
 
 
 class KernelCtx:
@@ -286,6 +289,8 @@ class Builder:
         tag = st.bind.get(leaf, "")
         if tag.startswith("threadIdx"):
             info.ctx.thread_loops.append((var, ext, tag))
+        if leaf in st.pipeline:
+            return self.pipelined_loop(stage, st, i, info, inner, pre, attached, domains)
         try:
             allocs, producers = [], []
             for p in attached:
@@ -304,6 +309,52 @@ class Builder:
             body = ir.Alloc(a, body)
         loop = _for(st, leaf, var, ext, body)
         return ir.seq(pre, loop) if pre is not None else loop
+
+    def pipelined_loop(self, stage, st, i, info, inner, pre, attached, domains):
+        """Software pipelining (double buffering) of the shared copies at leaf i:
+
+            <load copy(0) into registers; store it to half 0>; barrier
+            for k: if k+1 < n: load copy(k+1) into registers
+                   body(k), reading half k % 2
+                   if k+1 < n: store the registers to half (k+1) % 2
+                   barrier
+        """
+        leaf = st.leaves[i]
+        var, ext = info.loopvar[leaf], info.ext[leaf]
+        shared = [p for p in attached if self.sched.states[p].scope == "shared"]
+        if not shared:
+            raise LoweringError(f"stage '{stage}': pipeline on '{leaf}', but no shared-memory "
+                                f"copy is computed at that loop")
+        if len(shared) != len(attached):
+            others = [p for p in attached if p not in shared]
+            raise LoweringError(f"stage '{stage}': pipeline on '{leaf}' double-buffers shared "
+                                f"copies only, but '{others[0]}' is also computed there")
+        allocs, loads, stores = [], [], []
+        for p in shared:
+            a, prod = self.attach(p, stage, st, i, domains[p], info.ctx, double=var)
+            allocs += a
+            regs = info.ctx.fresh(f"{_ident(self.sched.states[p].tensor)}_prefetch",
+                                  _ident(stage))
+            load, store, n = _split_copy(_unroll_serial(prod, p), a[0].name, regs)
+            allocs.append(ir.Buffer(regs, a[0].dtype, (ir.const(n),), "local"))
+            loads.append(load)
+            stores.append(store)
+        nxt = {var: ir.Bin("+", ir.Var(var), ir.const(1), ir.int32)}
+        half = lambda k: ir.Bin("%", k, ir.const(2), ir.int32)  # noqa: E731
+        first = {var: ir.const(0)}
+        prologue = ir.seq(*[substitute(l, first) for l in loads],
+                          *[substitute(s_(ir.const(0)), first) for s_ in stores])
+        more = ir.Bin("<", ir.Bin("+", ir.Var(var), ir.const(1), ir.int32), ext, ir.bool_)
+        body = ir.seq(
+            ir.If(more, ir.seq(*[substitute(l, nxt) for l in loads])),
+            inner(),
+            # half(k) becomes half(k + 1) with the substitution k -> k + 1.
+            ir.If(more, ir.seq(*[substitute(s_(half(ir.Var(var))), nxt) for s_ in stores])),
+            ir.Barrier())
+        out = ir.seq(prologue, ir.Barrier(), _for(st, leaf, var, ext, body))
+        for a in reversed(allocs):
+            out = ir.Alloc(a, out)
+        return ir.seq(pre, out) if pre is not None else out
 
     # ------------------------------------------------------------ compute_at
     def region(self, pname, cname, cst, level, info, siblings) -> dict:
@@ -361,7 +412,10 @@ class Builder:
             domain[v] = (base, width)
         return domain
 
-    def attach(self, pname, cname, cst, level, domain, ctx):
+    def attach(self, pname, cname, cst, level, domain, ctx, double=None):
+        """Build stage `pname` at leaf `level` of `cname` over `domain`. With
+        `double` (the loop variable), a shared buffer gets two halves and the
+        consumer reads half `double % 2`."""
         pst = self.sched.states[pname]
         pd = pst.definition
         offsets = [domain[v][0] for v in pd.spatial]
@@ -378,10 +432,14 @@ class Builder:
                                         f"the consumer's loops by constants inside that loop")
                 shape.append(int(w.value))
             shape = _align(shape, [pst.align.get(v) for v in pd.spatial])
+            prefix = ()
+            if double is not None:
+                shape = [2] + shape
+                prefix = (ir.Bin("%", ir.Var(double), ir.const(2), ir.int32),)
             buf = ir.Buffer(pd.tensor, self.sched.tensors[pd.tensor][0],
                             tuple(ir.const(n) for n in shape), pst.scope)
             allocs.append(buf)
-            ctx.views[pd.tensor] = View(pd.tensor, offsets)
+            ctx.views[pd.tensor] = View(pd.tensor, offsets, prefix)
             store_offsets = offsets
         elif pd.tensor in {t.name for t in self.op.outputs}:
             self._check_cover(pname, set())
@@ -427,7 +485,7 @@ class Builder:
         if tensor in ctx.views:
             v = ctx.views[tensor]
             args = tuple(simplify_expr(_sub(a, o)) for a, o in zip(args, v.offsets))
-            return ir.Load(v.buffer, args, dtype)
+            return ir.Load(v.buffer, v.prefix + args, dtype)
         return ir.Load(tensor, args, dtype)
 
 
@@ -557,3 +615,58 @@ def _launch(body: ir.Stmt, stage: str):
         raise LoweringError(f"stage '{stage}': {block[0]}x{block[1]}x{block[2]} threads per block "
                             f"exceed 1024")
     return tuple(grid), tuple(block)
+
+
+def _unroll_serial(s: ir.Stmt, stage: str) -> ir.Stmt:
+    """Expand the serial loops of a copy nest (thread loops stay), so that every
+    store is a separate statement with its own register slot."""
+    if isinstance(s, ir.Seq):
+        return ir.seq(*[_unroll_serial(x, stage) for x in s.stmts])
+    if isinstance(s, ir.For):
+        if s.kind == "thread":
+            return dataclasses.replace(s, body=_unroll_serial(s.body, stage))
+        ext = simplify_expr(s.extent)
+        if not isinstance(ext, ir.Imm):
+            raise LoweringError(f"pipeline: the copy '{stage}' has a loop '{s.var}' of "
+                                f"non-constant extent {show(ext)}")
+        return ir.seq(*[_unroll_serial(substitute(s.body, {s.var: ir.Bin(
+            "+", s.lo, ir.const(k), ir.int32)}), stage) for k in range(int(ext.value))])
+    if isinstance(s, (ir.If,)):
+        return dataclasses.replace(s, then=_unroll_serial(s.then, stage))
+    if isinstance(s, (ir.Let, ir.Alloc)):
+        return dataclasses.replace(s, body=_unroll_serial(s.body, stage))
+    return s
+
+
+def _split_copy(nest: ir.Stmt, buf: str, regs: str):
+    """(load nest, half -> store nest, number of slots): the copy's stores to
+    `buf` become stores to register slots, and stores of those slots to the
+    given half of `buf`."""
+    slots = []
+
+    class ToRegs(Rewriter):
+        def stmt_Store(self, s):
+            if s.buffer != buf:
+                return s
+            slots.append(s)
+            return ir.Store(regs, (ir.const(len(slots) - 1),), s.value)
+    load = ToRegs().stmt(nest)
+    n = len(slots)
+
+    def store(half):
+        count = [0]
+
+        class FromRegs(Rewriter):
+            def stmt_Store(self, s):
+                if s.buffer != buf:
+                    return s
+                k = count[0]
+                count[0] += 1
+                return ir.Store(buf, (half,) + s.indices,
+                                ir.Load(regs, (ir.const(k),), _value_dtype(s.value)))
+        return FromRegs().stmt(nest)
+    return load, store, n
+
+
+def _value_dtype(e: ir.Expr):
+    return e.dtype

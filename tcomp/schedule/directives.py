@@ -97,6 +97,13 @@ class Rfactor:
 
 
 @dataclass(frozen=True)
+class Pipeline:
+    stage: str
+    axis: str
+    stages: int
+
+
+@dataclass(frozen=True)
 class SetScope:
     stage: str
     scope: str
@@ -112,7 +119,8 @@ class StorageAlign:
 
 KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll, Vectorize,
                                          ComputeAt, ComputeInline, ComputeRoot, CacheRead,
-                                         CacheWrite, Rfactor, StorageAlign, SetScope)}
+                                         CacheWrite, Rfactor, StorageAlign, SetScope,
+                                         Pipeline)}
 
 
 def to_json(directives) -> str:

@@ -408,10 +408,28 @@ class Stage:
                             "target)")
 
     def pipeline(self, ax: Axis, stages: int = 2):
-        """Software-pipeline the loads of loop `ax` over `stages` buffers (not lowered yet)."""
-        self._leaf(ax, "pipeline")
-        raise ScheduleError("pipeline: not implemented yet in tcomp (planned with asynchronous "
-                            "copies)")
+        """Double-buffer the shared-memory copies computed at loop `ax`: while
+        iteration k computes from one buffer, the copy for k+1 is loaded into
+        registers and stored into the other buffer (one barrier per iteration).
+
+        for k_o: [barrier; A_shared = A(k_o); barrier; compute]
+        -> A_shared[0] = A(0); barrier
+           for k_o: regs = A(k_o+1); compute(A_shared[k_o % 2]);
+                    A_shared[(k_o+1) % 2] = regs; barrier
+        Only two stages (double buffering) are supported.
+        """
+        p = "pipeline"
+        self._not_inline(p)
+        name = self._leaf(ax, p)
+        s = self._s
+        if isinstance(stages, bool) or not isinstance(stages, int) or stages != 2:
+            raise ScheduleError(f"{p}: only stages=2 (double buffering) is supported, got "
+                                f"{stages!r}")
+        if name in s.bind or name in s.unroll or name in s.vectorize:
+            raise ScheduleError(f"{p}: axis {ax!r} must be a serial loop (it is bound, unrolled "
+                                f"or vectorized)")
+        self._sched.directives.append(D.Pipeline(self.name, name, stages))
+        s.pipeline[name] = stages
 
 
 def _consumes(sched, stage: str, tensor: str) -> bool:

@@ -110,6 +110,8 @@ class Schedule:
             st.compute_root()
         elif isinstance(d, D.Rfactor):
             st.rfactor(ax(d.axis))
+        elif isinstance(d, D.Pipeline):
+            st.pipeline(ax(d.axis), d.stages)
         elif isinstance(d, D.SetScope):
             st.set_scope(d.scope)
         elif isinstance(d, D.StorageAlign):

@@ -87,6 +87,7 @@ class StageState:
         self.unroll: set[str] = set()
         self.vectorize: set[str] = set()
         self.align: dict[str, tuple[int, int]] = {}  # tensor dim index var -> (factor, offset)
+        self.pipeline: dict[str, int] = {}  # leaf -> stages (double-buffered copies there)
         self.attach: tuple = ("root",)  # ('root',) | ('inline',) | ('at', stage, axis)
 
     @property
@@ -100,5 +101,5 @@ class StageState:
         return name
 
     def transformed(self) -> bool:
-        return bool(self.relations or self.bind or self.unroll or self.vectorize or
+        return bool(self.relations or self.bind or self.unroll or self.vectorize or self.pipeline or
                     self.leaves != list(self.definition.spatial) + list(self.definition.reduce))
