@@ -107,6 +107,7 @@ class Builder:
             if scope == "global":
                 bufs.append(ir.Buffer(name, dtype, tuple(self.lsize(d) for d in shape), "global",
                                       roles.get(name, "temp")))
+        self.check_readers()
         kernels = []
         for n, st in self.sched.states.items():
             inline_output = st.attach == ("inline",) and st.tensor in roles
@@ -115,6 +116,57 @@ class Builder:
         free = tuple(v for v in op.size_vars if v not in self.sizes)
         return ir.Program(op.name, tuple(bufs), tuple(kernels), tuple(t.name for t in op.inputs),
                           tuple(t.name for t in op.outputs), free, dict(self.sizes))
+
+    def check_readers(self):
+        """A stage computed at another exists only inside that stage's loops:
+        every stage reading it must be computed there too (after it), be the
+        host itself or one of the host's hosts, or — for a global tensor the
+        host computes whole — run in a later kernel."""
+        states = self.sched.states
+        order = list(states)
+
+        def hosts(n):
+            out = []
+            while states[n].attach[0] == "at":
+                n = states[n].attach[1]
+                out.append(n)
+            return out
+
+        def position(n):
+            """Where n is built: (host-chain root first) list of (stage, leaf index, order)."""
+            path = []
+            while states[n].attach[0] == "at":
+                _, h, leaf = states[n].attach
+                path.append((h, states[h].leaves.index(leaf) if leaf in states[h].leaves
+                             else -1, order.index(n)))
+                n = h
+            return list(reversed(path))
+
+        for p, st in states.items():
+            if st.attach[0] != "at":
+                continue
+            host = st.attach[1]
+            pp = position(p)
+            for q, qs in states.items():
+                if q == p or st.tensor not in qs.definition.reads():
+                    continue
+                if q in hosts(p) or qs.attach == ("inline",):
+                    continue
+                qp = position(q)
+                # q must be built inside the same host loops as p, and after it ...
+                ok = len(qp) >= len(pp) and qp[:len(pp) - 1] == pp[:-1] and \
+                    qp[len(pp) - 1][0] == pp[-1][0] and \
+                    (qp[len(pp) - 1][1], qp[len(pp) - 1][2]) > (pp[-1][1], pp[-1][2])
+                # ... or, for a tensor in global memory written whole, run in a later kernel.
+                root = lambda n: (hosts(n) or [n])[-1]  # noqa: E731
+                if not ok and st.scope == "global" and order.index(root(q)) > order.index(root(p)):
+                    self._check_cover(p, set())
+                    ok = True
+                if not ok:
+                    raise LoweringError(
+                        f"stage '{q}' reads '{st.tensor}', which is computed inside '{host}' "
+                        f"(compute_at); compute '{q}' inside '{host}' too, after it, or compute "
+                        f"'{p}' at root")
 
     def kernel(self, stage: str) -> ir.Kernel:
         ctx = KernelCtx()
@@ -185,7 +237,10 @@ class Builder:
         # loops around it) would all repeat its stores: only thread 0 of that axis
         # stores. (Read-modify-write accumulation would otherwise race.)
         # (Not for local buffers: every thread needs its own copy.)
-        bound = {t for *_, t in ctx.thread_loops} | set(st.bind.values())
+        # A shared stage's region covers every enclosing thread (it was relaxed over
+        # them), so only its own thread loops spread it.
+        enclosing = set() if st.scope == "shared" else {t for *_, t in ctx.thread_loops}
+        bound = enclosing | set(st.bind.values())
         for axis in "xyz":
             tag = f"threadIdx.{axis}"
             if tag not in bound and st.scope != "local":
@@ -368,6 +423,10 @@ class Builder:
         def collect(t, args, dt):
             if t == pd.tensor:
                 reads.append(args)
+            inlined = self._inlined(t)
+            if inlined is not None:  # its reads happen here too
+                Translator(dict(zip(inlined.spatial, args)), inlined.lets, self.size,
+                           collect)(inlined.rhs)
             return ir.Load(t, args, dt)
         Translator(info.index, cst.definition.lets, self.size, collect)(cst.definition.rhs)
         # Loops inside the attach point vary; for shared buffers, so do thread loops.
@@ -474,6 +533,13 @@ class Builder:
             self._check_cover(q, seen)
 
     # ------------------------------------------------------------ reads
+    def _inlined(self, tensor: str):
+        """The definition of `tensor` when its only writer is inlined, else None."""
+        writers = [s for s in self.sched.states.values() if s.tensor == tensor]
+        if len(writers) == 1 and writers[0].attach == ("inline",):
+            return writers[0].definition
+        return None
+
     def read(self, tensor: str, args, dtype, ctx: KernelCtx) -> ir.Expr:
         states = self.sched.states
         writers = [n for n, s in states.items() if s.tensor == tensor]

@@ -70,6 +70,14 @@ class Stage:
                                 f"split or fused); use the axes that replaced it")
         return ax.name
 
+    def _attached_at(self, axis: str) -> list[str]:
+        return [n for n, st in self._sched.states.items()
+                if st.attach == ("at", self.name, axis)]
+
+    def _move_attached(self, old: str, new: str):
+        for n in self._attached_at(old):
+            self._sched.states[n].attach = ("at", self.name, new)
+
     def _not_inline(self, primitive: str):
         if self._s.attach == ("inline",):
             raise ScheduleError(f"{primitive}: stage '{self.name}' is inlined and has no loops")
@@ -101,6 +109,9 @@ class Stage:
         s.kinds[outer] = s.kinds[inner] = kind
         i = s.leaves.index(name)
         s.leaves[i:i + 1] = [outer, inner]
+        # Stages computed at the split loop move to its inner half: one iteration of
+        # (outer, inner) is one iteration of the old loop.
+        self._move_attached(name, inner)
         return Axis(self.name, outer, kind), Axis(self.name, inner, kind)
 
     def tile(self, x: Axis, y: Axis, x_factor: int, y_factor: int):
@@ -157,6 +168,11 @@ class Stage:
         self._not_inline(p)
         o, i = self._leaf(outer, p, "outer"), self._leaf(inner, p, "inner")
         s = self._s
+        hosted = self._attached_at(o)
+        if hosted:
+            raise ScheduleError(f"{p}: stage '{hosted[0]}' is computed at '{self.name}.{o}', "
+                                f"which fusing would remove; compute it at '{i}' or after the "
+                                f"fuse")
         if s.leaves.index(i) != s.leaves.index(o) + 1:
             raise ScheduleError(f"{p}: {outer!r} must be the loop directly outside {inner!r}")
         if s.kinds[o] != s.kinds[i]:
@@ -171,6 +187,7 @@ class Stage:
         s.kinds[fused] = s.kinds[o]
         k = s.leaves.index(o)
         s.leaves[k:k + 2] = [fused]
+        self._move_attached(i, fused)
         return Axis(self.name, fused, s.kinds[o])
 
     def bind(self, ax: Axis, tag: str):
@@ -185,6 +202,8 @@ class Stage:
             raise ScheduleError(f"{p}: unknown thread tag '{tag}' (use one of "
                                 f"{', '.join(THREAD_TAGS)})")
         s = self._s
+        if name in s.bind:
+            raise ScheduleError(f"{p}: axis {ax!r} is already bound to {s.bind[name]}")
         if s.kinds[name] == "reduce":
             if not tag.startswith("threadIdx"):
                 raise ScheduleError(f"{p}: axis {ax!r} is a reduction axis; it can be bound to "
@@ -229,6 +248,9 @@ class Stage:
                                 f"'{s.leaves[-1]}')")
         if s.kinds[name] == "reduce":
             raise ScheduleError(f"{p}: axis {ax!r} is a reduction axis and cannot be vectorized")
+        if self._attached_at(name):
+            raise ScheduleError(f"{p}: stage '{self._attached_at(name)[0]}' is computed inside "
+                                f"loop {ax!r}, which therefore cannot be vectorized")
         if name in s.bind or name in s.unroll:
             raise ScheduleError(f"{p}: axis {ax!r} is already bound or unrolled")
         from .extents import constant_extent
@@ -308,6 +330,9 @@ class Stage:
                                 f"one writer can be computed at a consumer")
         name = target._leaf(ax, p)
         t = target._s
+        if name in t.vectorize:
+            raise ScheduleError(f"{p}: loop {ax!r} is vectorized; a stage cannot be computed "
+                                f"inside a vectorized loop")
         # No cycles: the target must not (transitively) be computed inside this stage.
         cur = t
         while cur.attach[0] == "at":

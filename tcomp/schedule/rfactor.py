@@ -99,4 +99,7 @@ def factor(sched, s, axis: str, rel):
     main = StageDef(d.tensor, d.spatial, (fvar,),
                     {**{v: d.ranges[v] for v in d.spatial}, fvar: ranges[fvar]}, read,
                     d.reduce_op, d.init, acc, {})
-    return f"{s.name}.rf", rf_def, main
+    name, i = f"{s.name}.rf", 1
+    while name in sched.states:
+        name, i = f"{s.name}.rf{i}", i + 1
+    return name, rf_def, main

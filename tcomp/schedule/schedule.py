@@ -45,6 +45,8 @@ class Schedule:
     def __getitem__(self, name) -> "Stage":
         if isinstance(name, Stage):
             name = name.name
+        if not isinstance(name, str):
+            raise ScheduleError(f"schedule: stages are named by str, got {name!r}")
         if name not in self.states:
             known = ", ".join(self.states)
             raise ScheduleError(f"schedule: no stage named '{name}' (stages: {known})")
@@ -62,6 +64,8 @@ class Schedule:
 
     def _state(self, stage, primitive: str) -> StageState:
         name = stage.name if isinstance(stage, Stage) else stage
+        if not isinstance(name, str):
+            raise ScheduleError(f"{primitive}: expected a Stage or a stage name, got {stage!r}")
         if name not in self.states:
             raise ScheduleError(f"{primitive}: no stage named '{name}'")
         return self.states[name]
@@ -73,8 +77,12 @@ class Schedule:
     @classmethod
     def from_json(cls, op: Op, text: str) -> "Schedule":
         s = cls(op)
-        for d in D.from_json(text):
-            s.apply(d)
+        for i, d in enumerate(D.from_json(text)):
+            try:
+                s.apply(d)
+            except (TypeError, AttributeError, KeyError, ValueError) as e:
+                raise ScheduleError(f"from_json: directive {i} ({type(d).__name__}) is malformed "
+                                    f"({type(e).__name__}: {e})") from None
         return s
 
     def apply(self, d):
@@ -132,12 +140,16 @@ class Schedule:
         p = "cache_read"
         if isinstance(tensor, Stage):
             tensor = tensor._s.tensor
+        if not isinstance(tensor, str):
+            raise ScheduleError(f"{p}: tensor must be a tensor name (str), got {tensor!r}")
         if tensor not in self.tensors:
             raise ScheduleError(f"{p}: unknown tensor '{tensor}'")
         if scope not in SCOPES:
             raise ScheduleError(f"{p}: scope must be one of {', '.join(SCOPES)}, got '{scope}'")
         if isinstance(readers, (Stage, str)):
             readers = [readers]
+        if not isinstance(readers, (list, tuple)):
+            raise ScheduleError(f"{p}: readers must be a list of stages, got {readers!r}")
         names = []
         for r in readers:
             st = self._state(r, p)
