@@ -181,6 +181,14 @@ class Module:
         if name not in self.funcs:
             f = check(driver.cuModuleGetFunction(self.mod, name.encode()), "cuModuleGetFunction")
             if dynamic_smem > 0:
+                attr = driver.CUdevice_attribute
+                limit = check(driver.cuDeviceGetAttribute(
+                    attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device().dev),
+                    "cuDeviceGetAttribute")
+                if dynamic_smem > int(limit):
+                    raise CudaError(f"kernel {name} needs {dynamic_smem} bytes of shared memory "
+                                    f"per block, but {device().name} allows {int(limit)}; use "
+                                    f"smaller shared tiles")
                 check(driver.cuFuncSetAttribute(
                     f, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     dynamic_smem), "cuFuncSetAttribute")

@@ -77,6 +77,15 @@ def describe_program(prog: ir.Program, op, smem: dict, arch: str) -> dict:
     }
 
 
+def _check_32bit(name: str, shape) -> None:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n >= 2 ** 31:
+        raise CudaError(f"'{name}' has {n} elements; generated kernels index with 32-bit "
+                        f"integers, so tensors of 2^31 elements or more are not supported yet")
+
+
 def _needs_zero(op, name: str) -> bool:
     """Outputs start zero-filled; skip the fill when the first statement writing
     the tensor covers all of it (from 0 to its shape in every dimension)."""
@@ -167,10 +176,13 @@ class CudaKernel:
                     if want != n:
                         raise CudaError(f"input '{spec['name']}' dimension {d} is {n}, expected "
                                         f"{want} ({j if isinstance(j, str) else 'fixed'})")
+            for spec, w in zip(m["inputs"], wrapped):
+                _check_32bit(spec["name"], w.shape)
             like = next((w for w in wrapped if w.kind != "numpy"), None)
             outs = {}
             for spec in m["outputs"] + m["temps"]:
                 shape = tuple(max(0, eval_size(j, sizes)) for j in spec["shape"])
+                _check_32bit(spec["name"], shape)
                 is_out = spec in m["outputs"]
                 arr = A.new_output(shape, dtypes.BY_NAME[spec["dtype"]], like if is_out else None,
                                    zero=spec.get("zero_fill", True))
