@@ -262,6 +262,28 @@ class Simplifier(Rewriter):
     def restore(self, var, saved):
         self._restore(var, saved)
 
+    def _refine(self, cond: ir.Expr, saved: dict):
+        """Tighten the upper bound of v from `v + c < e` or `v + c <= e` (one loop
+        variable with coefficient 1, e bounded above)."""
+        if not (isinstance(cond, ir.Bin) and cond.op in ("<", "<=") and _is_int32(cond.a)):
+            return
+        lin = self.linear(cond.a).add(self.linear(cond.b), -1)  # lin < 0 (or <= 0)
+        vars_ = [(a, k) for a, k in lin.terms.items() if isinstance(a, ir.Var)]
+        if len(vars_) != 1 or vars_[0][1] != 1:
+            return
+        var = vars_[0][0]
+        rest = Linear({a: k for a, k in lin.terms.items() if a != var}, lin.const)
+        lo_rest, _ = self.bound(rest)
+        if lo_rest is None:
+            return
+        # var + rest < 0  =>  var <= -rest - 1 <= -lo_rest - 1
+        hi = -lo_rest - (1 if cond.op == "<" else 0)
+        cur = self.ranges.get(var.name)
+        if var.name not in saved:
+            saved[var.name] = (cur, self.sym.get(var.name))
+        lo, old_hi = cur if cur is not None else (None, None)
+        self.ranges[var.name] = (lo, hi if old_hi is None else min(old_hi, hi))
+
     def nonnegative(self, e: ir.Expr) -> bool:
         lo, _ = self.bound(self.linear(e))
         return lo is not None and lo >= 0
@@ -308,7 +330,13 @@ class Simplifier(Rewriter):
             if c.value:
                 return self.stmt(s.then)
             return self.stmt(s.else_) if s.else_ is not None else ir.Seq(())
+        # Inside the then-branch, conditions `v + c < e` bound the variable v.
+        saved = {}
+        for x in _conjuncts(c):
+            self._refine(x, saved)
         then = self.stmt(s.then)
+        for var, old in saved.items():
+            self._restore(var, old)
         else_ = self.stmt(s.else_) if s.else_ is not None else None
         if _empty(then) and (else_ is None or _empty(else_)):
             return ir.Seq(())

@@ -1,0 +1,303 @@
+"""Golden CUDA C++ of the benchmark kernels, and the properties they are timed for.
+
+tests/bench/golden/<case>.cu holds `k.source` of each case of bench/suite.py
+(full sizes, not --quick), built as the suite builds it: the schedule of
+bench/schedules.py with the suite's parameters, every size bound, compiled by
+NVRTC for sm_90a (the H200's arch, pinned so the files do not depend on the
+machine). Run `pytest tests/bench --update-golden` to rewrite the files after an
+intended change, then REVIEW THE DIFF: vector widths, guards, barriers, shared
+memory sizes and strides, launch bounds are what the benchmark numbers rest on.
+
+The properties that matter for speed are also asserted directly, so that a
+regenerated golden file cannot silently lose them: float4 accesses (gelu, the
+row fetch of softmax/layernorm, the GEMM's C stores), warp-shuffle reductions,
+dynamic shared memory for the 128 KiB rows, the 33-float transpose stride,
+`__launch_bounds__`, grids and blocks.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from pathlib import Path
+
+import pytest
+
+import tcomp
+
+from .common import BENCH, S, SUITE_CASES, SUITE_IDS
+
+GOLDEN = Path(__file__).parent / "golden"
+ARCH = "sm_90a"
+BY_SLUG = {c.slug: c for c in SUITE_CASES}
+
+
+@functools.lru_cache(maxsize=None)
+def kernel(slug: str):
+    c = BY_SLUG[slug]
+    op, s = c.schedule()
+    return tcomp.build(s, target=f"cuda:{ARCH}", sizes=c.sizes)
+
+
+def body(src: str) -> str:
+    """The kernel function (without the helper templates in front of it)."""
+    i = src.index('extern "C" __global__')
+    return src[i:]
+
+
+def slugs(kind: str, **kw):
+    return [c.slug for c in SUITE_CASES
+            if c.kind == kind and all(c.kwargs.get(k) == v for k, v in kw.items())]
+
+
+# ------------------------------------------------------------------ the suite's cases
+def suite_calls():
+    """The calls in bench/suite.py:main()'s `cases` list, evaluated with q=False."""
+    tree = ast.parse((BENCH / "suite.py").read_text())
+    main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
+    lst = next(n.value for n in ast.walk(main) if isinstance(n, ast.Assign)
+               and any(isinstance(t, ast.Name) and t.id == "cases" for t in n.targets))
+    calls = []
+    for lam in lst.elts:
+        assert isinstance(lam, ast.Lambda)
+        body_ = lam.body.elts if isinstance(lam.body, ast.Tuple) else [lam.body]
+        for call in body_:
+            args = [eval(compile(ast.Expression(a), "suite.py", "eval"), {"q": False})
+                    for a in call.args]
+            calls.append((call.func.id, *args))
+    return calls
+
+
+def test_suite_cases_in_sync():
+    """tests/bench/common.py:SUITE_CASES lists exactly the suite's cases."""
+    assert [c.call for c in SUITE_CASES] == suite_calls()
+
+
+# ------------------------------------------------------------------ golden files
+@pytest.mark.parametrize("slug", SUITE_IDS)
+def test_golden_source(slug, request):
+    src = kernel(slug).source
+    path = GOLDEN / f"{slug}.cu"
+    if request.config.getoption("--update-golden"):
+        GOLDEN.mkdir(exist_ok=True)
+        if not path.exists() or path.read_text() != src:
+            path.write_text(src)
+    else:
+        assert path.exists(), f"missing golden file {path}; run pytest with --update-golden"
+        assert src == path.read_text(), (
+            f"CUDA source of '{slug}' differs from {path} (rerun with --update-golden if the "
+            f"change is intended, and review the diff)")
+
+
+def test_no_stale_golden_files():
+    assert sorted(p.stem for p in GOLDEN.glob("*.cu")) == sorted(SUITE_IDS)
+
+
+@pytest.mark.parametrize("slug", SUITE_IDS)
+def test_launch_geometry(slug):
+    """__launch_bounds__ equals the block size; the grid covers the sizes exactly
+    (every benchmark size divides its tiles); sm_90a cubin."""
+    c, k = BY_SLUG[slug], kernel(slug)
+    (kd,) = k.meta["kernels"]
+    block = kd["block"]
+    nthreads = block[0] * block[1] * block[2]
+    assert re.findall(r"__launch_bounds__\((\d+)\)", k.source) == [str(nthreads)]
+    sz = c.sizes
+    if c.kind == "gemm":
+        assert block == [16, 16, 1] and kd["grid"] == [sz["N"] // 128, sz["M"] // 128, 1]
+    elif c.kind == "transpose":
+        assert block == [32, 8, 1] and kd["grid"] == [sz["M"] // 32, sz["N"] // 32, 1]
+    elif c.kind == "gelu":
+        assert block == [256, 1, 1] and kd["grid"] == [sz["N"] // 1024, 1, 1]
+    else:  # one block per row
+        assert block == [c.kwargs["threads"], 1, 1] and kd["grid"] == [sz["N"], 1, 1]
+    assert kd["params"] == [{"buffer": t.name} for t in k_op(c).inputs + k_op(c).outputs], \
+        "all sizes are bound: buffers only, no size parameters"
+    assert k.meta["arch"] == ARCH and k.cubin[:4] == b"\x7fELF"
+    # benchmark sizes divide every tile: no bounds checks anywhere (the pipelined GEMMs:
+    # see test_gemm_pipeline_no_redundant_guards)
+    if not c.kwargs.get("pipeline"):
+        assert "if (" not in body(k.source).replace("if ((threadIdx.x & 31) == 0)", "")
+
+
+def k_op(c):
+    return c.schedule()[0]
+
+
+# ------------------------------------------------------------------ gelu
+def test_gelu_float4():
+    k = kernel("gelu_2p28")
+    src = body(k.source)
+    assert "*reinterpret_cast<float4*>(tc_vec4_0) = *reinterpret_cast<const float4*>(&X[" in src
+    assert re.search(r"\*reinterpret_cast<float4\*>\(&O\[i_o_o \* 1024 \+ i_o_i \* 4\]\) = ", src)
+    assert "X[" not in src.replace("&X[", "")  # no scalar loads of X
+    assert "erff(" in src and "expf(" not in src
+    assert k.meta["kernels"][0]["aligned_buffers"] == ["O", "X"]
+    assert k.meta["kernels"][0]["dynamic_smem"] == 0 and "__shared__" not in src
+
+
+# ------------------------------------------------------------------ transpose
+def test_transpose_padded_tile():
+    k = kernel("transpose_8192x8192")
+    src = body(k.source)
+    # storage_align(a0, 32, 1): 32 rows of 33 floats
+    assert "__shared__ __align__(16) float A_shared[1056];" in src
+    # written by rows (threadIdx.x along A's contiguous axis, stride 33 between the 8 rows
+    # of threadIdx.y) ...
+    assert "A_shared[ax0_o * 264 + ax0_i * 33 + ax1] = A[i_o * 262144 + ax0_o * 65536 + " \
+           "ax0_i * 8192 + j_o * 32 + ax1];" in src
+    # ... read by columns: threadIdx.x (i_i) steps 33 floats = one bank apart, and O is
+    # written along its contiguous axis
+    assert "O[j_o * 262144 + j_i_o * 65536 + j_i_i * 8192 + i_o * 32 + i_i] = " \
+           "A_shared[i_i * 33 + j_i_o * 8 + j_i_i];" in src
+    assert src.count("__syncthreads()") == 1
+    assert k.meta["kernels"][0]["dynamic_smem"] == 0
+
+
+# ------------------------------------------------------------------ reductions
+def shuffle_reductions(src):
+    """(op, warps) of each block-wide reduction: the warp-level __shfl_xor_sync
+    butterfly, then one partial per warp through shared memory."""
+    out = []
+    for m in re.finditer(r"float (tc_red\d+) = \w+\[0\];\n\s*for \(int tc_off = 16; tc_off > 0; "
+                         r"tc_off >>= 1\) \{\n\s*\1 = (.*)__shfl_xor_sync\(0xffffffffu, \1, "
+                         r"tc_off\)", src):
+        name, expr = m.group(1), m.group(2)
+        op = "max" if expr.startswith("fmaxf") else "sum" if expr.endswith("+ ") else expr
+        w = re.search(rf"__shared__ float {name}_smem\[(\d+)\];", src)
+        out.append((op, int(w.group(1)) if w else 1))
+    return out
+
+
+@pytest.mark.parametrize("slug", slugs("rowsum"))
+def test_rowsum_shuffle_reduction(slug):
+    c, src = BY_SLUG[slug], body(kernel(slug).source)
+    threads = c.kwargs["threads"]
+    assert shuffle_reductions(src) == [("sum", threads // 32)]
+    assert src.count("__shfl_xor_sync") == 1 and "atomic" not in src
+    # unroll=8: eight coalesced loads per trip, the rows' stride apart
+    d = c.sizes["D"]
+    assert src.count(f"X[n * {d} + d_o_o * {threads * 8} + d_i") == 8
+    assert f"for (int d_o_o = 0; d_o_o < {d // (threads * 8)}; ++d_o_o)" in src
+
+
+ROW_SLUGS = slugs("softmax") + slugs("layernorm")
+
+
+@pytest.mark.parametrize("slug", ROW_SLUGS)
+def test_row_op_kernel(slug):
+    c, k = BY_SLUG[slug], kernel(slug)
+    src, (kd,) = body(k.source), k.meta["kernels"]
+    threads, shared, d = c.kwargs["threads"], c.kwargs["shared_row"], c.sizes["D"]
+    temps = ("mx", "sm") if c.kind == "softmax" else ("mean", "var")
+    reds = ["max", "sum"] if c.kind == "softmax" else ["sum", "sum"]
+    # both statistics: shuffle butterflies, then a partial per warp
+    assert shuffle_reductions(src) == [(r, threads // 32) for r in reds]
+    # in registers (local_temps), not in global temporaries
+    for t in temps:
+        assert f"  float {t}[1];" in src
+    assert [p["buffer"] for p in kd["params"]] == [t.name for t in k_op(c).inputs] + \
+        [k_op(c).outputs[0].name]
+    loads = re.findall(r"reinterpret_cast<const float4\*>\(&X\[", src)
+    if shared:
+        # the row is read once, with float4 loads, into shared memory ...
+        assert len(loads) == 1 and kd["aligned_buffers"] == ["X"]
+        assert re.search(r"\*reinterpret_cast<float4\*>\(&X_shared\[", src)
+        assert f"for (int ax1_o_o = 0; ax1_o_o < {d // (4 * threads)}; ++ax1_o_o)" in src
+        # ... and every later pass reads the shared copy
+        assert len(re.findall(r"[^&]X\[", src)) == 0
+        if d * 4 > 48 * 1024:
+            # 128 KiB: above the 48 KiB static limit, so dynamic shared memory
+            assert "extern __shared__ __align__(16) unsigned char tc_smem[];" in src
+            assert "float* X_shared = reinterpret_cast<float*>(tc_smem + 0);" in src
+            assert kd["dynamic_smem"] == d * 4
+        else:
+            assert f"__shared__ __align__(16) float X_shared[{d}];" in src
+            assert kd["dynamic_smem"] == 0
+    else:
+        # re-read through L2 by each pass (3 for softmax, 3 for layernorm), scalar, coalesced
+        assert not loads and "X_shared" not in src and kd["dynamic_smem"] == 0
+        assert len(re.findall(r"X\[n \* %d \+ \w+ \* %d \+ \w+\]" % (d, threads), src)) >= 3
+
+
+# ------------------------------------------------------------------ gemm
+@pytest.mark.parametrize("slug", slugs("gemm"))
+def test_gemm_kernel(slug):
+    c, k = BY_SLUG[slug], kernel(slug)
+    src, (kd,) = body(k.source), k.meta["kernels"]
+    n, frag, pipe = c.sizes["N"], c.kwargs["fragments"], c.kwargs["pipeline"]
+    # A and B tiles of bk = 8 in shared memory (128 x 8 and 8 x 128), two of each when
+    # pipelined
+    tile = 2048 if pipe else 1024
+    assert f"__shared__ __align__(16) float A_shared[{tile}];" in src
+    assert f"__shared__ __align__(16) float B_shared[{tile}];" in src
+    assert kd["dynamic_smem"] == 0
+    # the 8 x 8 register tile of each thread, fully unrolled
+    assert "  float C_local[64];" in src and "C_local[63] = 0.0f;" in src
+    assert f"for (int k_o = 0; k_o < {n // 8}; ++k_o) {{" in src
+    loops = re.findall(r"for \(int (\w+) = 0; \1 < (\d+);", src)
+    # loops left: k_o, the shared fetches unless pipelined (then unrolled into the 4
+    # prefetch registers per thread), the 4-wide packs of the 16 float4 stores
+    fetch = [] if pipe else [("ax0_ax1_f_o_o", "4"), ("B_shared_ax0_ax1_f_o_o", "4")]
+    assert [lp for lp in loops if lp != ("n_i_i_i", "4")] == [("k_o", str(n // 8))] + fetch
+    assert len(loops) == 1 + len(fetch) + 16
+    if pipe:
+        # tile 0 stored before the loop; in the loop: load k_o + 1 into registers, compute
+        # from buffer k_o % 2, store the registers into buffer (k_o + 1) % 2, one barrier
+        assert "  float A_shared_prefetch[4];" in src and "  float B_shared_prefetch[4];" in src
+        loop = src[src.index("for (int k_o"):]
+        assert src.count("__syncthreads()") == 2 and loop.count("__syncthreads()") == 1
+        assert loop.count(f"if (k_o + 1 < {n // 8}) {{") == 2
+        assert len(re.findall(r"A_shared\[\(k_o \+ 1\) % 2 \* 1024 \+ .*\] = "
+                              r"A_shared_prefetch\[\d\];", loop)) == 4
+        assert len(re.findall(r"(?:A_shared_local\[\d\] = |\+ )A_shared\[k_o % 2 \* 1024 \+ ",
+                              loop)) == (64 if frag else 512)
+    else:
+        # a barrier before refilling the tiles and one before reading them
+        assert src.count("__syncthreads()") == 2 and "_prefetch" not in src
+    # bk x 64 multiply-adds per k_o, from register fragments or straight from shared memory
+    fmas = re.findall(r"C_local\[(\d+)\] = C_local\[\1\] \+ (\w+)\[.*?\] \* (\w+)\[", src)
+    assert len(fmas) == 8 * 64
+    if frag:
+        assert "  float A_shared_local[8];" in src and "  float B_shared_local[8];" in src
+        assert {f[1:] for f in fmas} == {("A_shared_local", "B_shared_local")}
+    else:
+        assert "_shared_local" not in src
+        assert {f[1:] for f in fmas} == {("A_shared", "B_shared")}
+    # C written with float4 stores: 8 rows x 2 vectors per thread
+    stores = re.findall(r"\*reinterpret_cast<float4\*>\(&C\[", src)
+    assert len(stores) == 16 and kd["aligned_buffers"] == ["C"]
+
+
+@pytest.mark.parametrize("slug", slugs("gemm", pipeline=True))
+def test_gemm_pipeline_no_redundant_guards(slug):
+    """At the benchmark sizes the only bounds check a pipelined GEMM needs is the
+    pipeline's own `if (k_o + 1 < K / 8)` around the prefetch and its store.
+    Observed: each of the 8 prefetch loads and 8 shared stores in the hot loop
+    also keeps `if (k_o * 8 + f % 8 + 8 < K)` (A) or `k_o * 8 + f / 128 + 8 < K`
+    (B), implied by the enclosing condition (f % 8 <= 7, f / 128 <= 7) but not
+    removed (scratch/bugs_lower.md, 'pipeline: redundant guards')."""
+    c, src = BY_SLUG[slug], body(kernel(slug).source)
+    conds = re.findall(r"if \((.*)\) \{", src)
+    assert conds == [f"k_o + 1 < {c.sizes['K'] // 8}"] * 2, sorted(set(conds))
+
+# ------------------------------------------------------------------ vector accesses only where aligned
+@pytest.mark.parametrize("kind,kw,sizes", [
+    ("gelu", {}, {"N": (1 << 20) + 3}),
+    ("gelu", {}, {}),
+    ("softmax", {"threads": 512}, {"N": 7, "D": 4099}),
+    ("layernorm", {"threads": 1024}, {"N": 7, "D": 32771}),
+    ("gemm", {}, {"M": 1031, "N": 1021, "K": 1019}),
+    ("gemm", {}, {}),
+], ids=["gelu-prime", "gelu-unbound", "softmax-prime", "layernorm-prime", "gemm-prime",
+        "gemm-unbound"])
+def test_no_float4_where_misaligned(kind, kw, sizes):
+    """At sizes that are not multiples of 4 (or unknown), rows and tails are not
+    16-byte aligned: the accesses fall back to scalars and the kernel asks for no
+    aligned pointers; every access is guarded."""
+    op, s = getattr(S, kind)({}, **kw)
+    k = tcomp.build(s, target=f"cuda:{ARCH}", sizes=sizes)
+    src = body(k.source)
+    assert "float4" not in src.replace("X_shared", "")
+    assert k.meta["kernels"][0]["aligned_buffers"] == []
+    assert "if (" in src
