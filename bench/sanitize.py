@@ -28,6 +28,13 @@ def mm_shared(op):
     return s
 
 
+def mm_pipelined(op):
+    s = mm_shared(op)
+    C = s["C"]
+    C.pipeline(C.leaf_axes[2])
+    return s
+
+
 def row_sum(op, threads=256):
     s = tcomp.Schedule(op)
     O = s["O"]
@@ -58,6 +65,30 @@ def main():
     a, b = rng.standard_normal((100, 70), np.float32), rng.standard_normal((70, 90), np.float32)
     got = tcomp.build(mm_shared(mm), target="cuda")(a, b)
     print("mm_shared", np.abs(got - a.astype(np.float64) @ b).max())
+    got = tcomp.build(mm_pipelined(mm), target="cuda")(a, b)
+    print("mm_pipelined", np.abs(got - a.astype(np.float64) @ b).max())
+    sm = tcomp.op("""def softmax(float(N, D) X) -> (O) {
+      mx(n) max=! X(n, d)
+      sm(n) +=! exp(X(n, d) - mx(n))
+      O(n, d) = exp(X(n, d) - mx(n)) / sm(n)
+    }""")
+    s = tcomp.Schedule(sm)
+    O = s["O"]
+    n, d = O.axes
+    O.bind(n, "blockIdx.x")
+    do, di = O.split(d, 128)
+    O.bind(di, "threadIdx.x")
+    for t in ("mx", "sm"):
+        s[t].compute_at(O, n)
+        (r,) = s[t].reduce_axes
+        ro, ri = s[t].split(r, 128)
+        s[t].reorder(ri, ro)
+        s[t].bind(ri, "threadIdx.x")
+        s[t].set_scope("local")
+    x = rng.standard_normal((37, 1000)).astype(np.float32)
+    got = tcomp.build(s, target="cuda")(x)
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    print("softmax", np.abs(got - e / e.sum(1, keepdims=True)).max())
     rs = tcomp.op("def rs(float(N,K) A) -> (O) { O(n) +=! A(n,k) }")
     x = rng.standard_normal((33, 1000), np.float32)
     for t in (32, 256):
