@@ -248,7 +248,8 @@ class Builder:
         sg = _conj([c for k, c in guards if k == "spatial"])
         allg = _conj([c for _, c in guards])
         reduce_leaves = [l for l in st.leaves if st.kinds[l] == "reduce"]
-        reducing = d.reduce_op is not None
+        # A `!` reduction with nothing to reduce (e.g. an rfactor stage) is an assignment.
+        reducing = d.reduce_op is not None and bool(d.reduce or not d.init)
         acc_dt = d.acc_dtype if reducing else None
 
         def guarded(cond, s):
@@ -269,7 +270,9 @@ class Builder:
                                 f"in {acc_dt}")
 
         def value():
-            return cast(tr(d.rhs), acc_dt) if reducing else tr(d.rhs)
+            if reducing:
+                return cast(tr(d.rhs), acc_dt)
+            return cast(tr(d.rhs), d.acc_dtype) if d.reduce_op is not None else tr(d.rhs)
 
         acc_name = ctx.fresh(f"{_ident(d.tensor)}_acc", prefix) if registers else None
         info = _StageLoops(loopvar, ext, domain, index, ctx)
