@@ -225,6 +225,7 @@ class Builder:
             guards.append(("spatial", ir.Bin(">=", index[v], lo_ir, ir.bool_)))
             guards.append(("spatial", ir.Bin("<", index[v], hi_ir, ir.bool_)))
 
+        d_loc = self._loc(stage)
         tr = Translator(index, d.lets, self.size, lambda t, a, dt: self.read(t, a, dt, ctx))
         out_dtype = self.sched.tensors[d.tensor][0]
         store_idx = [index[v] for v in d.spatial]
@@ -256,7 +257,7 @@ class Builder:
             return s if cond is None else ir.If(cond, s)
 
         def store(value):
-            return ir.Store(target, store_idx, cast(value, out_dtype))
+            return ir.Store(target, store_idx, cast(value, out_dtype), loc=d_loc)
 
         def current():
             return cast(ir.Load(target, store_idx, out_dtype), acc_dt)
@@ -536,6 +537,15 @@ class Builder:
             self._check_cover(q, seen)
 
     # ------------------------------------------------------------ reads
+    def _loc(self, stage: str):
+        """Source location of the statement a stage computes (caches: their reader's)."""
+        st = self.sched.states[stage]
+        tensor = st.tensor
+        for s in self.op.statements:
+            if s.tensor == tensor:
+                return s.stmt.loc
+        return None
+
     def _inlined(self, tensor: str):
         """The definition of `tensor` when its only writer is inlined, else None."""
         writers = [s for s in self.sched.states.values() if s.tensor == tensor]

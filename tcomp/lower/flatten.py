@@ -44,7 +44,7 @@ class _Flatten(Rewriter):
 
     def stmt_Store(self, s: ir.Store) -> ir.Stmt:
         idx, v = self.exprs(s.indices), self.expr(s.value)
-        return ir.Store(s.buffer, (self.flat(idx, self.shapes[s.buffer]),), v)
+        return ir.Store(s.buffer, (self.flat(idx, self.shapes[s.buffer]),), v, loc=s.loc)
 
 
 def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:

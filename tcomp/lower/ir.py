@@ -97,6 +97,8 @@ class Store(Stmt):
     buffer: str
     indices: tuple[Expr, ...]
     value: Expr
+    # The comprehension statement this store computes (for messages); not part of equality.
+    loc: object = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True)

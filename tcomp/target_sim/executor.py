@@ -310,7 +310,12 @@ class _Kernel:
         if len(idx) != len(shape):
             raise SimError(f"kernel {self.k.name}: {s.buffer} has {len(shape)} dimensions, "
                            f"indexed with {len(idx)}")
-        self._check(s.buffer, idx, shape, mask, "write to")
+        try:
+            self._check(s.buffer, idx, shape, mask, "write to")
+        except SimError as err:
+            if s.loc is not None:
+                raise SimError(f"{err} (computing the statement at {s.loc})") from None
+            raise
         lanes = np.nonzero(mask)[0]
         sub = tuple(i[lanes] for i in idx)
         data = dest.data if isinstance(dest, (_Local, _Shared)) else dest
