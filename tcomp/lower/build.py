@@ -124,6 +124,7 @@ class Builder:
         host computes whole — run in a later kernel."""
         states = self.sched.states
         order = list(states)
+        outputs = {t.name for t in self.op.outputs}
 
         def hosts(n):
             out = []
@@ -148,10 +149,10 @@ class Builder:
             host = st.attach[1]
             pp = position(p)
             for q, qs in states.items():
-                if q == p or st.tensor not in qs.definition.reads():
+                if q == p or st.tensor not in self._effective_reads(q):
                     continue
-                if q in hosts(p) or qs.attach == ("inline",):
-                    continue
+                if q in hosts(p) or (qs.attach == ("inline",) and qs.tensor not in outputs):
+                    continue  # (an inlined stage reads inside its readers, checked themselves)
                 qp = position(q)
                 # q must be built inside the same host loops as p, and after it ...
                 ok = len(qp) >= len(pp) and qp[:len(pp) - 1] == pp[:-1] and \
@@ -545,6 +546,19 @@ class Builder:
             if s.tensor == tensor:
                 return s.stmt.loc
         return None
+
+    def _effective_reads(self, stage: str) -> set[str]:
+        """Tensors a stage reads, directly or through stages inlined into it."""
+        out, todo = set(), [stage]
+        while todo:
+            for t in self.sched.states[todo.pop()].definition.reads():
+                if t in out:
+                    continue
+                out.add(t)
+                writers = [n for n, s in self.sched.states.items() if s.tensor == t]
+                if len(writers) == 1 and self.sched.states[writers[0]].attach == ("inline",):
+                    todo.append(writers[0])
+        return out
 
     def _inlined(self, tensor: str):
         """The definition of `tensor` when its only writer is inlined, else None."""
