@@ -419,6 +419,12 @@ class Stage:
         idx = [n for n, _ in items].index(self.name)
         items.insert(idx, (new_name, rf))
         self._sched.states = dict(items)
+        # The factored stage now reads what this stage read: stages computed at this
+        # stage's loops move to the factored stage's loops of the same names.
+        # (Every current leaf of this stage is a loop of the factored stage too.)
+        for other in self._sched.states.values():
+            if other.attach[:2] == ("at", self.name):
+                other.attach = ("at", new_name, other.attach[2])
         s.definition = main_def
         s.kinds = {v: "spatial" for v in main_def.spatial}
         s.kinds.update({v: "reduce" for v in main_def.reduce})

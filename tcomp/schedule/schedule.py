@@ -224,6 +224,11 @@ class Schedule:
         idx = [n for n, _ in items].index(st.name)
         items.insert(idx, (name, compute))
         self.states = dict(items)
+        # The new stage is what reads the inputs now: stages computed at the old stage's
+        # loops move to the same loops of the new one.
+        for other in self.states.values():
+            if other.attach[:2] == ("at", st.name):
+                other.attach = ("at", name, other.attach[2])
         return Stage(self, name)
 
 

@@ -274,6 +274,16 @@ class TestBind:
         sched_error(lambda: s["C"].bind(k, "blockIdx.x"), "bind", "Axis(C.r_k, reduce)",
                     "is a reduction axis", "not to blockIdx.x", "rfactor")
 
+    def test_already_bound_reduction_axis(self, mm):
+        """Re-binding the bound reduction axis itself: the reason is that it is
+        already bound, not that a *second* reduction axis is being bound."""
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        (k,) = C.reduce_axes
+        C.bind(k, "threadIdx.x")
+        sched_error(lambda: C.bind(k, "threadIdx.y"), "bind", "Axis(C.r_k, reduce)",
+                    "already bound to threadIdx.x")
+
     def test_second_reduction_axis(self, mm):
         s = tcomp.Schedule(mm)
         C = s["C"]
@@ -629,21 +639,75 @@ class TestNotImplemented:
         sched_error(lambda: s["C"].tensorize(s["C"].axes[1], "wmma"), "tensorize",
                     "not implemented yet")
 
-    def test_pipeline(self, mm):
-        s = tcomp.Schedule(mm)
-        sched_error(lambda: s["C"].pipeline(s["C"].reduce_axes[0], stages=3), "pipeline",
-                    "not implemented yet")
-
     def test_not_implemented_checks_axis_first(self, mm):
         s = tcomp.Schedule(mm)
-        sched_error(lambda: s["C"].pipeline("r_k"), "pipeline", "axis must be an Axis")
+        sched_error(lambda: s["C"].tensorize("m", None), "tensorize", "axis must be an Axis")
 
     def test_not_implemented_leaves_schedule_unchanged(self, mm):
         s = tcomp.Schedule(mm)
         C = s["C"]
         _unchanged(s, lambda: C.tensorize(C.axes[0], None))
-        _unchanged(s, lambda: C.pipeline(C.reduce_axes[0]))
         assert s.to_json() == tcomp.Schedule(mm).to_json()
+
+
+class TestPipeline:
+    @pytest.mark.parametrize("stages", [3, 1, True, "2"])
+    def test_only_double_buffering(self, mm, stages):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].pipeline(s["C"].reduce_axes[0], stages=stages), "pipeline",
+                    "only stages=2", f"got {stages!r}")
+
+    @pytest.mark.parametrize("how", ["bind", "unroll"])
+    def test_not_a_serial_loop(self, mm, how):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, _ = C.axes
+        C.bind(m, "blockIdx.x") if how == "bind" else C.unroll(m)
+        sched_error(lambda: C.pipeline(m), "pipeline", "Axis(C.m)", "must be a serial loop")
+
+    def test_not_an_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        sched_error(lambda: s["C"].pipeline("r_k"), "pipeline", "axis must be an Axis")
+
+    def test_failure_leaves_schedule_unchanged(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        _unchanged(s, lambda: C.pipeline(C.reduce_axes[0], stages=4))
+
+    def test_no_shared_copy_at_the_loop(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        (k,) = C.reduce_axes
+        C.pipeline(k)
+        lowering_error(lambda: tcomp.lower(s, sizes={"M": 2, "K": 4, "N": 2}), "stage 'C'",
+                       "pipeline on 'r_k'", "no shared-memory copy is computed at that loop")
+
+    def test_other_stage_at_the_loop(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        ko, ki = C.split(k, 2)
+        s.cache_read("A", "shared", [C]).compute_at(C, ko)
+        s.cache_read("B", "local", [C]).compute_at(C, ko)
+        C.pipeline(ko)
+        lowering_error(lambda: tcomp.lower(s, sizes={"M": 2, "K": 4, "N": 2}), "stage 'C'",
+                       "pipeline on 'r_k_o'", "shared copies only", "'B.local'")
+
+    def test_double_buffered_gemm(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        C.bind(n, "threadIdx.x")
+        ko, ki = C.split(k, 2)
+        AS = s.cache_read("A", "shared", [C])
+        AS.compute_at(C, ko)
+        C.pipeline(ko)
+        A = np.arange(15, dtype=np.float32).reshape(3, 5) / 7
+        B = np.arange(20, dtype=np.float32).reshape(5, 4) / 7
+        out = tcomp.build(s, "sim", sizes={"M": 3, "K": 5, "N": 4})(A, B)
+        np.testing.assert_allclose(out, tcomp.evaluate(mm, A, B), rtol=1e-5)
 
 
 class TestFromJson:
@@ -757,7 +821,8 @@ class TestFailedPrimitiveLeavesScheduleUnchanged:
             lambda: C.compute_at(C, mi),
             lambda: C.rfactor(k),  # after other transformations
             lambda: C.tensorize(mi, None),
-            lambda: C.pipeline(k),
+            lambda: C.pipeline(k, stages=3),
+            lambda: C.pipeline(mo),
             lambda: s.cache_read("A", "shared", []),
             lambda: s.cache_read("A", "nowhere", [C]),
             lambda: s.cache_read("Z", "shared", [C]),

@@ -13,8 +13,11 @@ The generator keeps a small model of the schedule (loop extents for the bound
 sizes, annotations, attach points, kernels' thread extents) and only draws
 primitives that its rules call legal; every rule is written next to the
 primitive it guards. A ScheduleError while generating, a LoweringError other
-than the one documented limitation listed in `ACCEPTED_LOWERING`, any other
-exception, or a wrong answer is a failure.
+than those listed (with the reason the schedule is illegal) in
+`ACCEPTED_LOWERING`, any other exception, or a wrong answer is a failure.
+
+Longer bug hunts: TCOMP_PROPERTY_EXAMPLES=2000 TCOMP_PROPERTY_RANDOM=1
+(TCOMP_PROPERTY_MAXSIZE=11, TCOMP_PROPERTY_DEADLINE_MS=8000 to catch slow cases).
 
 Patterns that are legal but that tcomp gets wrong today (see
 scratch/bugs_lower.md) are kept out of the random generator (rule "R-bug")
@@ -53,6 +56,18 @@ OPS = {
         expSum(n) +=! expDistance(n, d)
         O(n, d) = expDistance(n, d) / expSum(n)
     }""",
+    # Temporaries (written, not declared as outputs): inlined ones get no kernel.
+    "chain_tmp": """def chain_tmp(float(M,N) A, float(M,N) B) -> (D) {
+        T(m, n) = exp(A(m, n))
+        U(m, n) = T(m, n) + B(m, n)
+        D(m, n) = U(m, n) * T(m, n)
+    }""",
+    "softmax_tmp": """def softmax_tmp(float(N, D) I) -> (O) {
+        mx(n) max=! I(n, d)
+        e(n, d) = exp(I(n, d) - mx(n))
+        sm(n) +=! e(n, d)
+        O(n, d) = e(n, d) / sm(n)
+    }""",
     "transpose": "def transpose(float(M,N) A) -> (B) { B(n, m) = A(m, n) * 2.0 }",
     "total": "def total(float(N) A) -> (S) { S +=! A(r_n) }",
 }
@@ -65,12 +80,15 @@ def get_op(name):
     return _OPS[name]
 
 
+MAX_SIZE = int(os.environ.get("TCOMP_PROPERTY_MAXSIZE", "7"))
+
+
 def sizes_strategy(name):
     op = get_op(name)
     if name == "conv1d":
         return st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(0, 5)).map(
             lambda t: {"B": t[0], "KW": t[1], "L": t[1] + t[2]})
-    return st.fixed_dictionaries({v: st.integers(1, 7) for v in op.size_vars})
+    return st.fixed_dictionaries({v: st.integers(1, MAX_SIZE) for v in op.size_vars})
 
 
 def make_inputs(op, sizes, seed):
@@ -100,6 +118,10 @@ ACCEPTED_LOWERING = [
     # exists (the message tells the user to split by constants instead).
     re.compile(r"stage '[^']+' \((shared|local)\) computed at '[^']+' needs a region of "
                r"non-constant extent"),
+    # A stage computed inside another kernel's loops while some other stage, in an
+    # earlier kernel (or outside the host), reads it: that reader would see it
+    # unwritten (compute_at at a transitive consumer or at one of several readers).
+    re.compile(r"stage '[^']+' reads '[^']+', which is computed inside '[^']+' \(compute_at\)"),
 ]
 
 THREADS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -120,6 +142,8 @@ class Gen:
         #                   so also constant when the stage loops over a region)
         self.ext: dict[str, dict[str, tuple[int, bool, bool]]] = {}
         self.coop_ext: dict = {}
+        self.piped: dict[str, set] = {}
+        self.outputs = {t.name for t in self.op.outputs}
         self.bind: dict[str, dict[str, str]] = {}
         self.unroll: dict[str, set] = {}
         self.vec: dict[str, set] = {}
@@ -140,6 +164,7 @@ class Gen:
     def _new_stage(self, name, scope, origin):
         self._reset_ext(name)
         self.bind[name], self.unroll[name], self.vec[name] = {}, set(), set()
+        self.piped[name] = set()
         self.attach[name] = ("root",)
         self.scope[name], self.origin[name] = scope, origin
         self.untouched[name] = True
@@ -178,7 +203,8 @@ class Gen:
         return self.s.readers(tensor)
 
     def annotated(self, name, leaf):
-        return leaf in self.bind[name] or leaf in self.unroll[name] or leaf in self.vec[name]
+        return (leaf in self.bind[name] or leaf in self.unroll[name] or leaf in self.vec[name]
+                or leaf in self.piped[name])
 
     def attached_at(self, name, leaf=None):
         return [n for n, a in self.attach.items()
@@ -213,15 +239,17 @@ class Gen:
     def loopable(self):
         return [st_.name for st_ in self.s.stages if self.attach[st_.name] != ("inline",)]
 
-    def free_leaves(self, name, kind=None):
-        """Leaves that may be split or fused: unannotated, nothing attached at them
-        (R-bug: splitting or fusing an attach point orphans the attached stage)."""
+    def free_leaves(self, name, kind=None, hosts=True):
+        """Leaves that may be split (or fused as the inner loop): unannotated. A split
+        moves the stages computed at the loop to its inner half; fusing away an outer
+        loop that hosts stages is refused (hosts=False)."""
         return [a for a in self.leaves(name) if not self.annotated(name, a.name)
-                and not self.attached_at(name, a.name) and (kind is None or a.kind == kind)]
+                and (hosts or not self.attached_at(name, a.name))
+                and (kind is None or a.kind == kind)]
 
     def pending(self):
         """shared/local copies still at root: they must be computed at their reader
-        (R-bug: left at root, lowering crashes)."""
+        (at root they are refused: "writes a shared buffer but is computed at root")."""
         return [n for n in self.attach if self.scope[n] != "global" and self.attach[n] == ("root",)]
 
     def record(self, text):
@@ -282,8 +310,9 @@ class Gen:
         for n in self.loopable():
             lv = self.leaves(n)
             free = {a.name for a in self.free_leaves(n)}
+            outer_ok = {a.name for a in self.free_leaves(n, hosts=False)}
             for a, b in zip(lv, lv[1:]):
-                if a.name in free and b.name in free and a.kind == b.kind:
+                if a.name in outer_ok and b.name in free and a.kind == b.kind:
                     cands.append((n, a, b))
         if not cands:
             return False
@@ -394,6 +423,8 @@ class Gen:
         cands = []
         for n in self.loopable():
             lv = self.leaves(n)
+            # (A reduction stage left without reduction axes by rfactor vectorizes too:
+            # test_vectorize_rfactor_stage_without_reduction_axes.)
             if not lv:
                 continue
             a = lv[-1]
@@ -419,7 +450,7 @@ class Gen:
             return False
         if len(self.s.writers(self.tensor(n))) != 1 or self.origin[n] == "cache_write":
             return False
-        if self.attached_at(n):
+        if self.attached_at(n) or self.pipelined_host(n):
             return False
         # Rule: the reader of a pending shared/local copy must keep its loops.
         for p in self.pending():
@@ -437,17 +468,9 @@ class Gen:
         self.attach[name] = ("inline",)
         return True
 
-    def attach_targets(self, p):
-        """(consumer, leaf) pairs where producer p may be computed."""
+    def attach_consumers(self, p):
+        """Stages at whose loops producer p may be computed."""
         if self.attach[p] == ("inline",) or len(self.s.writers(self.tensor(p))) != 1:
-            return []
-        # R-bug: the consumer must be the only stage reading p's tensor (another reader,
-        # a transitive consumer or a reader inlined elsewhere reads it unwritten).
-        readers = self.readers(self.tensor(p))
-        if len(readers) != 1 or readers[0] == p:
-            return []
-        c = readers[0]
-        if self.attach[c] == ("inline",):
             return []
         # Rule: threads of a kernel come from its root stage (and cooperative copies made
         # after attaching); block loops only at root. So p's subtree binds nothing.
@@ -455,21 +478,48 @@ class Gen:
             return []
         if any(not self.ext[p][u][2] for u in self.unroll[p] | self.vec[p]):
             return []
-        # Rule: a loop hosting another stage is no longer innermost: never a vectorized one.
-        return [(c, a) for a in self.leaves(c) if a.name not in self.vec[c]]
+        # A pipelined loop keeps its shared copies.
+        if self.pipelined_host(p):
+            return []
+        readers = self.readers(self.tensor(p))
+        if self.scope[p] != "global":
+            # A shared/local copy lives inside its one reader.
+            if len(readers) != 1 or readers[0] == p:
+                return []
+            consumers = readers
+        else:
+            # Any consumer, direct or not; if another reader then runs outside it, lowering
+            # refuses the schedule (ACCEPTED_LOWERING "computed inside").
+            consumers = [c for c in self.s.states if c != p and c not in self.subtree(p)
+                         and _consumes(self.s, c, self.tensor(p))]
+        return [c for c in consumers if self.attach[c] != ("inline",)
+                and self.attach_leaves(p, c)]
+
+    def attach_leaves(self, p, c):
+        # Rule: a loop hosting another stage is no longer innermost: never a vectorized
+        # one; a pipelined loop hosts shared copies only.
+        ok_piped = self.scope[p] == "shared" and self.origin[p] == "cache_read"
+        return [a for a in self.leaves(c) if a.name not in self.vec[c]
+                and (ok_piped or a.name not in self.piped[c])]
+
+    def attach_targets(self, p):
+        return [(c, a) for c in self.attach_consumers(p) for a in self.attach_leaves(p, c)]
 
     def do_compute_at(self):
-        cands = [(p, c, a) for p in self.s.states for c, a in self.attach_targets(p)]
+        cands = [p for p in self.s.states if self.attach_consumers(p)]
         if not cands:
             return False
-        p, c, ax = self.draw(st.sampled_from(cands))
+        p = self.draw(st.sampled_from(cands))
+        c = self.draw(st.sampled_from(self.attach_consumers(p)))
+        ax = self.draw(st.sampled_from(self.attach_leaves(p, c)))
         self.record(f"{p}.compute_at({c}, {ax.name})")
         self.stage(p).compute_at(self.stage(c), ax)
         self.attach[p] = ("at", c, ax.name)
         return True
 
     def do_compute_root(self):
-        cands = [n for n, a in self.attach.items() if a[0] == "at" and self.scope[n] == "global"]
+        cands = [n for n, a in self.attach.items() if a[0] == "at" and self.scope[n] == "global"
+                 and not self.pipelined_host(n)]
         if not cands:
             return False
         name = self.draw(st.sampled_from(cands))
@@ -484,10 +534,6 @@ class Gen:
             if self.s.tensors[t][2] != "global":
                 continue
             writers = self.s.writers(t)
-            # R-bug: the tensor's writer must be at root (a copy of a tensor computed at
-            # a consumer would be taken before the tensor is computed).
-            if any(self.attach[w] not in (("root",), ("inline",)) for w in writers):
-                continue
             readers = [r for r in self.readers(t) if self.attach[r] != ("inline",)
                        and r not in writers]
             if readers and (t, tuple(readers)) not in cands:
@@ -513,16 +559,17 @@ class Gen:
 
     def do_cache_write(self):
         cands = [n for n in self.s.states
+                 # R-bug: nothing computed at its loops (test_cache_write_drops_...).
                  if self.attach[n] == ("root",) and self.untouched[n] and not self.attached_at(n)
                  and self.origin[n] == "statement" and n not in self.cached_write
                  and self.defn(n).init and not any(self.bind[n].values())]
         if not cands:
             return False
         name = self.draw(st.sampled_from(cands))
-        # Rule: a local accumulator is computed at a loop of the copy-out stage: that
-        # needs one (a 0-d output has none).
-        scope = self.draw(st.sampled_from(["global", "local"] if self.defn(name).spatial
-                                          else ["global"]))
+        # Rule: a local/shared accumulator is computed at a loop of the copy-out stage:
+        # that needs one (a 0-d output has none).
+        scope = self.draw(st.sampled_from(["global", "local", "shared"]
+                                          if self.defn(name).spatial else ["global"]))
         self.record(f"s.cache_write({name!r}, {scope!r})")
         new = self.s.cache_write(self.s[name], scope)
         self.cached_write.add(name)
@@ -535,7 +582,7 @@ class Gen:
         cands = []
         for n in self.s.states:
             if (self.attach[n] != ("root",) or not self.rf_ok[n] or self.attached_at(n)
-                    or not self.defn(n).reduce or f"{n}.rf" in self.s.states  # R-bug: once
+                    or not self.defn(n).reduce
                     or self.bind[n] or self.unroll[n] or self.vec[n]):
                 continue
             cands += [(n, a) for a in self.leaves(n) if a.kind == "reduce"]
@@ -551,10 +598,11 @@ class Gen:
         return True
 
     def coop_candidates(self):
-        # (fusing its loops must not remove an attach point: R-bug)
+        # (fusing away a loop that hosts a stage is refused)
         return [n for n in self.s.states if self.scope[n] == "shared"
-                and self.attach[n][0] == "at" and self.untouched[n] and self.defn(n).spatial
-                and not self.bind[n] and not self.attached_at(n)]
+                and self.origin[n] == "cache_read" and self.attach[n][0] == "at" and self.untouched[n] and self.defn(n).spatial
+                and not self.bind[n] and not self.attached_at(n)
+                and self.root_kernel(self.root_of(n))]
 
     def do_coop(self, name=None):
         """Cooperative fetching: fuse a shared copy's axes, split by a thread extent
@@ -583,11 +631,40 @@ class Gen:
         self.coop.add(name)
         self.coop_ext[(name, tag)] = t
         self.bind[name][i.name] = tag
-        self.ext[name][f.name] = (10 ** 6, False, False)
-        self.ext[name][o.name] = (10 ** 6, False, False)
+        # (the copy loops over a region; bound it by the whole tensor)
+        total = math.prod(self.ext[name][a.name][0] for a in self.stage(name).axes)
+        self.ext[name][f.name] = (total, False, False)
+        self.ext[name][o.name] = (math.ceil(total / t), False, False)
         self.ext[name][i.name] = (t, True, True)
         self.touched(name)
         return True
+
+    def do_pipeline(self):
+        """Double-buffer the shared copies computed at a serial loop (only shared
+        copies there, at least one)."""
+        cands = []
+        for n in self.loopable():
+            for a in self.leaves(n):
+                here = self.attached_at(n, a.name)
+                # (a copy that still has to host a pending copy is not pipelined)
+                if (here and not self.annotated(n, a.name)
+                        and all(self.scope[p] == "shared" and self.origin[p] == "cache_read"
+                                and not any(p in self.readers(self.tensor(q))
+                                            for q in self.pending())
+                                for p in here)):
+                    cands.append((n, a))
+        if not cands:
+            return False
+        name, ax = self.draw(st.sampled_from(cands))
+        self.record(f"{name}.pipeline({ax.name})")
+        self.stage(name).pipeline(ax)
+        self.piped[name].add(ax.name)
+        self.touched(name)
+        return True
+
+    def pipelined_host(self, p):
+        a = self.attach[p]
+        return a[0] == "at" and a[2] in self.piped[a[1]]
 
     def do_align(self):
         cands = [n for n in self.s.states if self.scope[n] != "global" and self.defn(n).spatial
@@ -595,17 +672,20 @@ class Gen:
         if not cands:
             return False
         name = self.draw(st.sampled_from(cands))
-        # R-bug: storage_align only takes an original axis that is still a loop (it is a
-        # property of the buffer dimension; see test_storage_align_after_fuse).
-        axes = [a for a in self.stage(name).axes if a in self.stage(name).leaf_axes]
-        if not axes:
-            return False
-        ax = self.draw(st.sampled_from(axes))
+        # storage_align is about the buffer dimension: any original axis, even once its
+        # loop was split or fused (test_storage_align_after_fuse).
+        ax = self.draw(st.sampled_from(self.stage(name).axes))
         f = self.draw(st.integers(1, 8))
         off = self.draw(st.integers(0, f - 1))
         self.record(f"{name}.storage_align({ax.name}, {f}, {off})")
         self.stage(name).storage_align(ax, f, off)
         return True
+
+    def sync(self):
+        """Attach points as tcomp keeps them (a split moves the stages computed at a
+        loop to its inner half)."""
+        for n, st_ in self.s.states.items():
+            self.attach[n] = st_.attach
 
     def attach_pending(self, name):
         targets = self.attach_targets(name)
@@ -617,7 +697,8 @@ class Gen:
 
     ACTIONS = ("split", "split", "tile", "fuse", "reorder", "bind", "bind", "bind", "unroll",
                "vectorize", "inline", "inline", "compute_at", "compute_at", "compute_root",
-               "cache_read", "cache_read", "cache_write", "rfactor", "coop", "coop", "align")
+               "cache_read", "cache_read", "cache_write", "rfactor", "coop", "coop", "align",
+               "pipeline", "pipeline")
 
     def run(self, max_steps=10):
         n = self.draw(st.integers(0, max_steps), label="steps")
@@ -628,6 +709,7 @@ class Gen:
             action = self.draw(st.sampled_from(self.ACTIONS), label="action")
             if getattr(self, "do_" + action)():
                 done += 1
+            self.sync()
         # Finalize: shared/local copies are computed at their reader (outermost first).
         for _ in range(10):
             pend = [p for p in self.pending()
@@ -663,13 +745,14 @@ def build_and_compare(g: Gen, seed=0):
 # TCOMP_PROPERTY_EXAMPLES=2000 (and TCOMP_PROPERTY_RANDOM=1) for a longer bug hunt.
 N_EXAMPLES = int(os.environ.get("TCOMP_PROPERTY_EXAMPLES", "0")) or None
 DERANDOMIZE = not os.environ.get("TCOMP_PROPERTY_RANDOM")
+DEADLINE = int(os.environ.get("TCOMP_PROPERTY_DEADLINE_MS", "0")) or None
 
 
 def _n(default):
     return N_EXAMPLES or default
 
 
-legal_settings = settings(max_examples=_n(70), deadline=None, derandomize=DERANDOMIZE,
+legal_settings = settings(max_examples=_n(70), deadline=DEADLINE, derandomize=DERANDOMIZE,
                           suppress_health_check=[HealthCheck.too_slow,
                                                  HealthCheck.data_too_large,
                                                  HealthCheck.filter_too_much])
@@ -687,7 +770,7 @@ def test_legal_schedules_keep_the_result(data, opname):
 
 
 # ------------------------------------------------------------------ c. json round trip
-@settings(max_examples=_n(60), deadline=None, derandomize=DERANDOMIZE,
+@settings(max_examples=_n(60), deadline=DEADLINE, derandomize=DERANDOMIZE,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), opname=st.sampled_from(sorted(OPS)))
 def test_json_round_trip(data, opname):
@@ -749,7 +832,7 @@ def _illegal_moves(g: Gen):
                           lambda stg=stg, a=a: stg.bind(a, "threadIdx.q"),
                           ["bind", "unknown thread tag"]))
         for a in lv:
-            if a.kind == "reduce":
+            if a.kind == "reduce" and a.name not in g.bind[n]:
                 moves.append((f"{n}.bind reduce {a.name} to blocks",
                               lambda stg=stg, a=a: stg.bind(a, "blockIdx.y"),
                               ["bind", "reduction axis", "blockIdx.y"]))
@@ -776,14 +859,15 @@ def _illegal_moves(g: Gen):
         for i, a in enumerate(lv):
             for j, b in enumerate(lv):
                 if j != i + 1 and i != j:
+                    # (an attach point on either loop is another valid reason)
                     moves.append((f"{n}.fuse non-adjacent {a.name},{b.name}",
                                   lambda stg=stg, a=a, b=b: stg.fuse(a, b),
-                                  ["fuse", "directly outside"]))
+                                  ["fuse", ("directly outside", "computed at")]))
                 if j == i + 1 and a.kind != b.kind and not g.annotated(n, a.name) \
                         and not g.annotated(n, b.name):
                     moves.append((f"{n}.fuse spatial+reduce",
                                   lambda stg=stg, a=a, b=b: stg.fuse(a, b),
-                                  ["fuse", "spatial and a reduction"]))
+                                  ["fuse", ("spatial and a reduction", "computed at")]))
         used = {t: l for l, t in g.bind[n].items()}
         for t, l in used.items():
             for a in free:
@@ -800,8 +884,9 @@ def _illegal_moves(g: Gen):
             moves.append((f"{n}.compute_at itself",
                           lambda stg=stg, a=lv[0]: stg.compute_at(stg, a),
                           ["compute_at", "itself"]))
-            moves.append((f"{n}.pipeline", lambda stg=stg, a=lv[0]: stg.pipeline(a),
-                          ["pipeline", "not implemented"]))
+            moves.append((f"{n}.pipeline(stages=3)",
+                          lambda stg=stg, a=lv[0]: stg.pipeline(a, stages=3),
+                          ["pipeline", "only stages=2"]))
             moves.append((f"{n}.tensorize", lambda stg=stg, a=lv[0]: stg.tensorize(a, "mma"),
                           ["tensorize", "not implemented"]))
             for m in names:
@@ -880,7 +965,7 @@ def _removed_use(self, stg, a):
 Gen._removed_use = _removed_use
 
 
-@settings(max_examples=_n(80), deadline=None, derandomize=DERANDOMIZE,
+@settings(max_examples=_n(80), deadline=DEADLINE, derandomize=DERANDOMIZE,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), opname=st.sampled_from(sorted(OPS)))
 def test_illegal_primitives_raise_schedule_error(data, opname):
@@ -896,8 +981,8 @@ def test_illegal_primitives_raise_schedule_error(data, opname):
         thunk()
     except tcomp.ScheduleError as e:
         msg = str(e)
-        for f in fragments:
-            assert f in msg, (desc, msg)
+        for f in fragments:  # a tuple: any one of several valid reasons
+            assert any(x in msg for x in ((f,) if isinstance(f, str) else f)), (desc, msg)
     else:
         pytest.fail(f"{desc}: no ScheduleError")
     # Nothing recorded by the failed primitive (a legal split before it may have been).
@@ -940,72 +1025,107 @@ def test_transforming_an_attach_point_keeps_the_attached_stage(chain_data, how):
     _run_vs_evaluate(op, s, arrays)
 
 
+def _correct_or_refused(op, s, arrays, sizes, *names):
+    """The schedule either computes the right thing, or tcomp refuses it with a
+    Schedule/LoweringError whose message names every stage in `names`."""
+    try:
+        got = tcomp.build(s, "sim", sizes=sizes)(*arrays)
+    except (tcomp.ScheduleError, tcomp.LoweringError) as e:
+        for n in names:
+            assert f"'{n}'" in str(e), str(e)
+        return
+    assert_same(op, got, tcomp.evaluate(op, *arrays))
+
+
 def test_compute_at_transitive_consumer():
     """API.md lets a stage be computed at any consumer; at a transitive one the
-    intermediate stage (root, its own earlier kernel) reads maxVal before it is
-    computed."""
+    intermediate stage (root, its own earlier kernel) would read maxVal before
+    it is computed: wrong answer until b91178d, a LoweringError since."""
     op = get_op("softmax")
-    arrays = make_inputs(op, {"N": 3, "D": 4}, 2)
+    sizes = {"N": 3, "D": 4}
+    arrays = make_inputs(op, sizes, 2)
     s = tcomp.Schedule(op)
     try:
         s["maxVal"].compute_at(s["O"], s["O"].axes[0])
-    except tcomp.ScheduleError:
+    except tcomp.ScheduleError as e:
+        assert "compute_at" in str(e)
         return
-    _run_vs_evaluate(op, s, arrays)
+    _correct_or_refused(op, s, arrays, sizes, "maxVal", "expDistance")
 
 
 def test_compute_at_one_of_several_consumers():
     """expDistance is read by expSum and O; computed at O, the expSum kernel
-    (which runs first) reads it unwritten."""
+    (which runs first) would read it unwritten."""
     op = get_op("softmax")
-    arrays = make_inputs(op, {"N": 3, "D": 4}, 3)
+    sizes = {"N": 3, "D": 4}
+    arrays = make_inputs(op, sizes, 3)
     s = tcomp.Schedule(op)
     try:
         s["expDistance"].compute_at(s["O"], s["O"].axes[0])
-    except tcomp.ScheduleError:
+    except tcomp.ScheduleError as e:
+        assert "compute_at" in str(e)
         return
-    _run_vs_evaluate(op, s, arrays)
+    _correct_or_refused(op, s, arrays, sizes, "expDistance", "expSum")
 
 
 def test_cache_read_of_a_tensor_computed_at_its_reader():
     op = get_op("softmax")
-    arrays = make_inputs(op, {"N": 3, "D": 4}, 4)
+    sizes = {"N": 3, "D": 4}
+    arrays = make_inputs(op, sizes, 4)
     s = tcomp.Schedule(op)
     s["maxVal"].compute_at(s["expDistance"], s["expDistance"].axes[0])
     try:
         s.cache_read("maxVal", "global", [s["expDistance"]])
-    except tcomp.ScheduleError:
+    except tcomp.ScheduleError as e:
+        assert "cache_read" in str(e)
         return
-    _run_vs_evaluate(op, s, arrays)
+    _correct_or_refused(op, s, arrays, sizes, "maxVal", "maxVal.global")
 
 
 @pytest.mark.parametrize("scope", ["global", "local"])
 def test_cache_write_of_a_stage_hosting_another(chain_data, scope):
     op, arrays = chain_data
+    sizes = {"M": 4, "N": 6}
     s = tcomp.Schedule(op)
     U, D = s["U"], s["D"]
     U.compute_at(D, D.axes[0])
     try:
         DL = s.cache_write(D, scope)
-    except tcomp.ScheduleError:
+    except tcomp.ScheduleError as e:
+        assert "cache_write" in str(e)
         return
     if scope == "local":
         DL.compute_at(D, D.axes[0])
-    _run_vs_evaluate(op, s, arrays)
+    _correct_or_refused(op, s, arrays, sizes, "U")
 
 
-SHIFTED = """def shifted(float(N) A) -> (T, U, D) {
+SHIFTED = """def shifted(float(N) A) -> (D) {
   T(i) = A(i) * 2.0
   U(i) = T(i + 1) where i in 0:N-1
   D(i) = U(i) + T(i) where i in 0:N-1
 }"""
 
 
-@pytest.mark.parametrize("scope", ["global", "local"])
+def test_producer_computed_at_reader_that_also_reads_it_through_an_inlined_stage():
+    """T (a temporary) is read by D directly (T(i)) and through the inlined
+    temporary U (T(i+1)); computed at D.i, T's region must cover both reads.
+    Today it covers T(i) only: D reads T(i+1) before it is computed."""
+    op = tcomp.op(SHIFTED)
+    A = np.arange(7, dtype=np.float32) + 1
+    s = tcomp.Schedule(op)
+    s["U"].compute_inline()
+    try:
+        s["T"].compute_at(s["D"], s["D"].axes[0])
+        tcomp.lower(s)
+    except (tcomp.ScheduleError, tcomp.LoweringError):
+        return  # refusing the schedule with a tcomp error is acceptable
+    _run_vs_evaluate(op, s, [A])
+
+
+@pytest.mark.parametrize("scope", ["global", "local", "shared"])
 def test_copy_computed_at_reader_that_also_reads_it_through_an_inlined_stage(scope):
-    """The copy X of T is read by D directly (T(i)) and through inlined U
-    (T(i+1)); computed at D.i its region must cover both reads. Today: wrong
-    values (global) or a KeyError from lowering (local)."""
+    """Same with a cache_read copy of T read by U and D: wrong values (global),
+    SimError out of bounds of the too-small copy (shared/local)."""
     op = tcomp.op(SHIFTED)
     A = np.arange(7, dtype=np.float32) + 1
     s = tcomp.Schedule(op)
@@ -1013,9 +1133,140 @@ def test_copy_computed_at_reader_that_also_reads_it_through_an_inlined_stage(sco
     s["U"].compute_inline()
     try:
         X.compute_at(s["D"], s["D"].axes[0])
-        _run_vs_evaluate(op, s, [A])
+        tcomp.lower(s)
     except (tcomp.ScheduleError, tcomp.LoweringError):
-        pass  # refusing the schedule with a tcomp error is acceptable
+        return
+    _run_vs_evaluate(op, s, [A])
+
+
+def test_shared_accumulator_inside_thread_loop():
+    """A shared cache_write stage computed inside the consumer's threadIdx loop
+    is computed for the whole (thread-relaxed) region by every thread; with its
+    reduction accumulating in the buffer (a spatial loop inside the reduction
+    loop) every thread does C_shared[i] = C_shared[i] + ... on the same words:
+    a race (SimError in sim, double-counted sums on a GPU). Its stores are not
+    restricted to thread 0 because the enclosing thread loop counts as
+    "spreading" the stage, which is not true for a relaxed shared region."""
+    op = get_op("matmul")
+    sizes = {"M": 2, "K": 3, "N": 2}
+    arrays = make_inputs(op, sizes, 9)
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    CS = s.cache_write(C, "shared")
+    m, n = C.axes
+    C.bind(n, "threadIdx.x")
+    CS.compute_at(C, n)
+    cm, cn = CS.axes
+    (k,) = CS.reduce_axes
+    CS.reorder(k, cm)
+    try:
+        tcomp.lower(s, sizes=sizes)
+    except tcomp.LoweringError:
+        return
+    _run_vs_evaluate(op, s, arrays, sizes)
+
+
+def test_pipelined_copy_hosting_another_copy():
+    """pipeline() double-buffers the shared copy A.shared1 computed at
+    A.shared's loop; A.shared1 itself hosts A.shared2. The pipelined nest
+    duplicates A.shared2's copy into the prefetch and the store halves, with no
+    barrier between another thread's read and the rewrite: SimError (WAR race)."""
+    op = get_op("total")
+    A = make_inputs(op, {"N": 3}, 10)
+    s = tcomp.Schedule(op)
+    S = s["S"]
+    (r,) = S.reduce_axes
+    S.bind(r, "threadIdx.x")
+    c1 = s.cache_read("A", "shared", [S])
+    c2 = s.cache_read("A", "shared", [c1])
+    c3 = s.cache_read("A", "shared", [c2])
+    c1.compute_at(S, r)
+    c2.compute_at(c1, c1.axes[0])
+    c3.compute_at(c2, c2.axes[0])
+    c1.pipeline(c1.axes[0])
+    try:
+        tcomp.lower(s, sizes={"N": 3})
+    except tcomp.LoweringError:
+        return
+    _run_vs_evaluate(op, s, A, {"N": 3})
+
+
+def test_vectorize_rfactor_stage_without_reduction_axes():
+    """rfactor of the only reduction axis leaves C.rf with no reduction axis
+    (but still a reduction): lowering puts its register accumulator inside the
+    innermost loop, so a legal vectorize (innermost, constant extent, accepted
+    by the primitive) fails: "vectorized loop 'n_i' is not innermost: it
+    contains alloc". The same loop nest without the accumulator vectorizes."""
+    op = get_op("matmul")
+    sizes = {"M": 2, "N": 4, "K": 3}
+    arrays = make_inputs(op, sizes, 11)
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    R = C.rfactor(C.reduce_axes[0])
+    k, m, n = R.axes
+    no, ni = R.split(n, 2)
+    R.vectorize(ni)
+    _run_vs_evaluate(op, s, arrays, sizes)
+
+
+def test_inlined_output_reads_a_stage_computed_later():
+    """expDistance is an output: inlined, it is still written by its own root
+    kernel, which reads maxVal -- but maxVal is now computed inside expSum's
+    kernel, which runs later. The reader check of b91178d does not see the
+    inlined output's kernel: wrong expDistance."""
+    op = get_op("softmax")
+    sizes = {"N": 3, "D": 4}
+    arrays = make_inputs(op, sizes, 12)
+    s = tcomp.Schedule(op)
+    s["expDistance"].compute_inline()
+    try:
+        s["maxVal"].compute_at(s["expSum"], s["expSum"].axes[0])
+    except tcomp.ScheduleError as e:
+        assert "compute_at" in str(e)
+        return
+    _correct_or_refused(op, s, arrays, sizes, "maxVal", "expDistance")
+
+
+@pytest.mark.parametrize("scope", ["global", "local"])
+def test_cache_write_drops_a_stage_computed_at_a_reduction_loop(scope):
+    """A copy of A is computed at C's reduction loop r_k; cache_write(C) turns C
+    into a copy-out stage without r_k, but the copy stays attached to 'C.r_k'
+    and is never computed: wrong answer (global copy: C.local reads zeros) or
+    SimError "unknown buffer 'A_local'"."""
+    op = get_op("matmul")
+    sizes = {"M": 3, "K": 4, "N": 2}
+    arrays = make_inputs(op, sizes, 13)
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    (k,) = C.reduce_axes
+    s.cache_read("A", scope, [C]).compute_at(C, k)
+    try:
+        CL = s.cache_write(C, "local")
+    except tcomp.ScheduleError as e:
+        assert "cache_write" in str(e) and f"A.{scope}" in str(e)
+        return
+    CL.compute_at(C, C.axes[1])
+    _correct_or_refused(op, s, arrays, sizes, f"A.{scope}")
+
+
+def test_rfactor_drops_a_stage_computed_at_a_vanished_loop():
+    """rfactor(k_i) moves C's loop r_k_o into C.rf; a copy computed at 'C.r_k_o'
+    keeps pointing at a loop C no longer has. Refused only at lowering, by a
+    message about C.rf reading it "computed inside 'C'" (misleading: nothing is
+    computed inside C). Expected: rfactor refuses (or moves the copy)."""
+    op = get_op("matmul")
+    sizes = {"M": 3, "K": 6, "N": 2}
+    arrays = make_inputs(op, sizes, 14)
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    ko, ki = C.split(C.reduce_axes[0], 2)
+    s.cache_read("A", "global", [C]).compute_at(C, ko)
+    try:
+        C.rfactor(ki)
+    except tcomp.ScheduleError as e:
+        assert "rfactor" in str(e) and "A.global" in str(e)
+        return
+    _correct_or_refused(op, s, arrays, sizes, "A.global", "r_k_o")
 
 
 def test_rfactor_twice_keeps_both_stages():
@@ -1048,8 +1299,9 @@ def test_cache_read_left_at_root(scope):
 def test_storage_align_after_fuse():
     """storage_align describes the copy's buffer dimension, so it should still
     take the copy's original axis after the loops over it were fused for
-    cooperative fetching (the usual order in TVM-style schedules). Today:
-    'storage_align: axis ... no longer exists as a loop'."""
+    cooperative fetching (the usual order in TVM-style schedules). (Failed with
+    'storage_align: axis ... no longer exists as a loop' until the primitive
+    stopped requiring a current loop.)"""
     op = get_op("matmul")
     sizes = {"M": 4, "K": 6, "N": 4}
     arrays = make_inputs(op, sizes, 8)
