@@ -7,7 +7,7 @@ Locations (`loc`) never take part in equality.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .dtypes import DType
 from .source import Loc, loc_field

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import sympy
 
 from ..errors import LangError
 from . import builtins, dtypes
@@ -31,7 +30,6 @@ from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, Let
 from .dtypes import DType
 from .op import Op, Range, Statement, Tensor
 from .parser import MAX_DEPTH
-from .printer import expr_to_text
 from .ranges import infer_ranges
 from .symbolic import NotSymbolic, from_sympy, to_sympy
 

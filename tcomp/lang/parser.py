@@ -21,7 +21,7 @@ from __future__ import annotations
 from .. errors import LangError
 from . import dtypes
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, LetClause, Module,
-                  Name, OutParam, Param, RangeClause, Read, Select, Stmt, Unary, children)
+                  Name, OutParam, Param, RangeClause, Select, Stmt, Unary, children)
 from .lexer import Token, tokenize
 from .source import Source
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..errors import LoweringError
 from ..lang.ast import Read, walk
-from ..schedule.stage import FuseRel, SplitRel
+from ..schedule.stage import SplitRel
 from . import ir
 from .bounds import region
 from .printer import expr as show

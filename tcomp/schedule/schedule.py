@@ -13,7 +13,7 @@ from ..errors import ScheduleError
 from ..lang.ast import Index, Read
 from ..lang.op import Op
 from . import directives as D
-from .stage import SCOPES, THREAD_TAGS, Axis, FuseRel, SplitRel, StageDef, StageState
+from .stage import SCOPES, StageDef, StageState
 
 
 def _stage_def(st) -> StageDef:
