@@ -756,10 +756,7 @@ def _split_copy(nest: ir.Stmt, buf: str, regs: str):
                 k = count[0]
                 count[0] += 1
                 return ir.Store(buf, (half,) + s.indices,
-                                ir.Load(regs, (ir.const(k),), _value_dtype(s.value)))
+                                ir.Load(regs, (ir.const(k),), s.value.dtype))
         return FromRegs().stmt(nest)
     return load, store, n
 
-
-def _value_dtype(e: ir.Expr):
-    return e.dtype

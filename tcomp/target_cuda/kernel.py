@@ -17,7 +17,6 @@ from .codegen import program_source
 from .compile import DEFAULT_ARCH, CompileOptions, compile_source
 
 FORMAT = 1
-CTYPES = {"int32": ctypes.c_int}
 
 
 def size_to_json(e: ir.Expr):

@@ -184,13 +184,16 @@ class _Kernel:
         if name not in self.gdirty or arr.ndim == 0:
             return
         flat = np.ravel_multi_index(safe, arr.shape)
-        w = self.gwriter[name][flat]
-        race = m & (w >= 0) & (w != self.tid)
+        self._read_race(name, self.gwriter[name][flat], safe, m)
+
+    def _read_race(self, what, writers, safe, m):
+        """Raise when a lane reads an element another thread wrote since the last barrier."""
+        race = m & (writers >= 0) & (writers != self.tid)
         if race.any():
             lane = int(np.argmax(race))
-            raise SimError(f"kernel {self.k.name}: thread {self._thread(lane)} reads {name}"
+            raise SimError(f"kernel {self.k.name}: thread {self._thread(lane)} reads {what}"
                            f"{[int(i[lane]) for i in safe]} written by thread "
-                           f"{self._thread(int(w[lane]))} since the last barrier (missing "
+                           f"{self._thread(int(writers[lane]))} since the last barrier (missing "
                            f"barrier) in block {self.block_id}")
 
     def _global_write(self, name, arr, sub, lanes, vals):
@@ -286,14 +289,7 @@ class _Kernel:
                 raise SimError(f"kernel {self.k.name}: read of shared {e.buffer}"
                                f"{[int(i[lane]) for i in safe]} that no thread wrote (block "
                                f"{self.block_id}, thread {self._thread(lane)})")
-            w = store.writer[safe]
-            race = m & (w >= 0) & (w != self.tid)
-            if race.any():
-                lane = int(np.argmax(race))
-                raise SimError(f"kernel {self.k.name}: thread {self._thread(lane)} reads shared "
-                               f"{e.buffer}{[int(i[lane]) for i in safe]} written by thread "
-                               f"{self._thread(int(w[lane]))} since the last barrier (missing "
-                               f"barrier) in block {self.block_id}")
+            self._read_race(f"shared {e.buffer}", store.writer[safe], safe, m)
             r = store.reader[safe]
             store.reader[safe] = np.where(m, np.where((r == -1) | (r == self.tid), self.tid, -2),
                                           r)
