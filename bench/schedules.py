@@ -30,12 +30,27 @@ GELU = """def gelu_affine(float(N) X, float w, float b) -> (O) {
 }"""
 
 
-def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False):
+def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False,
+         vector=True, lanes=None, group=None, pad=False):
     """Blocks of bm x bn outputs; (bm/tm) x (bn/tn) threads, each a tm x tn
     register tile (cache_write local); A and B tiles of bk in shared memory,
     fetched by all threads; per-k fragments of them in registers (or read from
     shared memory directly when `fragments` is False); with `pipeline`, the
-    next K tile is loaded into registers while this one is computed."""
+    next K tile is loaded into registers while this one is computed.
+
+    With `vector`, the A tile is stored k-major (`storage_order`), so a
+    thread's tm values of A at one k are contiguous like its tn values of B:
+    both fragments load as 16-byte vectors from shared memory, and both tiles
+    are fetched from global memory with 16-byte loads.
+
+    With `lanes=(ln, lm)`, the 32 lanes of a warp are an ln x lm grid of threads
+    (e.g. 4 x 8 instead of a 16 x 2 row): a warp then reads fewer distinct
+    fragments of A and B from shared memory per k, and the 8 lanes of a
+    16-byte load phase hit distinct banks. All threads are then one fused
+    threadIdx.x axis. With `group=G`, blocks are numbered G block rows at a
+    time, column by column (grid rasterization: blocks running together share
+    A rows and B columns in the L2 cache). With `pad`, the k-major A tile's
+    rows are padded by 4 elements against bank conflicts of its stores."""
     op = tcomp.op(GEMM)
     s = tcomp.Schedule(op)
     C = s["C"]
@@ -45,15 +60,31 @@ def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False
     mio, mii = C.split(mi, tm)
     nio, nii = C.split(ni, tn)
     C.reorder(mo, no, mio, nio, mii, nii)
-    C.bind(mo, "blockIdx.y")
-    C.bind(no, "blockIdx.x")
-    C.bind(mio, "threadIdx.y")
-    C.bind(nio, "threadIdx.x")
+    if group:
+        mog, moi = C.split(mo, group)
+        C.reorder(mog, no, moi)
+        C.bind(C.fuse(C.fuse(mog, no), moi), "blockIdx.x")
+    else:
+        C.bind(mo, "blockIdx.y")
+        C.bind(no, "blockIdx.x")
+    ty, tx = bm // tm, bn // tn
+    if lanes:
+        ln, lm = lanes
+        mw, ml = C.split(mio, lm)
+        nw, nl = C.split(nio, ln)
+        C.reorder(mw, nw, ml, nl)
+        at = C.fuse(C.fuse(C.fuse(mw, nw), ml), nl)
+        C.bind(at, "threadIdx.x")
+        tx, ty = tx * ty, 1
+    else:
+        at = nio
+        C.bind(mio, "threadIdx.y")
+        C.bind(nio, "threadIdx.x")
     C.unroll(mii)
     niio, niiv = C.split(nii, 4)
     C.unroll(niio)
     C.vectorize(niiv)
-    CL.compute_at(C, nio)
+    CL.compute_at(C, at)
     lm, ln = CL.axes
     (lk,) = CL.reduce_axes
     ko, ki = CL.split(lk, bk)
@@ -63,22 +94,39 @@ def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False
     CL.unroll(ki)
     CL.unroll(lm)
     CL.unroll(ln)
-    ty, tx = bm // tm, bn // tn
-    for name, rows in (("A", bm), ("B", bk)):
+    for name in ("A", "B"):
         S = s.cache_read(name, "shared", [CL])
         S.compute_at(CL, ko)
         a0, a1 = S.axes
+        if vector and name == "A":
+            S.storage_order(a1, a0)  # A_shared[k][m]
+            if pad:  # rows of bm + 4: the transposing stores of a warp hit distinct banks
+                S.storage_align(a1, 32, 4)
         f = S.fuse(a0, a1)
+        if vector:
+            f, fv = S.split(f, 4)
+            S.vectorize(fv)
         fo, fi = S.split(f, tx)
         S.bind(fi, "threadIdx.x")
-        foo, foi = S.split(fo, ty)
-        S.bind(foi, "threadIdx.y")
+        if ty > 1:
+            foo, foi = S.split(fo, ty)
+            S.bind(foi, "threadIdx.y")
     if fragments:
         for name in ("A_shared", "B_shared"):
             L = s.cache_read(name, "local", [CL])
             L.compute_at(CL, ki)
-            for ax in L.axes:
-                L.unroll(ax)
+            a0, a1 = L.axes
+            if vector:
+                # the contiguous dimension (m of A, n of B) as 4-wide vectors, innermost
+                c, o = (a0, a1) if name == "A_shared" else (a1, a0)
+                co, cv = L.split(c, 4)
+                L.reorder(o, co, cv)
+                L.unroll(o)
+                L.unroll(co)
+                L.vectorize(cv)
+            else:
+                for ax in L.axes:
+                    L.unroll(ax)
     return op, s
 
 

@@ -44,6 +44,13 @@ class View:
     buffer: str
     offsets: list  # per dimension, subtracted from absolute indices
     prefix: tuple = ()  # leading subscripts (the buffer half of a double-buffered copy)
+    perm: tuple | None = None  # storage_order: buffer dimension j holds logical dimension perm[j]
+
+    def subscripts(self, args) -> tuple:
+        args = tuple(simplify_expr(_sub(a, o)) for a, o in zip(args, self.offsets))
+        if self.perm is not None:
+            args = tuple(args[j] for j in self.perm)
+        return self.prefix + args
 
 
 class KernelCtx:
@@ -176,6 +183,7 @@ class Builder:
             raise LoweringError(f"stage '{stage}' writes a {st.scope} buffer but is computed at "
                                 f"root; use compute_at to place it inside a loop of a stage "
                                 f"that reads it")
+        _global_storage_order(stage, st)
         domain = {v: (self.lsize(lo), self.lsize(_lang_sub(hi, lo)))
                   for v, (lo, hi) in st.definition.ranges.items()}
         body = self.nest(stage, domain, ctx, store_offsets=None)
@@ -233,6 +241,9 @@ class Builder:
         if store_offsets is not None:
             store_idx = [_sub(i, o) for i, o in zip(store_idx, store_offsets)]
         store_idx = tuple(simplify_expr(i) for i in store_idx)
+        view = ctx.views.get(d.tensor) if store_offsets is not None else None
+        if view is not None and view.perm is not None:
+            store_idx = tuple(store_idx[j] for j in view.perm)
         target = ctx.views[d.tensor].buffer if d.tensor in ctx.views else d.tensor
 
         # Threads along an axis this stage is not spread over (by its own loops or the
@@ -495,7 +506,12 @@ class Builder:
                                         f"non-constant extent {show(w)} in dimension {k}; split "
                                         f"the consumer's loops by constants inside that loop")
                 shape.append(int(w.value))
-            shape = _align(shape, [pst.align.get(v) for v in pd.spatial])
+            perm = None
+            if pst.storage is not None:
+                perm = tuple(pd.spatial.index(v) for v in pst.storage)
+                shape = [shape[j] for j in perm]
+            shape = _align(shape, [pst.align.get(pd.spatial[j]) for j in
+                                   (perm or range(len(pd.spatial)))])
             prefix = ()
             if double is not None:
                 shape = [2] + shape
@@ -503,10 +519,12 @@ class Builder:
             buf = ir.Buffer(pd.tensor, self.sched.tensors[pd.tensor][0],
                             tuple(ir.const(n) for n in shape), pst.scope)
             allocs.append(buf)
-            ctx.views[pd.tensor] = View(pd.tensor, offsets, prefix)
+            ctx.views[pd.tensor] = View(pd.tensor, offsets, prefix, perm)
             store_offsets = offsets
-        elif pd.tensor in {t.name for t in self.op.outputs}:
-            self._check_cover(pname, set())
+        else:
+            _global_storage_order(pname, pst)
+            if pd.tensor in {t.name for t in self.op.outputs}:
+                self._check_cover(pname, set())
         prod = self.nest(pname, domain, ctx, store_offsets)
         return allocs, prod
 
@@ -577,8 +595,7 @@ class Builder:
             return tr(p.rhs)
         if tensor in ctx.views:
             v = ctx.views[tensor]
-            args = tuple(simplify_expr(_sub(a, o)) for a, o in zip(args, v.offsets))
-            return ir.Load(v.buffer, v.prefix + args, dtype)
+            return ir.Load(v.buffer, v.subscripts(args), dtype)
         return ir.Load(tensor, args, dtype)
 
 
@@ -614,6 +631,12 @@ def _for(st, leaf, var, extent, body) -> ir.For:
         return ir.For(var, ir.const(0), extent, "thread", body, st.bind[leaf])
     kind = "unroll" if leaf in st.unroll else ("vectorize" if leaf in st.vectorize else "serial")
     return ir.For(var, ir.const(0), extent, kind, body)
+
+
+def _global_storage_order(name, st):
+    if st.storage is not None:
+        raise LoweringError(f"stage '{name}': storage_order lays out shared and local buffers "
+                            f"only, but '{st.tensor}' is in {st.scope} memory")
 
 
 def _align(shape, aligns):
@@ -711,8 +734,9 @@ def _launch(body: ir.Stmt, stage: str):
 
 
 def _unroll_serial(s: ir.Stmt, stage: str) -> ir.Stmt:
-    """Expand the serial loops of a copy nest (thread loops stay), so that every
-    store is a separate statement with its own register slot."""
+    """Expand the serial loops of a copy nest (thread loops stay, and vectorized
+    loops, whose body is one store), so that every store is a separate statement
+    with its own register slot (or a vector of consecutive slots)."""
     if isinstance(s, ir.Seq):
         return ir.seq(*[_unroll_serial(x, stage) for x in s.stmts])
     if isinstance(s, ir.For):
@@ -722,6 +746,8 @@ def _unroll_serial(s: ir.Stmt, stage: str) -> ir.Stmt:
         if not isinstance(ext, ir.Imm):
             raise LoweringError(f"pipeline: the copy '{stage}' has a loop '{s.var}' of "
                                 f"non-constant extent {show(ext)}")
+        if s.kind == "vectorize" and _vector_store(s) is not None:
+            return dataclasses.replace(s, extent=ext)
         return ir.seq(*[_unroll_serial(substitute(s.body, {s.var: ir.Bin(
             "+", s.lo, ir.const(k), ir.int32)}), stage) for k in range(int(ext.value))])
     if isinstance(s, (ir.If,)):
@@ -731,32 +757,51 @@ def _unroll_serial(s: ir.Stmt, stage: str) -> ir.Stmt:
     return s
 
 
+def _vector_store(s: ir.For):
+    """The one store of a vectorized loop's body (also under a guard), else None."""
+    body = s.body.then if isinstance(s.body, ir.If) and s.body.else_ is None else s.body
+    return body if isinstance(body, ir.Store) else None
+
+
 def _split_copy(nest: ir.Stmt, buf: str, regs: str):
     """(load nest, half -> store nest, number of slots): the copy's stores to
     `buf` become stores to register slots, and stores of those slots to the
-    given half of `buf`."""
-    slots = []
+    given half of `buf`. A vectorized loop of stores keeps its loop over
+    consecutive slots."""
+    slots = [0]
 
-    class ToRegs(Rewriter):
+    def slot(s: ir.For | None):
+        """Index of the next slot (plus the loop variable in a vectorized loop)."""
+        base = ir.const(slots[0])
+        if s is None:
+            slots[0] += 1
+            return base
+        slots[0] += int(s.extent.value)
+        return ir.Bin("+", base, ir.Var(s.var), ir.int32)
+
+    class Copy(Rewriter):
+        def __init__(self, make):
+            self.make, self.loop = make, None
+
+        def stmt_For(self, s):
+            if s.kind == "vectorize" and _vector_store(s) is not None:
+                self.loop = s
+                out = self.generic_stmt(s)
+                self.loop = None
+                return out
+            return self.generic_stmt(s)
+
         def stmt_Store(self, s):
             if s.buffer != buf:
                 return s
-            slots.append(s)
-            return ir.Store(regs, (ir.const(len(slots) - 1),), s.value)
-    load = ToRegs().stmt(nest)
-    n = len(slots)
+            return self.make(s, slot(self.loop))
+
+    load = Copy(lambda s, k: ir.Store(regs, (k,), s.value)).stmt(nest)
+    n = slots[0]
 
     def store(half):
-        count = [0]
-
-        class FromRegs(Rewriter):
-            def stmt_Store(self, s):
-                if s.buffer != buf:
-                    return s
-                k = count[0]
-                count[0] += 1
-                return ir.Store(buf, (half,) + s.indices,
-                                ir.Load(regs, (ir.const(k),), s.value.dtype))
-        return FromRegs().stmt(nest)
+        slots[0] = 0
+        return Copy(lambda s, k: ir.Store(buf, (half,) + s.indices,
+                                          ir.Load(regs, (k,), s.value.dtype))).stmt(nest)
     return load, store, n
 

@@ -5,7 +5,10 @@ Integer expressions are brought to a canonical linear form
 where atoms are variables or non-linear subterms; like terms combine, so
 `(m_o*64 + 63) - m_o*64 + 1` folds to 64. With the ranges of the enclosing
 loops known, floor division and modulo by a constant simplify:
-  (q*c + r) / c -> q   and   (q*c + r) % c -> r    when 0 <= r < c.
+  (q*c + r) / c -> q   and   (q*c + r) % c -> r    when 0 <= r < c,
+  (g*x + r) / c -> x / (c/g)   and   (g*x + r) % c -> g*(x % (c/g)) + r
+                                                    when g divides c, 0 <= r < g,
+  (x / a) / c -> x / (a*c).
 Constants fold in every operator; comparisons decided by ranges fold to
 true/false; `if` on a constant keeps one branch; loops of extent 1 become a
 substitution and loops of extent 0 disappear.
@@ -203,9 +206,13 @@ class Simplifier(Rewriter):
         return e
 
     def divmod(self, op: str, a: ir.Expr, c: int, e: ir.Expr) -> ir.Expr:
-        lin = self.linear(a)
         if c == 1:
             return a if op == "/" else ir.const(0)
+        if (op == "/" and isinstance(a, ir.Bin) and a.op == "/" and isinstance(a.b, ir.Imm)
+                and a.b.value > 0):  # (x / a) / c -> x / (a*c)
+            return self.divmod("/", a.a, int(a.b.value) * c,
+                               ir.Bin("/", a.a, ir.const(int(a.b.value) * c), ir.int32))
+        lin = self.linear(a)
         q = Linear({t: k // c for t, k in lin.terms.items() if k % c == 0}, 0)
         rest = Linear({t: k for t, k in lin.terms.items() if k % c != 0}, lin.const)
         qc, rc = divmod(rest.const, c)
@@ -215,6 +222,24 @@ class Simplifier(Rewriter):
             if op == "/":
                 return q.to_expr()
             return rest.to_expr()
+        # (g*x + r) / c -> x / (c/g)  and  (g*x + r) % c -> g*(x % (c/g)) + r
+        # for a divisor g of c with 0 <= r < g (floor semantics, any sign of x).
+        divisors = {g for d in range(1, int(c ** 0.5) + 1) if c % d == 0 for g in (d, c // d)}
+        for g in sorted((g for g in divisors if 1 < g < c and
+                         any(k % g == 0 for k in lin.terms.values())), reverse=True):
+            x = Linear({t: k // g for t, k in lin.terms.items() if k % g == 0}, 0)
+            rest = Linear({t: k for t, k in lin.terms.items() if k % g != 0}, lin.const)
+            x.const, rest.const = divmod(rest.const, g)
+            if not x.terms:
+                continue
+            r = self.bound(rest)
+            if r[0] is None or r[1] is None or r[0] < 0 or r[1] >= g:
+                continue
+            inner = ir.Bin(op, x.to_expr(), ir.const(c // g), ir.int32)
+            if op == "/":
+                return self.expr(inner)
+            return self.linear(ir.Bin("+", ir.Bin("*", self.expr(inner), ir.const(g), ir.int32),
+                                      rest.to_expr(), ir.int32)).to_expr()
         return e
 
     def expr_Select(self, e: ir.Select) -> ir.Expr:

@@ -110,6 +110,12 @@ class SetScope:
 
 
 @dataclass(frozen=True)
+class StorageOrder:
+    stage: str
+    axes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StorageAlign:
     stage: str
     axis: str
@@ -119,7 +125,7 @@ class StorageAlign:
 
 KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll, Vectorize,
                                          ComputeAt, ComputeInline, ComputeRoot, CacheRead,
-                                         CacheWrite, Rfactor, StorageAlign, SetScope,
+                                         CacheWrite, Rfactor, StorageAlign, StorageOrder, SetScope,
                                          Pipeline)}
 
 

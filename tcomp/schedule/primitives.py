@@ -303,6 +303,37 @@ class Stage:
         self._sched.directives.append(D.StorageAlign(self.name, name, factor, offset))
         s.align[name] = (factor, offset)
 
+    def storage_order(self, *axes: Axis):
+        """Lay this stage's shared or local buffer out with its dimensions in
+        the order of `axes` (outermost first; the last one is contiguous),
+        without changing how it is indexed. `axes` are the stage's original
+        spatial axes, each once.
+
+        A_shared = cache_read(A, "shared", ...): axes (ax0, ax1), buffer [ax0][ax1]
+        A_shared.storage_order(ax1, ax0):                buffer [ax1][ax0]
+        (a GEMM's A tile stored k-major, so a thread's column of m values is
+        contiguous and loads as 16-byte vectors).
+        """
+        p = "storage_order"
+        s = self._s
+        names = []
+        for ax in axes:
+            if not isinstance(ax, Axis) or ax.stage != self.name:
+                raise ScheduleError(f"{p}: axes must be Axes of stage '{self.name}', got {ax!r}")
+            if ax.name not in s.definition.spatial:
+                raise ScheduleError(f"{p}: axis {ax!r} must be an original spatial axis of the "
+                                    f"stage")
+            names.append(ax.name)
+        if sorted(names) != sorted(s.definition.spatial) or len(set(names)) != len(names):
+            want = ", ".join(s.definition.spatial)
+            raise ScheduleError(f"{p}: give each of the stage's original spatial axes ({want}) "
+                                f"exactly once, got ({', '.join(names)})")
+        if s.scope == "global":
+            raise ScheduleError(f"{p}: '{s.tensor}' is in global memory, whose layout is fixed; "
+                                f"storage_order lays out shared and local buffers")
+        self._sched.directives.append(D.StorageOrder(self.name, tuple(names)))
+        s.storage = tuple(names)
+
     # ------------------------------------------------------------- placement
     def compute_at(self, target: "Stage", ax: Axis):
         """Compute this stage inside `target`'s loop `ax`, only the region of

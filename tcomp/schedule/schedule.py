@@ -122,6 +122,8 @@ class Schedule:
             st.pipeline(ax(d.axis), d.stages)
         elif isinstance(d, D.SetScope):
             st.set_scope(d.scope)
+        elif isinstance(d, D.StorageOrder):
+            st.storage_order(*[ax(a) for a in d.axes])
         elif isinstance(d, D.StorageAlign):
             st.storage_align(ax(d.axis), d.factor, d.offset)
         else:

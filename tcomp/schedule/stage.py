@@ -87,6 +87,7 @@ class StageState:
         self.unroll: set[str] = set()
         self.vectorize: set[str] = set()
         self.align: dict[str, tuple[int, int]] = {}  # tensor dim index var -> (factor, offset)
+        self.storage: tuple[str, ...] | None = None  # storage_order: dims outermost first
         self.pipeline: dict[str, int] = {}  # leaf -> stages (double-buffered copies there)
         self.attach: tuple = ("root",)  # ('root',) | ('inline',) | ('at', stage, axis)
 

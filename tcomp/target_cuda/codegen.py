@@ -307,10 +307,15 @@ class _Kernel:
         return rest.to_expr()
 
     def vector_loop(self, s: ir.For, d: int) -> bool:
-        """Emit a vectorized loop as 8/16-byte loads and stores when its body is
-        one unguarded store whose accesses are contiguous and aligned; else
-        return False (the loop is then emitted unrolled)."""
+        """Emit a vectorized loop with 8/16-byte loads and stores when its body
+        is one unguarded store: each load whose addresses are contiguous and
+        aligned becomes one vector load; the store becomes one vector store
+        when it is contiguous and aligned too, else (a local array, or a
+        transposed layout) one scalar store per element. Return False when
+        nothing can be vectorized (the loop is then emitted unrolled)."""
         if not isinstance(s.extent, ir.Imm) or not isinstance(s.body, ir.Store):
+            return False
+        if not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
             return False
         n = int(s.extent.value)
         st = s.body
@@ -318,31 +323,31 @@ class _Kernel:
         nbytes = n * dt.numpy.itemsize
         if nbytes not in (8, 16) or dt.name not in ("float32", "int32", "float16", "bfloat16"):
             return False
-        if any(isinstance(x, ir.Alloc) and x.buffer.scope == "local" and x.buffer.name == st.buffer
-               for x in walk_stmts(self.k.body)):
-            return False
-        if not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
-            return False
         vtype = {(4, 16): "float4", (4, 8): "float2", (2, 16): "float4", (2, 8): "float2"}[
             (dt.numpy.itemsize if dt.numpy.itemsize == 4 else 2, nbytes)]
-        sbase = self.contiguous(st.indices[0], s.var, n, dt.numpy.itemsize)
-        if sbase is None:
-            return False
-        # Loads from local arrays stay scalar: with the loop unrolled their indices are
-        # constants and the arrays stay in registers (a vector cast would take an address).
+        # Local arrays are never accessed as vectors: with the loop unrolled their
+        # indices are constants and they stay in registers (a vector cast would take
+        # an address and move them to local memory).
         local = {x.buffer.name for x in walk_stmts(self.k.body)
                  if isinstance(x, ir.Alloc) and x.buffer.scope == "local"}
+        sbase = None
+        if st.buffer not in local:
+            sbase = self.contiguous(st.indices[0], s.var, n, dt.numpy.itemsize)
         loads = [x for x in ir.walk_expr(st.value) if isinstance(x, ir.Load)
                  and s.var in ir.free_vars(x.indices[0]) and x.buffer not in local]
         vec_loads = {}
         for ld in loads:
             ldt = self.buffer_dtype(ld.buffer)
-            if ldt != dt:
-                return False
-            base = self.contiguous(ld.indices[0], s.var, n, ldt.numpy.itemsize)
+            base = None
+            if ldt == dt:
+                base = self.contiguous(ld.indices[0], s.var, n, ldt.numpy.itemsize)
             if base is None:
-                return False
+                if sbase is not None:
+                    return False  # a vector store needs every varying load as a vector
+                continue
             vec_loads[ld] = base
+        if sbase is None and not vec_loads:
+            return False
         v = _c(s.var)
         ct = ctype(dt)
         self.emit("{", d)
@@ -354,18 +359,26 @@ class _Kernel:
             self.emit(f"*reinterpret_cast<{vtype}*>({name}) = *reinterpret_cast<const {vtype}*>"
                       f"(&{ld.buffer}[{self.expr(base)}]);", d + 1)
             self.vector_buffers.add(ld.buffer)
-        out = f"tc_out{len(self.lines)}"
-        self.emit(f"{ct} {out}[{n}];", d + 1)
-        self.emit("#pragma unroll", d + 1)
-        self.emit(f"for (int {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
         value = _ReplaceLoads(names, v).expr(st.value)
         saved = self.simp.enter_loop(s.var, s.lo, s.extent)
-        self.emit(f"{out}[{v}] = {self.expr(value)};", d + 2)
+        self.scopes.append({v})
+        if sbase is None:
+            self.emit("#pragma unroll", d + 1)
+            self.emit(f"for (int {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
+            self.emit(f"{st.buffer}[{self.expr(st.indices[0])}] = {self.expr(value)};", d + 2)
+            self.emit("}", d + 1)
+        else:
+            out = f"tc_out{len(self.lines)}"
+            self.emit(f"{ct} {out}[{n}];", d + 1)
+            self.emit("#pragma unroll", d + 1)
+            self.emit(f"for (int {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
+            self.emit(f"{out}[{v}] = {self.expr(value)};", d + 2)
+            self.emit("}", d + 1)
+            self.emit(f"*reinterpret_cast<{vtype}*>(&{st.buffer}[{self.expr(sbase)}]) = "
+                      f"*reinterpret_cast<const {vtype}*>({out});", d + 1)
+            self.vector_buffers.add(st.buffer)
+        self.scopes.pop()
         self.simp.restore(s.var, saved)
-        self.emit("}", d + 1)
-        self.emit(f"*reinterpret_cast<{vtype}*>(&{st.buffer}[{self.expr(sbase)}]) = "
-                  f"*reinterpret_cast<const {vtype}*>({out});", d + 1)
-        self.vector_buffers.add(st.buffer)
         self.emit("}", d)
         return True
 
