@@ -103,7 +103,7 @@ def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False
             if pad:  # rows of bm + 4: the transposing stores of a warp hit distinct banks
                 S.storage_align(a1, 32, 4)
         f = S.fuse(a0, a1)
-        if vector:
+        if vector and (bk if name == "A" else bn) % 4 == 0:  # rows of whole float4s
             f, fv = S.split(f, 4)
             S.vectorize(fv)
         fo, fi = S.split(f, tx)
@@ -116,7 +116,7 @@ def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False
             L = s.cache_read(name, "local", [CL])
             L.compute_at(CL, ki)
             a0, a1 = L.axes
-            if vector:
+            if vector and (tm if name == "A_shared" else tn) % 4 == 0:
                 # the contiguous dimension (m of A, n of B) as 4-wide vectors, innermost
                 c, o = (a0, a1) if name == "A_shared" else (a1, a0)
                 co, cv = L.split(c, 4)
@@ -128,6 +128,34 @@ def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False
                 for ax in L.axes:
                     L.unroll(ax)
     return op, s
+
+
+def gemm_variant(variant: str) -> dict:
+    """Schedule arguments of a GEMM variant name (bench/suite.py, tests):
+    'frag' or 'shared' (fragments in registers or not), then any of '+pipe'
+    (double buffering), '+scalar' (no 16-byte vectors, A tile m-major),
+    '+bkN' (K tile depth N), '+warp' (4 x 8 lanes per warp), '+pad' (padded A
+    tile rows), '+gN' (blocks rasterized N block rows at a time)."""
+    first, *rest = variant.split("+")
+    if first not in ("frag", "shared"):
+        raise ValueError(f"GEMM variant '{variant}' must start with 'frag' or 'shared'")
+    kw = {"fragments": first == "frag"}
+    for t in rest:
+        if t == "pipe":
+            kw["pipeline"] = True
+        elif t == "scalar":
+            kw["vector"] = False
+        elif t == "pad":
+            kw["pad"] = True
+        elif t == "warp":
+            kw["lanes"] = (4, 8)
+        elif t.startswith("g") and t[1:].isdigit():
+            kw["group"] = int(t[1:])
+        elif t.startswith("bk"):
+            kw["bk"] = int(t[2:])
+        else:
+            raise ValueError(f"unknown GEMM variant part '{t}' in '{variant}'")
+    return kw
 
 
 def _row_stage_reduce(stage, threads):

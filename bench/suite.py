@@ -40,33 +40,8 @@ def rel_err(out, ref):
     return float((out - ref).norm() / ref.norm().clamp_min(1e-30))
 
 
-def gemm_variant(variant: str) -> dict:
-    """Schedule arguments of a GEMM variant name: 'frag' or 'shared' (fragments
-    in registers or not), then '+pipe' (double buffering), '+scalar' (no
-    16-byte vectors, A tile m-major), '+bkN' (K tile depth N), '+warp' (4 x 8
-    lanes per warp), '+pad' (padded A tile rows), '+gN' (blocks rasterized N block rows at a time)."""
-    first, *rest = variant.split("+")
-    kw = {"fragments": first == "frag"}
-    for t in rest:
-        if t == "pipe":
-            kw["pipeline"] = True
-        elif t == "scalar":
-            kw["vector"] = False
-        elif t == "pad":
-            kw["pad"] = True
-        elif t == "warp":
-            kw["lanes"] = (4, 8)
-        elif t.startswith("g") and t[1:].isdigit():
-            kw["group"] = int(t[1:])
-        elif t.startswith("bk"):
-            kw["bk"] = int(t[2:])
-        else:
-            raise ValueError(f"unknown GEMM variant part '{t}' in '{variant}'")
-    return kw
-
-
 def case_gemm(n, variant):
-    op, s = S.gemm({}, **gemm_variant(variant))
+    op, s = S.gemm({}, **S.gemm_variant(variant))
     sizes = {"M": n, "N": n, "K": n}
     mk = lambda: (randn(n, n), randn(n, n))  # noqa: E731
     ref = lambda a, b: a.double() @ b.double()  # noqa: E731
@@ -155,11 +130,6 @@ def run_case(c, reps):
                 lib_rate=lib_rate, lib=c["lib_name"], build_s=build_s)
 
 
-GEMM_VARIANTS = ["frag", "frag+warp", "frag+warp+pad", "frag+warp+g8", "frag+warp+pad+g8",
-                 "frag+warp+pipe", "frag+warp+pad+pipe", "frag+g8", "frag+warp+pad+pipe+bk16"]
-GEMM_VARIANTS_8192 = ["frag", "frag+warp+pad", "frag+warp+pad+g8", "frag+warp+pad+pipe"]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
@@ -179,8 +149,15 @@ def main():
         lambda: case_layernorm(4096, 32768, 1024, True),
         lambda: case_layernorm(4096, 32768, 512, False),
         lambda: case_layernorm(4096, 32768, 1024, False),
-        *[(lambda v=v: case_gemm(1024 if q else 4096, v)) for v in GEMM_VARIANTS],
-        *[(lambda v=v: case_gemm(2048 if q else 8192, v)) for v in GEMM_VARIANTS_8192],
+        lambda: case_gemm(1024 if q else 4096, "frag+scalar"),
+        lambda: case_gemm(1024 if q else 4096, "frag"),
+        lambda: case_gemm(1024 if q else 4096, "frag+warp+pad"),
+        lambda: case_gemm(1024 if q else 4096, "frag+warp+pad+pipe"),
+        lambda: case_gemm(1024 if q else 4096, "frag+warp+pad+pipe+g8"),
+        lambda: case_gemm(1024 if q else 4096, "shared+warp+pad+pipe+g8"),
+        lambda: case_gemm(2048 if q else 8192, "frag"),
+        lambda: case_gemm(2048 if q else 8192, "frag+warp+pad+pipe"),
+        lambda: case_gemm(2048 if q else 8192, "frag+warp+pad+pipe+g8"),
     ]
     results = []
     for make in cases:

@@ -42,7 +42,7 @@ class SuiteCase:
 
 
 def _gemm(n, variant):
-    kw = {"fragments": "frag" in variant, "pipeline": "pipe" in variant}  # as case_gemm
+    kw = S.gemm_variant(variant)  # as case_gemm
     return SuiteCase(f"gemm_{n}_{variant.replace('+', '_')}", ("case_gemm", n, variant), "gemm",
                      kw, {"M": n, "N": n, "K": n})
 
@@ -70,8 +70,10 @@ SUITE_CASES = [
     _row("layernorm", 32768, 4096, 512, True), _row("layernorm", 32768, 4096, 256, False),
     _row("layernorm", 4096, 32768, 1024, True), _row("layernorm", 4096, 32768, 512, False),
     _row("layernorm", 4096, 32768, 1024, False),
-    _gemm(4096, "frag"), _gemm(4096, "shared"), _gemm(4096, "frag+pipe"),
-    _gemm(4096, "shared+pipe"), _gemm(8192, "frag"), _gemm(8192, "frag+pipe"),
+    _gemm(4096, "frag+scalar"), _gemm(4096, "frag"), _gemm(4096, "frag+warp+pad"),
+    _gemm(4096, "frag+warp+pad+pipe"), _gemm(4096, "frag+warp+pad+pipe+g8"),
+    _gemm(4096, "shared+warp+pad+pipe+g8"),
+    _gemm(8192, "frag"), _gemm(8192, "frag+warp+pad+pipe"), _gemm(8192, "frag+warp+pad+pipe+g8"),
 ]
 SUITE_IDS = [c.slug for c in SUITE_CASES]
 

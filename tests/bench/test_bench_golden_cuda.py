@@ -104,7 +104,11 @@ def test_launch_geometry(slug):
     assert re.findall(r"__launch_bounds__\((\d+)\)", k.source) == [str(nthreads)]
     sz = c.sizes
     if c.kind == "gemm":
-        assert block == [16, 16, 1] and kd["grid"] == [sz["N"] // 128, sz["M"] // 128, 1]
+        blocks = (sz["N"] // 128, sz["M"] // 128)
+        assert block == ([256, 1, 1] if c.kwargs.get("lanes") else [16, 16, 1])
+        # rasterized grids number the blocks on one axis (the group divides the rows)
+        assert kd["grid"] == ([blocks[0] * blocks[1], 1, 1] if c.kwargs.get("group") else
+                              [*blocks, 1])
     elif c.kind == "transpose":
         assert block == [32, 8, 1] and kd["grid"] == [sz["M"] // 32, sz["N"] // 32, 1]
     elif c.kind == "gelu":
@@ -225,33 +229,28 @@ def test_row_op_kernel(slug):
 def test_gemm_kernel(slug):
     c, k = BY_SLUG[slug], kernel(slug)
     src, (kd,) = body(k.source), k.meta["kernels"]
-    n, frag, pipe = c.sizes["N"], c.kwargs["fragments"], c.kwargs["pipeline"]
+    n, kw = c.sizes["N"], c.kwargs
+    frag, pipe, vector = kw["fragments"], kw.get("pipeline", False), kw.get("vector", True)
+    pad = kw.get("pad", False)
     # A and B tiles of bk = 8 in shared memory (128 x 8 and 8 x 128), two of each when
-    # pipelined
-    tile = 2048 if pipe else 1024
-    assert f"__shared__ __align__(16) float A_shared[{tile}];" in src
-    assert f"__shared__ __align__(16) float B_shared[{tile}];" in src
+    # pipelined; with vectors A is k-major (8 rows of 128, padded to 132 with `pad`)
+    halves = 2 if pipe else 1
+    a_tile = 8 * 132 if pad else 1024
+    assert f"__shared__ __align__(16) float A_shared[{halves * a_tile}];" in src
+    assert f"__shared__ __align__(16) float B_shared[{halves * 1024}];" in src
     assert kd["dynamic_smem"] == 0
     # the 8 x 8 register tile of each thread, fully unrolled
     assert "  float C_local[64];" in src and "C_local[63] = 0.0f;" in src
     assert f"for (int k_o = 0; k_o < {n // 8}; ++k_o) {{" in src
-    loops = re.findall(r"for \(int (\w+) = 0; \1 < (\d+);", src)
-    # loops left: k_o, the shared fetches unless pipelined (then unrolled into the 4
-    # prefetch registers per thread), the 4-wide packs of the 16 float4 stores
-    fetch = [] if pipe else [("ax0_ax1_f_o_o", "4"), ("B_shared_ax0_ax1_f_o_o", "4")]
-    assert [lp for lp in loops if lp != ("n_i_i_i", "4")] == [("k_o", str(n // 8))] + fetch
-    assert len(loops) == 1 + len(fetch) + 16
+    loop = src[src.index("for (int k_o"):]
     if pipe:
         # tile 0 stored before the loop; in the loop: load k_o + 1 into registers, compute
         # from buffer k_o % 2, store the registers into buffer (k_o + 1) % 2, one barrier
         assert "  float A_shared_prefetch[4];" in src and "  float B_shared_prefetch[4];" in src
-        loop = src[src.index("for (int k_o"):]
         assert src.count("__syncthreads()") == 2 and loop.count("__syncthreads()") == 1
         assert loop.count(f"if (k_o + 1 < {n // 8}) {{") == 2
-        assert len(re.findall(r"A_shared\[\(k_o \+ 1\) % 2 \* 1024 \+ .*\] = "
-                              r"A_shared_prefetch\[\d\];", loop)) == 4
-        assert len(re.findall(r"(?:A_shared_local\[\d\] = |\+ )A_shared\[k_o % 2 \* 1024 \+ ",
-                              loop)) == (64 if frag else 512)
+        reads = re.findall(r"A_shared\[k_o % 2 \* (\d+) \+ ", loop)
+        assert reads and set(reads) == {str(a_tile)}
     else:
         # a barrier before refilling the tiles and one before reading them
         assert src.count("__syncthreads()") == 2 and "_prefetch" not in src
@@ -264,9 +263,25 @@ def test_gemm_kernel(slug):
     else:
         assert "_shared_local" not in src
         assert {f[1:] for f in fmas} == {("A_shared", "B_shared")}
+    vec_loads = lambda buf: len(re.findall(  # noqa: E731
+        r"\*reinterpret_cast<const float4\*>\(&%s\[" % buf, loop))
+    if vector:
+        # per K step, each thread fetches one float4 of A and one of B from global memory
+        # (the next step's when pipelined) ...
+        assert vec_loads("A") == 1 and vec_loads("B") == 1
+        # ... and, with fragments, loads its 8 values of A and of B per k as 2 float4 each
+        assert vec_loads("A_shared") == vec_loads("B_shared") == (16 if frag else 0)
+        # B goes to shared memory as one float4; A (transposed) as 4 scalars
+        assert len(re.findall(r"\*reinterpret_cast<float4\*>\(&B_shared\[", src)) == (
+            2 if pipe else 1)
+        assert "reinterpret_cast<float4*>(&A_shared[" not in src
+    else:
+        vec = re.findall(r"reinterpret_cast<(?:const )?float4\*>\(&(\w+)\[", src)
+        assert set(vec) == {"C"}
     # C written with float4 stores: 8 rows x 2 vectors per thread
     stores = re.findall(r"\*reinterpret_cast<float4\*>\(&C\[", src)
-    assert len(stores) == 16 and kd["aligned_buffers"] == ["C"]
+    assert len(stores) == 16
+    assert kd["aligned_buffers"] == (["A", "B", "C"] if vector else ["C"])
 
 
 @pytest.mark.parametrize("slug", slugs("gemm", pipeline=True))
@@ -281,6 +296,21 @@ def test_gemm_pipeline_no_redundant_guards(slug):
     conds = re.findall(r"if \((.*)\) \{", src)
     assert conds == [f"k_o + 1 < {c.sizes['K'] // 8}"] * 2, sorted(set(conds))
 
+
+@pytest.mark.parametrize("slug", slugs("gemm", lanes=(4, 8), fragments=True))
+def test_gemm_warp_lanes(slug):
+    """With lanes=(4, 8) a warp is 4 x 8 threads of 8 x 8 outputs: the thread's
+    rows start at (t / 128) * 64 + (t / 4 % 8) * 8 and its columns at
+    (t / 32 % 4) * 32 + (t % 4) * 8, so the fragment loads of a warp read 8
+    distinct float4 pairs of A and 4 of B per k."""
+    src = body(kernel(slug).source)
+    (t,) = re.findall(r"const int (\w+) = threadIdx\.x;", src[:src.index("for (int k_o")])[:1]
+    assert re.search(r"&A_shared\[(k_o %% 2 \* \d+ \+ )?%s / 128 \* 64 \+ %s / 4 %% 8 \* 8\]"
+                     % (t, t), src)
+    assert re.search(r"&B_shared\[(k_o %% 2 \* \d+ \+ )?%s / 32 %% 4 \* 32 \+ %s %% 4 \* 8\]"
+                     % (t, t), src)
+
+
 # ------------------------------------------------------------------ vector accesses only where aligned
 @pytest.mark.parametrize("kind,kw,sizes", [
     ("gelu", {}, {"N": (1 << 20) + 3}),
@@ -293,11 +323,13 @@ def test_gemm_pipeline_no_redundant_guards(slug):
         "gemm-unbound"])
 def test_no_float4_where_misaligned(kind, kw, sizes):
     """At sizes that are not multiples of 4 (or unknown), rows and tails are not
-    16-byte aligned: the accesses fall back to scalars and the kernel asks for no
-    aligned pointers; every access is guarded."""
+    16-byte aligned: the global accesses fall back to scalars and the kernel asks
+    for no aligned pointers; every access is guarded."""
     op, s = getattr(S, kind)({}, **kw)
     k = tcomp.build(s, target=f"cuda:{ARCH}", sizes=sizes)
     src = body(k.source)
-    assert "float4" not in src.replace("X_shared", "")
+    # (shared buffers have constant, aligned strides: their float4 accesses stay)
+    vec = re.findall(r"reinterpret_cast<(?:const )?float4\*>\(&(\w+)\[", src)
+    assert all(b.endswith("_shared") for b in vec), sorted(set(vec))
     assert k.meta["kernels"][0]["aligned_buffers"] == []
     assert "if (" in src

@@ -185,18 +185,18 @@ def test_row_op_global_temps(torch, kind, shared_row):
                 unbound=not shared_row)
 
 
-GEMM_VARIANTS = [(f, p) for f in (True, False) for p in (False, True)]
+GEMM_VARIANTS = ["frag", "shared", "frag+pipe", "shared+pipe", "frag+scalar",
+                 "frag+warp+pad+pipe+g8", "shared+warp+pad+g8"]
 
 
-@pytest.mark.parametrize("fragments,pipeline", GEMM_VARIANTS,
-                         ids=[("frag" if f else "shared") + ("+pipe" if p else "")
-                              for f, p in GEMM_VARIANTS])
-def test_gemm_awkward(torch, fragments, pipeline):
+@pytest.mark.parametrize("variant", GEMM_VARIANTS)
+def test_gemm_awkward(torch, variant):
     """Sizes smaller than one tile, K below bk, primes, a K that leaves a tail of
     3 in the last bk step, sizes just above a tile multiple: all through the
     unbound kernel, three of them also with the sizes bound (the compilations of
-    the unrolled 8x8 tiles dominate this test's time)."""
-    kw = {"fragments": fragments, "pipeline": pipeline}
+    the unrolled 8x8 tiles dominate this test's time). Variants as in
+    bench/schedules.py `gemm_variant`."""
+    kw = S.gemm_variant(variant)
     sizes = [{"M": m, "N": n, "K": k} for m, n, k in (
         (1, 1, 1), (129, 7, 13), (257, 255, 3), (1031, 1021, 1019), (64, 64, 8195),
         (4097, 4099, 8))]
@@ -236,7 +236,6 @@ def test_shared_row_too_wide_is_a_clear_error(torch):
 BIG = textwrap.dedent("""
     import json, sys
     import torch, tcomp
-    from tests.bench.common import S
     case = sys.argv[1]
     res = {"case": case}
     try:

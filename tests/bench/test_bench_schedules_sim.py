@@ -1,7 +1,7 @@
 """Every schedule of bench/schedules.py on the CPU sim against `tcomp.evaluate`.
 
 Each schedule function and each of its variants (softmax/layernorm: shared_row x
-local_temps; gemm: fragments x pipeline) runs at small sizes that divide its tiles, at sizes
+local_temps; gemm: the variants of GEMM_VARIANTS) runs at small sizes that divide its tiles, at sizes
 that do not (primes, rows shorter than the block, single elements), with the
 small parameters that keep the sim fast and, where the sim stays fast, with the
 benchmark's own parameters (512/1024-thread rows, 128x128x8 GEMM tiles).
@@ -219,33 +219,58 @@ GEMM_CASES = [
     ("bench", BENCH, (128, 128, 16)),
     ("bench", BENCH, (131, 7, 9)),
 ]
-GEMM_VARIANTS = [(f, p) for f in (True, False) for p in (False, True)]
-GEMM_VARIANT_IDS = [("frag" if f else "shared") + ("+pipe" if p else "") for f, p in GEMM_VARIANTS]
+# name -> (schedule arguments, lanes per case kind): 'warp' variants use a warp-shaped
+# thread grid (fused threadIdx.x) and rasterized blocks (group of 2 block rows)
+GEMM_VARIANTS = {
+    "frag": {}, "frag+pipe": {"pipeline": True},
+    "shared": {"fragments": False}, "shared+pipe": {"fragments": False, "pipeline": True},
+    "frag+scalar": {"vector": False}, "frag+scalar+pipe": {"vector": False, "pipeline": True},
+    "frag+warp+pad+pipe+g2": {"lanes": True, "pad": True, "pipeline": True, "group": 2},
+    "shared+warp+pad+g2": {"fragments": False, "lanes": True, "pad": True, "group": 2},
+}
+LANES = {"small": (2, 2), "odd-fetch": (2, 4), "bench": (4, 8)}
+
+
+def gemm_kw(name, variant, kw):
+    v = dict(GEMM_VARIANTS[variant])
+    if v.pop("lanes", False):
+        v["lanes"] = LANES[name]
+    return {**kw, **v}
 
 
 def gemm_threads(kw):
-    p = {**dict(bm=128, bn=128, bk=8, tm=8, tn=8), **kw}
+    p = {**dict(bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False,
+                vector=True, pad=False), **kw}
     return p["bn"] // p["tn"], p["bm"] // p["tm"], p
 
 
-@pytest.mark.parametrize("fragments,pipeline", GEMM_VARIANTS, ids=GEMM_VARIANT_IDS)
+@pytest.mark.parametrize("variant", list(GEMM_VARIANTS))
 @pytest.mark.parametrize("name,kw,mnk", GEMM_CASES,
                          ids=[f"{n}-{m}x{nn}x{k}" for n, _, (m, nn, k) in GEMM_CASES])
-def test_gemm(name, kw, mnk, fragments, pipeline):
-    op, s = S.gemm({}, fragments=fragments, pipeline=pipeline, **kw)
+def test_gemm(name, kw, mnk, variant):
+    kw = gemm_kw(name, variant, kw)
+    op, s = S.gemm({}, **kw)
     m, n, k = mnk
     sizes = {"M": m, "N": n, "K": k}
     tx, ty, p = gemm_threads(kw)
     text = str(run(s, sizes).program)  # the IR the sim ran (lowering the 8x8-unrolled tiles twice is slow)
-    assert f"block=({tx}, {ty}, 1)" in text
+    pipeline = p["pipeline"]
+    assert f"block=({tx * ty}, 1, 1)" in text if p.get("lanes") else f"block=({tx}, {ty}, 1)" in text
     bufs = "2, " if pipeline else ""  # double-buffered tiles
-    assert f"alloc shared float32 A_shared[{bufs}{p['bm']}, {p['bk']}]" in text
+    if p["vector"]:  # k-major A tile, rows padded to 4 mod 32 elements with `pad`
+        row = next(w for w in range(p["bm"], p["bm"] + 33) if w % 32 == 4) if p["pad"] else p["bm"]
+        assert f"alloc shared float32 A_shared[{bufs}{p['bk']}, {row}]" in text
+    else:
+        assert f"alloc shared float32 A_shared[{bufs}{p['bm']}, {p['bk']}]" in text
     assert f"alloc shared float32 B_shared[{bufs}{p['bk']}, {p['bn']}]" in text
     assert f"alloc local float32 C_local[{p['tm']}, {p['tn']}]" in text
-    assert ("alloc local float32 A_shared_local" in text) == fragments
+    assert ("alloc local float32 A_shared_local" in text) == p["fragments"]
     if pipeline:
         # the next tile goes through registers: ceil(tile / threads) elements per thread
+        # (whole float4s of it when vectorized)
         per = -(-p["bm"] * p["bk"] // (tx * ty))
+        if p["vector"] and p["bk"] % 4 == 0:
+            per = 4 * -(-p["bm"] * p["bk"] // (4 * tx * ty))
         assert f"alloc local float32 A_shared_prefetch[{per}]" in text
     else:
         assert "_prefetch" not in text
@@ -255,8 +280,8 @@ def test_gemm(name, kw, mnk, fragments, pipeline):
     assert "allreduce_" not in text  # the k reduction stays inside each thread
 
 
-@pytest.mark.parametrize("fragments,pipeline", GEMM_VARIANTS, ids=GEMM_VARIANT_IDS)
-def test_gemm_unbound_sizes(fragments, pipeline):
-    op, s = S.gemm({}, fragments=fragments, pipeline=pipeline, **SMALL)
-    for m, n, k in ((21, 19, 7), (16, 16, 8)):
+@pytest.mark.parametrize("variant", list(GEMM_VARIANTS))
+def test_gemm_unbound_sizes(variant):
+    op, s = S.gemm({}, **gemm_kw("small", variant, SMALL))
+    for m, n, k in ((21, 19, 7), (16, 16, 8), (37, 29, 23)):
         run(s, {"M": m, "N": n, "K": k}, bind=False)

@@ -84,33 +84,61 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
   C_local[63] = 0.0f;
   for (int k_o = 0; k_o < 512; ++k_o) {
     __syncthreads();
-    for (int ax0_ax1_f_o_o = 0; ax0_ax1_f_o_o < 4; ++ax0_ax1_f_o_o) {
-      const int ax0_ax1_f_o_i = threadIdx.y;
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared[ax0_ax1_f_o_o * 256 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i] = A[m_o * 524288 + (ax0_ax1_f_o_o * 256 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) / 8 * 4096 + k_o * 8 + (ax0_ax1_f_o_o * 256 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) % 8];
+    const int ax0_ax1_f_o_o_i = threadIdx.y;
+    const int ax0_ax1_f_o_i = threadIdx.x;
+    {
+      float tc_vec79_0[4];
+      *reinterpret_cast<float4*>(tc_vec79_0) = *reinterpret_cast<const float4*>(&A[m_o * 524288 + (ax0_ax1_f_o_o_i * 16 + ax0_ax1_f_o_i) / 2 * 4096 + k_o * 8 + (ax0_ax1_f_o_o_i * 16 + ax0_ax1_f_o_i) % 2 * 4]);
+      #pragma unroll
+      for (int ax0_ax1_f_i = 0; ax0_ax1_f_i < 4; ++ax0_ax1_f_i) {
+        A_shared[(ax0_ax1_f_o_o_i * 16 + ax0_ax1_f_o_i) % 2 * 512 + ax0_ax1_f_i * 128 + (ax0_ax1_f_o_o_i * 16 + ax0_ax1_f_o_i) / 2] = tc_vec79_0[ax0_ax1_f_i];
+      }
     }
-    for (int B_shared_ax0_ax1_f_o_o = 0; B_shared_ax0_ax1_f_o_o < 4; ++B_shared_ax0_ax1_f_o_o) {
-      const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared[B_shared_ax0_ax1_f_o_o * 256 + B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i] = B[k_o * 32768 + (B_shared_ax0_ax1_f_o_o * 256 + B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i) / 128 * 4096 + n_o * 128 + (B_shared_ax0_ax1_f_o_o * 256 + B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i) % 128];
+    const int B_shared_ax0_ax1_f_o_o_i = threadIdx.y;
+    const int B_shared_ax0_ax1_f_o_i = threadIdx.x;
+    {
+      float tc_vec89_0[4];
+      *reinterpret_cast<float4*>(tc_vec89_0) = *reinterpret_cast<const float4*>(&B[k_o * 32768 + B_shared_ax0_ax1_f_o_o_i / 2 * 4096 + n_o * 128 + B_shared_ax0_ax1_f_o_o_i % 2 * 64 + B_shared_ax0_ax1_f_o_i * 4]);
+      float tc_out91[4];
+      #pragma unroll
+      for (int B_shared_ax0_ax1_f_i = 0; B_shared_ax0_ax1_f_i < 4; ++B_shared_ax0_ax1_f_i) {
+        tc_out91[B_shared_ax0_ax1_f_i] = tc_vec89_0[B_shared_ax0_ax1_f_i];
+      }
+      *reinterpret_cast<float4*>(&B_shared[B_shared_ax0_ax1_f_o_i * 4 + B_shared_ax0_ax1_f_o_o_i * 64]) = *reinterpret_cast<const float4*>(tc_out91);
     }
     __syncthreads();
-    A_shared_local[0] = A_shared[m_i_o * 64];
-    A_shared_local[1] = A_shared[m_i_o * 64 + 8];
-    A_shared_local[2] = A_shared[m_i_o * 64 + 16];
-    A_shared_local[3] = A_shared[m_i_o * 64 + 24];
-    A_shared_local[4] = A_shared[m_i_o * 64 + 32];
-    A_shared_local[5] = A_shared[m_i_o * 64 + 40];
-    A_shared_local[6] = A_shared[m_i_o * 64 + 48];
-    A_shared_local[7] = A_shared[m_i_o * 64 + 56];
-    B_shared_local[0] = B_shared[n_i_o * 8];
-    B_shared_local[1] = B_shared[n_i_o * 8 + 1];
-    B_shared_local[2] = B_shared[n_i_o * 8 + 2];
-    B_shared_local[3] = B_shared[n_i_o * 8 + 3];
-    B_shared_local[4] = B_shared[n_i_o * 8 + 4];
-    B_shared_local[5] = B_shared[n_i_o * 8 + 5];
-    B_shared_local[6] = B_shared[n_i_o * 8 + 6];
-    B_shared_local[7] = B_shared[n_i_o * 8 + 7];
+    {
+      float tc_vec100_0[4];
+      *reinterpret_cast<float4*>(tc_vec100_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec100_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec108_0[4];
+      *reinterpret_cast<float4*>(tc_vec108_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 4]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec108_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec116_0[4];
+      *reinterpret_cast<float4*>(tc_vec116_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec116_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec124_0[4];
+      *reinterpret_cast<float4*>(tc_vec124_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 4]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec124_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -175,22 +203,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[m_i_o * 64 + 1];
-    A_shared_local[1] = A_shared[m_i_o * 64 + 9];
-    A_shared_local[2] = A_shared[m_i_o * 64 + 17];
-    A_shared_local[3] = A_shared[m_i_o * 64 + 25];
-    A_shared_local[4] = A_shared[m_i_o * 64 + 33];
-    A_shared_local[5] = A_shared[m_i_o * 64 + 41];
-    A_shared_local[6] = A_shared[m_i_o * 64 + 49];
-    A_shared_local[7] = A_shared[m_i_o * 64 + 57];
-    B_shared_local[0] = B_shared[n_i_o * 8 + 128];
-    B_shared_local[1] = B_shared[n_i_o * 8 + 129];
-    B_shared_local[2] = B_shared[n_i_o * 8 + 130];
-    B_shared_local[3] = B_shared[n_i_o * 8 + 131];
-    B_shared_local[4] = B_shared[n_i_o * 8 + 132];
-    B_shared_local[5] = B_shared[n_i_o * 8 + 133];
-    B_shared_local[6] = B_shared[n_i_o * 8 + 134];
-    B_shared_local[7] = B_shared[n_i_o * 8 + 135];
+    {
+      float tc_vec196_0[4];
+      *reinterpret_cast<float4*>(tc_vec196_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 128]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec196_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec204_0[4];
+      *reinterpret_cast<float4*>(tc_vec204_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 132]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec204_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec212_0[4];
+      *reinterpret_cast<float4*>(tc_vec212_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 128]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec212_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec220_0[4];
+      *reinterpret_cast<float4*>(tc_vec220_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 132]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec220_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -255,22 +299,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[m_i_o * 64 + 2];
-    A_shared_local[1] = A_shared[m_i_o * 64 + 10];
-    A_shared_local[2] = A_shared[m_i_o * 64 + 18];
-    A_shared_local[3] = A_shared[m_i_o * 64 + 26];
-    A_shared_local[4] = A_shared[m_i_o * 64 + 34];
-    A_shared_local[5] = A_shared[m_i_o * 64 + 42];
-    A_shared_local[6] = A_shared[m_i_o * 64 + 50];
-    A_shared_local[7] = A_shared[m_i_o * 64 + 58];
-    B_shared_local[0] = B_shared[n_i_o * 8 + 256];
-    B_shared_local[1] = B_shared[n_i_o * 8 + 257];
-    B_shared_local[2] = B_shared[n_i_o * 8 + 258];
-    B_shared_local[3] = B_shared[n_i_o * 8 + 259];
-    B_shared_local[4] = B_shared[n_i_o * 8 + 260];
-    B_shared_local[5] = B_shared[n_i_o * 8 + 261];
-    B_shared_local[6] = B_shared[n_i_o * 8 + 262];
-    B_shared_local[7] = B_shared[n_i_o * 8 + 263];
+    {
+      float tc_vec292_0[4];
+      *reinterpret_cast<float4*>(tc_vec292_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 256]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec292_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec300_0[4];
+      *reinterpret_cast<float4*>(tc_vec300_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 260]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec300_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec308_0[4];
+      *reinterpret_cast<float4*>(tc_vec308_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 256]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec308_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec316_0[4];
+      *reinterpret_cast<float4*>(tc_vec316_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 260]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec316_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -335,22 +395,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[m_i_o * 64 + 3];
-    A_shared_local[1] = A_shared[m_i_o * 64 + 11];
-    A_shared_local[2] = A_shared[m_i_o * 64 + 19];
-    A_shared_local[3] = A_shared[m_i_o * 64 + 27];
-    A_shared_local[4] = A_shared[m_i_o * 64 + 35];
-    A_shared_local[5] = A_shared[m_i_o * 64 + 43];
-    A_shared_local[6] = A_shared[m_i_o * 64 + 51];
-    A_shared_local[7] = A_shared[m_i_o * 64 + 59];
-    B_shared_local[0] = B_shared[n_i_o * 8 + 384];
-    B_shared_local[1] = B_shared[n_i_o * 8 + 385];
-    B_shared_local[2] = B_shared[n_i_o * 8 + 386];
-    B_shared_local[3] = B_shared[n_i_o * 8 + 387];
-    B_shared_local[4] = B_shared[n_i_o * 8 + 388];
-    B_shared_local[5] = B_shared[n_i_o * 8 + 389];
-    B_shared_local[6] = B_shared[n_i_o * 8 + 390];
-    B_shared_local[7] = B_shared[n_i_o * 8 + 391];
+    {
+      float tc_vec388_0[4];
+      *reinterpret_cast<float4*>(tc_vec388_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 384]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec388_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec396_0[4];
+      *reinterpret_cast<float4*>(tc_vec396_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 388]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec396_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec404_0[4];
+      *reinterpret_cast<float4*>(tc_vec404_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 384]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec404_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec412_0[4];
+      *reinterpret_cast<float4*>(tc_vec412_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 388]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec412_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -415,22 +491,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[m_i_o * 64 + 4];
-    A_shared_local[1] = A_shared[m_i_o * 64 + 12];
-    A_shared_local[2] = A_shared[m_i_o * 64 + 20];
-    A_shared_local[3] = A_shared[m_i_o * 64 + 28];
-    A_shared_local[4] = A_shared[m_i_o * 64 + 36];
-    A_shared_local[5] = A_shared[m_i_o * 64 + 44];
-    A_shared_local[6] = A_shared[m_i_o * 64 + 52];
-    A_shared_local[7] = A_shared[m_i_o * 64 + 60];
-    B_shared_local[0] = B_shared[n_i_o * 8 + 512];
-    B_shared_local[1] = B_shared[n_i_o * 8 + 513];
-    B_shared_local[2] = B_shared[n_i_o * 8 + 514];
-    B_shared_local[3] = B_shared[n_i_o * 8 + 515];
-    B_shared_local[4] = B_shared[n_i_o * 8 + 516];
-    B_shared_local[5] = B_shared[n_i_o * 8 + 517];
-    B_shared_local[6] = B_shared[n_i_o * 8 + 518];
-    B_shared_local[7] = B_shared[n_i_o * 8 + 519];
+    {
+      float tc_vec484_0[4];
+      *reinterpret_cast<float4*>(tc_vec484_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 512]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec484_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec492_0[4];
+      *reinterpret_cast<float4*>(tc_vec492_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 516]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec492_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec500_0[4];
+      *reinterpret_cast<float4*>(tc_vec500_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 512]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec500_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec508_0[4];
+      *reinterpret_cast<float4*>(tc_vec508_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 516]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec508_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -495,22 +587,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[m_i_o * 64 + 5];
-    A_shared_local[1] = A_shared[m_i_o * 64 + 13];
-    A_shared_local[2] = A_shared[m_i_o * 64 + 21];
-    A_shared_local[3] = A_shared[m_i_o * 64 + 29];
-    A_shared_local[4] = A_shared[m_i_o * 64 + 37];
-    A_shared_local[5] = A_shared[m_i_o * 64 + 45];
-    A_shared_local[6] = A_shared[m_i_o * 64 + 53];
-    A_shared_local[7] = A_shared[m_i_o * 64 + 61];
-    B_shared_local[0] = B_shared[n_i_o * 8 + 640];
-    B_shared_local[1] = B_shared[n_i_o * 8 + 641];
-    B_shared_local[2] = B_shared[n_i_o * 8 + 642];
-    B_shared_local[3] = B_shared[n_i_o * 8 + 643];
-    B_shared_local[4] = B_shared[n_i_o * 8 + 644];
-    B_shared_local[5] = B_shared[n_i_o * 8 + 645];
-    B_shared_local[6] = B_shared[n_i_o * 8 + 646];
-    B_shared_local[7] = B_shared[n_i_o * 8 + 647];
+    {
+      float tc_vec580_0[4];
+      *reinterpret_cast<float4*>(tc_vec580_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 640]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec580_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec588_0[4];
+      *reinterpret_cast<float4*>(tc_vec588_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 644]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec588_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec596_0[4];
+      *reinterpret_cast<float4*>(tc_vec596_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 640]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec596_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec604_0[4];
+      *reinterpret_cast<float4*>(tc_vec604_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 644]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec604_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -575,22 +683,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[m_i_o * 64 + 6];
-    A_shared_local[1] = A_shared[m_i_o * 64 + 14];
-    A_shared_local[2] = A_shared[m_i_o * 64 + 22];
-    A_shared_local[3] = A_shared[m_i_o * 64 + 30];
-    A_shared_local[4] = A_shared[m_i_o * 64 + 38];
-    A_shared_local[5] = A_shared[m_i_o * 64 + 46];
-    A_shared_local[6] = A_shared[m_i_o * 64 + 54];
-    A_shared_local[7] = A_shared[m_i_o * 64 + 62];
-    B_shared_local[0] = B_shared[n_i_o * 8 + 768];
-    B_shared_local[1] = B_shared[n_i_o * 8 + 769];
-    B_shared_local[2] = B_shared[n_i_o * 8 + 770];
-    B_shared_local[3] = B_shared[n_i_o * 8 + 771];
-    B_shared_local[4] = B_shared[n_i_o * 8 + 772];
-    B_shared_local[5] = B_shared[n_i_o * 8 + 773];
-    B_shared_local[6] = B_shared[n_i_o * 8 + 774];
-    B_shared_local[7] = B_shared[n_i_o * 8 + 775];
+    {
+      float tc_vec676_0[4];
+      *reinterpret_cast<float4*>(tc_vec676_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 768]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec676_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec684_0[4];
+      *reinterpret_cast<float4*>(tc_vec684_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 772]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec684_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec692_0[4];
+      *reinterpret_cast<float4*>(tc_vec692_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 768]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec692_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec700_0[4];
+      *reinterpret_cast<float4*>(tc_vec700_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 772]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec700_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -655,22 +779,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[m_i_o * 64 + 7];
-    A_shared_local[1] = A_shared[m_i_o * 64 + 15];
-    A_shared_local[2] = A_shared[m_i_o * 64 + 23];
-    A_shared_local[3] = A_shared[m_i_o * 64 + 31];
-    A_shared_local[4] = A_shared[m_i_o * 64 + 39];
-    A_shared_local[5] = A_shared[m_i_o * 64 + 47];
-    A_shared_local[6] = A_shared[m_i_o * 64 + 55];
-    A_shared_local[7] = A_shared[m_i_o * 64 + 63];
-    B_shared_local[0] = B_shared[n_i_o * 8 + 896];
-    B_shared_local[1] = B_shared[n_i_o * 8 + 897];
-    B_shared_local[2] = B_shared[n_i_o * 8 + 898];
-    B_shared_local[3] = B_shared[n_i_o * 8 + 899];
-    B_shared_local[4] = B_shared[n_i_o * 8 + 900];
-    B_shared_local[5] = B_shared[n_i_o * 8 + 901];
-    B_shared_local[6] = B_shared[n_i_o * 8 + 902];
-    B_shared_local[7] = B_shared[n_i_o * 8 + 903];
+    {
+      float tc_vec772_0[4];
+      *reinterpret_cast<float4*>(tc_vec772_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 896]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec772_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec780_0[4];
+      *reinterpret_cast<float4*>(tc_vec780_0) = *reinterpret_cast<const float4*>(&A_shared[m_i_o * 8 + 900]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec780_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec788_0[4];
+      *reinterpret_cast<float4*>(tc_vec788_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 896]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec788_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec796_0[4];
+      *reinterpret_cast<float4*>(tc_vec796_0) = *reinterpret_cast<const float4*>(&B_shared[n_i_o * 8 + 900]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec796_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -737,131 +877,131 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
   }
   {
-    float tc_out729[4];
+    float tc_out869[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out729[n_i_i_i] = C_local[n_i_i_i];
+      tc_out869[n_i_i_i] = C_local[n_i_i_i];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8]) = *reinterpret_cast<const float4*>(tc_out729);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8]) = *reinterpret_cast<const float4*>(tc_out869);
   }
   {
-    float tc_out737[4];
+    float tc_out877[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out737[n_i_i_i] = C_local[n_i_i_i + 4];
+      tc_out877[n_i_i_i] = C_local[n_i_i_i + 4];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4]) = *reinterpret_cast<const float4*>(tc_out737);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4]) = *reinterpret_cast<const float4*>(tc_out877);
   }
   {
-    float tc_out745[4];
+    float tc_out885[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out745[n_i_i_i] = C_local[n_i_i_i + 8];
+      tc_out885[n_i_i_i] = C_local[n_i_i_i + 8];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4096]) = *reinterpret_cast<const float4*>(tc_out745);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4096]) = *reinterpret_cast<const float4*>(tc_out885);
   }
   {
-    float tc_out753[4];
+    float tc_out893[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out753[n_i_i_i] = C_local[n_i_i_i + 12];
+      tc_out893[n_i_i_i] = C_local[n_i_i_i + 12];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4100]) = *reinterpret_cast<const float4*>(tc_out753);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4100]) = *reinterpret_cast<const float4*>(tc_out893);
   }
   {
-    float tc_out761[4];
+    float tc_out901[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out761[n_i_i_i] = C_local[n_i_i_i + 16];
+      tc_out901[n_i_i_i] = C_local[n_i_i_i + 16];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 8192]) = *reinterpret_cast<const float4*>(tc_out761);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 8192]) = *reinterpret_cast<const float4*>(tc_out901);
   }
   {
-    float tc_out769[4];
+    float tc_out909[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out769[n_i_i_i] = C_local[n_i_i_i + 20];
+      tc_out909[n_i_i_i] = C_local[n_i_i_i + 20];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 8196]) = *reinterpret_cast<const float4*>(tc_out769);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 8196]) = *reinterpret_cast<const float4*>(tc_out909);
   }
   {
-    float tc_out777[4];
+    float tc_out917[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out777[n_i_i_i] = C_local[n_i_i_i + 24];
+      tc_out917[n_i_i_i] = C_local[n_i_i_i + 24];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 12288]) = *reinterpret_cast<const float4*>(tc_out777);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 12288]) = *reinterpret_cast<const float4*>(tc_out917);
   }
   {
-    float tc_out785[4];
+    float tc_out925[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out785[n_i_i_i] = C_local[n_i_i_i + 28];
+      tc_out925[n_i_i_i] = C_local[n_i_i_i + 28];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 12292]) = *reinterpret_cast<const float4*>(tc_out785);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 12292]) = *reinterpret_cast<const float4*>(tc_out925);
   }
   {
-    float tc_out793[4];
+    float tc_out933[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out793[n_i_i_i] = C_local[n_i_i_i + 32];
+      tc_out933[n_i_i_i] = C_local[n_i_i_i + 32];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 16384]) = *reinterpret_cast<const float4*>(tc_out793);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 16384]) = *reinterpret_cast<const float4*>(tc_out933);
   }
   {
-    float tc_out801[4];
+    float tc_out941[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out801[n_i_i_i] = C_local[n_i_i_i + 36];
+      tc_out941[n_i_i_i] = C_local[n_i_i_i + 36];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 16388]) = *reinterpret_cast<const float4*>(tc_out801);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 16388]) = *reinterpret_cast<const float4*>(tc_out941);
   }
   {
-    float tc_out809[4];
+    float tc_out949[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out809[n_i_i_i] = C_local[n_i_i_i + 40];
+      tc_out949[n_i_i_i] = C_local[n_i_i_i + 40];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 20480]) = *reinterpret_cast<const float4*>(tc_out809);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 20480]) = *reinterpret_cast<const float4*>(tc_out949);
   }
   {
-    float tc_out817[4];
+    float tc_out957[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out817[n_i_i_i] = C_local[n_i_i_i + 44];
+      tc_out957[n_i_i_i] = C_local[n_i_i_i + 44];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 20484]) = *reinterpret_cast<const float4*>(tc_out817);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 20484]) = *reinterpret_cast<const float4*>(tc_out957);
   }
   {
-    float tc_out825[4];
+    float tc_out965[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out825[n_i_i_i] = C_local[n_i_i_i + 48];
+      tc_out965[n_i_i_i] = C_local[n_i_i_i + 48];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 24576]) = *reinterpret_cast<const float4*>(tc_out825);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 24576]) = *reinterpret_cast<const float4*>(tc_out965);
   }
   {
-    float tc_out833[4];
+    float tc_out973[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out833[n_i_i_i] = C_local[n_i_i_i + 52];
+      tc_out973[n_i_i_i] = C_local[n_i_i_i + 52];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 24580]) = *reinterpret_cast<const float4*>(tc_out833);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 24580]) = *reinterpret_cast<const float4*>(tc_out973);
   }
   {
-    float tc_out841[4];
+    float tc_out981[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out841[n_i_i_i] = C_local[n_i_i_i + 56];
+      tc_out981[n_i_i_i] = C_local[n_i_i_i + 56];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 28672]) = *reinterpret_cast<const float4*>(tc_out841);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 28672]) = *reinterpret_cast<const float4*>(tc_out981);
   }
   {
-    float tc_out849[4];
+    float tc_out989[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out849[n_i_i_i] = C_local[n_i_i_i + 60];
+      tc_out989[n_i_i_i] = C_local[n_i_i_i + 60];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 28676]) = *reinterpret_cast<const float4*>(tc_out849);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 28676]) = *reinterpret_cast<const float4*>(tc_out989);
   }
 }

@@ -9,11 +9,9 @@ template <typename T> __device__ __forceinline__ T tc_floormod(T a, T b) {
 }
 
 extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict__ A, const float* __restrict__ B, float* C) {
-  __shared__ __align__(16) float A_shared[2048];
-  __shared__ __align__(16) float B_shared[2048];
+  __shared__ __align__(16) float A_shared[1024];
+  __shared__ __align__(16) float B_shared[1024];
   float C_local[64];
-  float A_shared_prefetch[4];
-  float B_shared_prefetch[4];
   float A_shared_local[8];
   float B_shared_local[8];
   const int m_o = blockIdx.y;
@@ -84,996 +82,786 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
   C_local[61] = 0.0f;
   C_local[62] = 0.0f;
   C_local[63] = 0.0f;
-  const int ax0_ax1_f_o_i = threadIdx.y;
-  const int ax0_ax1_f_i = threadIdx.x;
-  A_shared_prefetch[0] = A[m_o * 1048576 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) / 8 * 8192 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) % 8];
-  {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
+  for (int k_o = 0; k_o < 512; ++k_o) {
+    __syncthreads();
+    for (int ax0_ax1_f_o_o = 0; ax0_ax1_f_o_o < 4; ++ax0_ax1_f_o_o) {
+      const int ax0_ax1_f_o_i = threadIdx.y;
       const int ax0_ax1_f_i = threadIdx.x;
-      A_shared_prefetch[1] = A[m_o * 1048576 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256) / 8 * 8192 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256) % 8];
+      A_shared[ax0_ax1_f_o_o * 256 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i] = A[m_o * 524288 + (ax0_ax1_f_o_o * 256 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) / 8 * 4096 + k_o * 8 + (ax0_ax1_f_o_o * 256 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) % 8];
     }
-  }
-  {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared_prefetch[2] = A[m_o * 1048576 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512) / 8 * 8192 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512) % 8];
-    }
-  }
-  {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared_prefetch[3] = A[m_o * 1048576 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768) / 8 * 8192 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768) % 8];
-    }
-  }
-  const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-  const int B_shared_ax0_ax1_f_i = threadIdx.x;
-  B_shared_prefetch[0] = B[(B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i) / 128 * 8192 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i) % 128];
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
+    for (int B_shared_ax0_ax1_f_o_o = 0; B_shared_ax0_ax1_f_o_o < 4; ++B_shared_ax0_ax1_f_o_o) {
+      const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
       const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared_prefetch[1] = B[(B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256) / 128 * 8192 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256) % 128];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared_prefetch[2] = B[(B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512) / 128 * 8192 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512) % 128];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared_prefetch[3] = B[(B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768) / 128 * 8192 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768) % 128];
-    }
-  }
-  {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared[ax0_ax1_f_o_i * 16 + ax0_ax1_f_i] = A_shared_prefetch[0];
-    }
-  }
-  {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared[ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256] = A_shared_prefetch[1];
-    }
-  }
-  {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared[ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512] = A_shared_prefetch[2];
-    }
-  }
-  {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared[ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768] = A_shared_prefetch[3];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared[B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i] = B_shared_prefetch[0];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared[B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256] = B_shared_prefetch[1];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared[B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512] = B_shared_prefetch[2];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared[B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768] = B_shared_prefetch[3];
-    }
-  }
-  __syncthreads();
-  for (int k_o = 0; k_o < 1024; ++k_o) {
-    if (k_o + 1 < 1024) {
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared_prefetch[0] = A[m_o * 1048576 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) / 8 * 8192 + k_o * 8 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) % 8 + 8];
-        }
-      }
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared_prefetch[1] = A[m_o * 1048576 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256) / 8 * 8192 + k_o * 8 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256) % 8 + 8];
-        }
-      }
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared_prefetch[2] = A[m_o * 1048576 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512) / 8 * 8192 + k_o * 8 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512) % 8 + 8];
-        }
-      }
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared_prefetch[3] = A[m_o * 1048576 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768) / 8 * 8192 + k_o * 8 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768) % 8 + 8];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared_prefetch[0] = B[k_o * 65536 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i) / 128 * 8192 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i) % 128 + 65536];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared_prefetch[1] = B[k_o * 65536 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256) / 128 * 8192 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256) % 128 + 65536];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared_prefetch[2] = B[k_o * 65536 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512) / 128 * 8192 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512) % 128 + 65536];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared_prefetch[3] = B[k_o * 65536 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768) / 128 * 8192 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768) % 128 + 65536];
-        }
-      }
-    }
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 8];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 16];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 24];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 32];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 40];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 48];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 56];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 1];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 2];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 3];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 4];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 5];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 6];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 7];
-    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
-    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
-    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
-    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
-    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
-    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
-    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
-    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
-    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
-    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
-    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
-    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
-    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
-    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
-    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
-    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
-    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
-    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
-    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
-    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
-    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
-    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
-    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
-    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
-    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
-    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
-    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
-    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
-    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
-    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
-    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
-    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
-    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
-    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
-    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
-    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
-    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
-    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
-    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
-    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
-    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
-    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
-    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
-    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
-    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
-    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
-    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
-    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
-    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
-    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
-    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
-    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
-    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
-    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
-    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
-    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
-    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
-    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
-    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
-    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
-    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
-    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
-    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
-    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 1];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 9];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 17];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 25];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 33];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 41];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 49];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 57];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 128];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 129];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 130];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 131];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 132];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 133];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 134];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 135];
-    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
-    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
-    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
-    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
-    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
-    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
-    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
-    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
-    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
-    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
-    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
-    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
-    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
-    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
-    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
-    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
-    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
-    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
-    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
-    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
-    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
-    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
-    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
-    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
-    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
-    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
-    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
-    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
-    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
-    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
-    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
-    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
-    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
-    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
-    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
-    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
-    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
-    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
-    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
-    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
-    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
-    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
-    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
-    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
-    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
-    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
-    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
-    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
-    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
-    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
-    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
-    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
-    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
-    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
-    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
-    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
-    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
-    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
-    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
-    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
-    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
-    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
-    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
-    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 2];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 10];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 18];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 26];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 34];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 42];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 50];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 58];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 256];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 257];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 258];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 259];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 260];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 261];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 262];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 263];
-    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
-    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
-    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
-    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
-    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
-    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
-    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
-    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
-    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
-    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
-    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
-    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
-    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
-    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
-    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
-    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
-    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
-    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
-    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
-    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
-    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
-    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
-    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
-    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
-    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
-    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
-    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
-    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
-    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
-    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
-    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
-    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
-    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
-    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
-    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
-    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
-    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
-    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
-    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
-    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
-    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
-    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
-    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
-    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
-    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
-    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
-    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
-    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
-    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
-    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
-    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
-    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
-    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
-    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
-    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
-    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
-    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
-    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
-    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
-    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
-    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
-    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
-    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
-    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 3];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 11];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 19];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 27];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 35];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 43];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 51];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 59];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 384];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 385];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 386];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 387];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 388];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 389];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 390];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 391];
-    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
-    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
-    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
-    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
-    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
-    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
-    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
-    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
-    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
-    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
-    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
-    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
-    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
-    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
-    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
-    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
-    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
-    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
-    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
-    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
-    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
-    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
-    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
-    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
-    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
-    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
-    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
-    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
-    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
-    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
-    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
-    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
-    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
-    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
-    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
-    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
-    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
-    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
-    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
-    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
-    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
-    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
-    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
-    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
-    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
-    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
-    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
-    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
-    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
-    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
-    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
-    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
-    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
-    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
-    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
-    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
-    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
-    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
-    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
-    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
-    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
-    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
-    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
-    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 4];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 12];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 20];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 28];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 36];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 44];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 52];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 60];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 512];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 513];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 514];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 515];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 516];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 517];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 518];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 519];
-    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
-    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
-    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
-    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
-    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
-    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
-    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
-    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
-    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
-    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
-    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
-    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
-    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
-    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
-    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
-    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
-    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
-    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
-    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
-    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
-    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
-    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
-    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
-    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
-    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
-    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
-    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
-    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
-    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
-    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
-    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
-    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
-    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
-    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
-    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
-    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
-    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
-    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
-    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
-    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
-    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
-    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
-    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
-    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
-    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
-    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
-    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
-    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
-    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
-    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
-    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
-    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
-    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
-    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
-    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
-    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
-    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
-    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
-    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
-    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
-    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
-    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
-    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
-    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 5];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 13];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 21];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 29];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 37];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 45];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 53];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 61];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 640];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 641];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 642];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 643];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 644];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 645];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 646];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 647];
-    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
-    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
-    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
-    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
-    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
-    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
-    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
-    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
-    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
-    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
-    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
-    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
-    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
-    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
-    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
-    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
-    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
-    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
-    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
-    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
-    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
-    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
-    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
-    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
-    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
-    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
-    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
-    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
-    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
-    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
-    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
-    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
-    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
-    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
-    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
-    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
-    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
-    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
-    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
-    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
-    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
-    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
-    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
-    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
-    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
-    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
-    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
-    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
-    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
-    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
-    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
-    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
-    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
-    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
-    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
-    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
-    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
-    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
-    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
-    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
-    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
-    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
-    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
-    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 6];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 14];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 22];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 30];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 38];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 46];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 54];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 62];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 768];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 769];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 770];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 771];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 772];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 773];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 774];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 775];
-    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
-    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
-    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
-    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
-    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
-    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
-    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
-    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
-    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
-    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
-    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
-    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
-    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
-    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
-    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
-    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
-    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
-    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
-    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
-    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
-    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
-    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
-    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
-    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
-    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
-    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
-    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
-    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
-    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
-    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
-    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
-    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
-    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
-    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
-    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
-    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
-    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
-    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
-    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
-    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
-    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
-    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
-    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
-    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
-    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
-    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
-    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
-    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
-    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
-    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
-    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
-    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
-    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
-    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
-    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
-    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
-    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
-    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
-    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
-    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
-    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
-    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
-    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
-    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 7];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 15];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 23];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 31];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 39];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 47];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 55];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 63];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 896];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 897];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 898];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 899];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 900];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 901];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 902];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 903];
-    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
-    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
-    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
-    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
-    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
-    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
-    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
-    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
-    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
-    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
-    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
-    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
-    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
-    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
-    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
-    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
-    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
-    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
-    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
-    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
-    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
-    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
-    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
-    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
-    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
-    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
-    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
-    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
-    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
-    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
-    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
-    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
-    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
-    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
-    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
-    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
-    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
-    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
-    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
-    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
-    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
-    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
-    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
-    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
-    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
-    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
-    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
-    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
-    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
-    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
-    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
-    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
-    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
-    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
-    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
-    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
-    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
-    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
-    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
-    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
-    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
-    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
-    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
-    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    if (k_o + 1 < 1024) {
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared[(k_o + 1) % 2 * 1024 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i] = A_shared_prefetch[0];
-        }
-      }
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared[(k_o + 1) % 2 * 1024 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256] = A_shared_prefetch[1];
-        }
-      }
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared[(k_o + 1) % 2 * 1024 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512] = A_shared_prefetch[2];
-        }
-      }
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared[(k_o + 1) % 2 * 1024 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768] = A_shared_prefetch[3];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared[(k_o + 1) % 2 * 1024 + B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i] = B_shared_prefetch[0];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared[(k_o + 1) % 2 * 1024 + B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256] = B_shared_prefetch[1];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared[(k_o + 1) % 2 * 1024 + B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512] = B_shared_prefetch[2];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared[(k_o + 1) % 2 * 1024 + B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768] = B_shared_prefetch[3];
-        }
-      }
+      B_shared[B_shared_ax0_ax1_f_i + B_shared_ax0_ax1_f_o_o * 256 + B_shared_ax0_ax1_f_o_i * 16] = B[k_o * 32768 + (B_shared_ax0_ax1_f_o_o * 16 + B_shared_ax0_ax1_f_o_i) / 8 * 4096 + n_o * 128 + (B_shared_ax0_ax1_f_o_o * 16 + B_shared_ax0_ax1_f_o_i) % 8 * 16 + B_shared_ax0_ax1_f_i];
     }
     __syncthreads();
+    A_shared_local[0] = A_shared[m_i_o * 64];
+    A_shared_local[1] = A_shared[m_i_o * 64 + 8];
+    A_shared_local[2] = A_shared[m_i_o * 64 + 16];
+    A_shared_local[3] = A_shared[m_i_o * 64 + 24];
+    A_shared_local[4] = A_shared[m_i_o * 64 + 32];
+    A_shared_local[5] = A_shared[m_i_o * 64 + 40];
+    A_shared_local[6] = A_shared[m_i_o * 64 + 48];
+    A_shared_local[7] = A_shared[m_i_o * 64 + 56];
+    B_shared_local[0] = B_shared[n_i_o * 8];
+    B_shared_local[1] = B_shared[n_i_o * 8 + 1];
+    B_shared_local[2] = B_shared[n_i_o * 8 + 2];
+    B_shared_local[3] = B_shared[n_i_o * 8 + 3];
+    B_shared_local[4] = B_shared[n_i_o * 8 + 4];
+    B_shared_local[5] = B_shared[n_i_o * 8 + 5];
+    B_shared_local[6] = B_shared[n_i_o * 8 + 6];
+    B_shared_local[7] = B_shared[n_i_o * 8 + 7];
+    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
+    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
+    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
+    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
+    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
+    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
+    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
+    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
+    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
+    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
+    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
+    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
+    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
+    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
+    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
+    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
+    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
+    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
+    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
+    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
+    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
+    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
+    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
+    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
+    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
+    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
+    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
+    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
+    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
+    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
+    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
+    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
+    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
+    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
+    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
+    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
+    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
+    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
+    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
+    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
+    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
+    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
+    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
+    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
+    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
+    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
+    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
+    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
+    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
+    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
+    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
+    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
+    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
+    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
+    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
+    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
+    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
+    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
+    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
+    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
+    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
+    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
+    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
+    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
+    A_shared_local[0] = A_shared[m_i_o * 64 + 1];
+    A_shared_local[1] = A_shared[m_i_o * 64 + 9];
+    A_shared_local[2] = A_shared[m_i_o * 64 + 17];
+    A_shared_local[3] = A_shared[m_i_o * 64 + 25];
+    A_shared_local[4] = A_shared[m_i_o * 64 + 33];
+    A_shared_local[5] = A_shared[m_i_o * 64 + 41];
+    A_shared_local[6] = A_shared[m_i_o * 64 + 49];
+    A_shared_local[7] = A_shared[m_i_o * 64 + 57];
+    B_shared_local[0] = B_shared[n_i_o * 8 + 128];
+    B_shared_local[1] = B_shared[n_i_o * 8 + 129];
+    B_shared_local[2] = B_shared[n_i_o * 8 + 130];
+    B_shared_local[3] = B_shared[n_i_o * 8 + 131];
+    B_shared_local[4] = B_shared[n_i_o * 8 + 132];
+    B_shared_local[5] = B_shared[n_i_o * 8 + 133];
+    B_shared_local[6] = B_shared[n_i_o * 8 + 134];
+    B_shared_local[7] = B_shared[n_i_o * 8 + 135];
+    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
+    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
+    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
+    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
+    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
+    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
+    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
+    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
+    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
+    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
+    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
+    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
+    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
+    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
+    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
+    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
+    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
+    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
+    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
+    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
+    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
+    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
+    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
+    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
+    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
+    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
+    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
+    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
+    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
+    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
+    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
+    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
+    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
+    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
+    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
+    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
+    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
+    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
+    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
+    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
+    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
+    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
+    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
+    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
+    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
+    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
+    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
+    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
+    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
+    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
+    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
+    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
+    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
+    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
+    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
+    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
+    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
+    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
+    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
+    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
+    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
+    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
+    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
+    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
+    A_shared_local[0] = A_shared[m_i_o * 64 + 2];
+    A_shared_local[1] = A_shared[m_i_o * 64 + 10];
+    A_shared_local[2] = A_shared[m_i_o * 64 + 18];
+    A_shared_local[3] = A_shared[m_i_o * 64 + 26];
+    A_shared_local[4] = A_shared[m_i_o * 64 + 34];
+    A_shared_local[5] = A_shared[m_i_o * 64 + 42];
+    A_shared_local[6] = A_shared[m_i_o * 64 + 50];
+    A_shared_local[7] = A_shared[m_i_o * 64 + 58];
+    B_shared_local[0] = B_shared[n_i_o * 8 + 256];
+    B_shared_local[1] = B_shared[n_i_o * 8 + 257];
+    B_shared_local[2] = B_shared[n_i_o * 8 + 258];
+    B_shared_local[3] = B_shared[n_i_o * 8 + 259];
+    B_shared_local[4] = B_shared[n_i_o * 8 + 260];
+    B_shared_local[5] = B_shared[n_i_o * 8 + 261];
+    B_shared_local[6] = B_shared[n_i_o * 8 + 262];
+    B_shared_local[7] = B_shared[n_i_o * 8 + 263];
+    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
+    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
+    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
+    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
+    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
+    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
+    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
+    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
+    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
+    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
+    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
+    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
+    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
+    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
+    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
+    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
+    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
+    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
+    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
+    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
+    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
+    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
+    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
+    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
+    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
+    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
+    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
+    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
+    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
+    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
+    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
+    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
+    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
+    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
+    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
+    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
+    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
+    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
+    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
+    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
+    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
+    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
+    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
+    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
+    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
+    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
+    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
+    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
+    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
+    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
+    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
+    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
+    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
+    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
+    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
+    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
+    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
+    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
+    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
+    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
+    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
+    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
+    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
+    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
+    A_shared_local[0] = A_shared[m_i_o * 64 + 3];
+    A_shared_local[1] = A_shared[m_i_o * 64 + 11];
+    A_shared_local[2] = A_shared[m_i_o * 64 + 19];
+    A_shared_local[3] = A_shared[m_i_o * 64 + 27];
+    A_shared_local[4] = A_shared[m_i_o * 64 + 35];
+    A_shared_local[5] = A_shared[m_i_o * 64 + 43];
+    A_shared_local[6] = A_shared[m_i_o * 64 + 51];
+    A_shared_local[7] = A_shared[m_i_o * 64 + 59];
+    B_shared_local[0] = B_shared[n_i_o * 8 + 384];
+    B_shared_local[1] = B_shared[n_i_o * 8 + 385];
+    B_shared_local[2] = B_shared[n_i_o * 8 + 386];
+    B_shared_local[3] = B_shared[n_i_o * 8 + 387];
+    B_shared_local[4] = B_shared[n_i_o * 8 + 388];
+    B_shared_local[5] = B_shared[n_i_o * 8 + 389];
+    B_shared_local[6] = B_shared[n_i_o * 8 + 390];
+    B_shared_local[7] = B_shared[n_i_o * 8 + 391];
+    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
+    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
+    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
+    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
+    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
+    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
+    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
+    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
+    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
+    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
+    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
+    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
+    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
+    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
+    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
+    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
+    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
+    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
+    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
+    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
+    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
+    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
+    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
+    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
+    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
+    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
+    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
+    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
+    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
+    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
+    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
+    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
+    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
+    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
+    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
+    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
+    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
+    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
+    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
+    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
+    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
+    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
+    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
+    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
+    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
+    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
+    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
+    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
+    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
+    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
+    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
+    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
+    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
+    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
+    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
+    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
+    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
+    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
+    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
+    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
+    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
+    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
+    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
+    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
+    A_shared_local[0] = A_shared[m_i_o * 64 + 4];
+    A_shared_local[1] = A_shared[m_i_o * 64 + 12];
+    A_shared_local[2] = A_shared[m_i_o * 64 + 20];
+    A_shared_local[3] = A_shared[m_i_o * 64 + 28];
+    A_shared_local[4] = A_shared[m_i_o * 64 + 36];
+    A_shared_local[5] = A_shared[m_i_o * 64 + 44];
+    A_shared_local[6] = A_shared[m_i_o * 64 + 52];
+    A_shared_local[7] = A_shared[m_i_o * 64 + 60];
+    B_shared_local[0] = B_shared[n_i_o * 8 + 512];
+    B_shared_local[1] = B_shared[n_i_o * 8 + 513];
+    B_shared_local[2] = B_shared[n_i_o * 8 + 514];
+    B_shared_local[3] = B_shared[n_i_o * 8 + 515];
+    B_shared_local[4] = B_shared[n_i_o * 8 + 516];
+    B_shared_local[5] = B_shared[n_i_o * 8 + 517];
+    B_shared_local[6] = B_shared[n_i_o * 8 + 518];
+    B_shared_local[7] = B_shared[n_i_o * 8 + 519];
+    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
+    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
+    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
+    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
+    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
+    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
+    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
+    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
+    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
+    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
+    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
+    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
+    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
+    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
+    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
+    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
+    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
+    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
+    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
+    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
+    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
+    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
+    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
+    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
+    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
+    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
+    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
+    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
+    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
+    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
+    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
+    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
+    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
+    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
+    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
+    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
+    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
+    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
+    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
+    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
+    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
+    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
+    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
+    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
+    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
+    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
+    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
+    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
+    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
+    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
+    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
+    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
+    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
+    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
+    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
+    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
+    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
+    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
+    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
+    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
+    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
+    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
+    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
+    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
+    A_shared_local[0] = A_shared[m_i_o * 64 + 5];
+    A_shared_local[1] = A_shared[m_i_o * 64 + 13];
+    A_shared_local[2] = A_shared[m_i_o * 64 + 21];
+    A_shared_local[3] = A_shared[m_i_o * 64 + 29];
+    A_shared_local[4] = A_shared[m_i_o * 64 + 37];
+    A_shared_local[5] = A_shared[m_i_o * 64 + 45];
+    A_shared_local[6] = A_shared[m_i_o * 64 + 53];
+    A_shared_local[7] = A_shared[m_i_o * 64 + 61];
+    B_shared_local[0] = B_shared[n_i_o * 8 + 640];
+    B_shared_local[1] = B_shared[n_i_o * 8 + 641];
+    B_shared_local[2] = B_shared[n_i_o * 8 + 642];
+    B_shared_local[3] = B_shared[n_i_o * 8 + 643];
+    B_shared_local[4] = B_shared[n_i_o * 8 + 644];
+    B_shared_local[5] = B_shared[n_i_o * 8 + 645];
+    B_shared_local[6] = B_shared[n_i_o * 8 + 646];
+    B_shared_local[7] = B_shared[n_i_o * 8 + 647];
+    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
+    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
+    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
+    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
+    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
+    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
+    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
+    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
+    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
+    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
+    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
+    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
+    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
+    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
+    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
+    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
+    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
+    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
+    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
+    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
+    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
+    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
+    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
+    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
+    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
+    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
+    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
+    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
+    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
+    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
+    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
+    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
+    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
+    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
+    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
+    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
+    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
+    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
+    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
+    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
+    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
+    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
+    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
+    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
+    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
+    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
+    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
+    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
+    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
+    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
+    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
+    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
+    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
+    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
+    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
+    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
+    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
+    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
+    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
+    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
+    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
+    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
+    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
+    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
+    A_shared_local[0] = A_shared[m_i_o * 64 + 6];
+    A_shared_local[1] = A_shared[m_i_o * 64 + 14];
+    A_shared_local[2] = A_shared[m_i_o * 64 + 22];
+    A_shared_local[3] = A_shared[m_i_o * 64 + 30];
+    A_shared_local[4] = A_shared[m_i_o * 64 + 38];
+    A_shared_local[5] = A_shared[m_i_o * 64 + 46];
+    A_shared_local[6] = A_shared[m_i_o * 64 + 54];
+    A_shared_local[7] = A_shared[m_i_o * 64 + 62];
+    B_shared_local[0] = B_shared[n_i_o * 8 + 768];
+    B_shared_local[1] = B_shared[n_i_o * 8 + 769];
+    B_shared_local[2] = B_shared[n_i_o * 8 + 770];
+    B_shared_local[3] = B_shared[n_i_o * 8 + 771];
+    B_shared_local[4] = B_shared[n_i_o * 8 + 772];
+    B_shared_local[5] = B_shared[n_i_o * 8 + 773];
+    B_shared_local[6] = B_shared[n_i_o * 8 + 774];
+    B_shared_local[7] = B_shared[n_i_o * 8 + 775];
+    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
+    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
+    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
+    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
+    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
+    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
+    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
+    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
+    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
+    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
+    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
+    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
+    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
+    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
+    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
+    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
+    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
+    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
+    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
+    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
+    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
+    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
+    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
+    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
+    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
+    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
+    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
+    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
+    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
+    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
+    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
+    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
+    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
+    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
+    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
+    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
+    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
+    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
+    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
+    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
+    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
+    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
+    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
+    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
+    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
+    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
+    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
+    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
+    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
+    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
+    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
+    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
+    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
+    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
+    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
+    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
+    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
+    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
+    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
+    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
+    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
+    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
+    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
+    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
+    A_shared_local[0] = A_shared[m_i_o * 64 + 7];
+    A_shared_local[1] = A_shared[m_i_o * 64 + 15];
+    A_shared_local[2] = A_shared[m_i_o * 64 + 23];
+    A_shared_local[3] = A_shared[m_i_o * 64 + 31];
+    A_shared_local[4] = A_shared[m_i_o * 64 + 39];
+    A_shared_local[5] = A_shared[m_i_o * 64 + 47];
+    A_shared_local[6] = A_shared[m_i_o * 64 + 55];
+    A_shared_local[7] = A_shared[m_i_o * 64 + 63];
+    B_shared_local[0] = B_shared[n_i_o * 8 + 896];
+    B_shared_local[1] = B_shared[n_i_o * 8 + 897];
+    B_shared_local[2] = B_shared[n_i_o * 8 + 898];
+    B_shared_local[3] = B_shared[n_i_o * 8 + 899];
+    B_shared_local[4] = B_shared[n_i_o * 8 + 900];
+    B_shared_local[5] = B_shared[n_i_o * 8 + 901];
+    B_shared_local[6] = B_shared[n_i_o * 8 + 902];
+    B_shared_local[7] = B_shared[n_i_o * 8 + 903];
+    C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
+    C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
+    C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
+    C_local[3] = C_local[3] + A_shared_local[0] * B_shared_local[3];
+    C_local[4] = C_local[4] + A_shared_local[0] * B_shared_local[4];
+    C_local[5] = C_local[5] + A_shared_local[0] * B_shared_local[5];
+    C_local[6] = C_local[6] + A_shared_local[0] * B_shared_local[6];
+    C_local[7] = C_local[7] + A_shared_local[0] * B_shared_local[7];
+    C_local[8] = C_local[8] + A_shared_local[1] * B_shared_local[0];
+    C_local[9] = C_local[9] + A_shared_local[1] * B_shared_local[1];
+    C_local[10] = C_local[10] + A_shared_local[1] * B_shared_local[2];
+    C_local[11] = C_local[11] + A_shared_local[1] * B_shared_local[3];
+    C_local[12] = C_local[12] + A_shared_local[1] * B_shared_local[4];
+    C_local[13] = C_local[13] + A_shared_local[1] * B_shared_local[5];
+    C_local[14] = C_local[14] + A_shared_local[1] * B_shared_local[6];
+    C_local[15] = C_local[15] + A_shared_local[1] * B_shared_local[7];
+    C_local[16] = C_local[16] + A_shared_local[2] * B_shared_local[0];
+    C_local[17] = C_local[17] + A_shared_local[2] * B_shared_local[1];
+    C_local[18] = C_local[18] + A_shared_local[2] * B_shared_local[2];
+    C_local[19] = C_local[19] + A_shared_local[2] * B_shared_local[3];
+    C_local[20] = C_local[20] + A_shared_local[2] * B_shared_local[4];
+    C_local[21] = C_local[21] + A_shared_local[2] * B_shared_local[5];
+    C_local[22] = C_local[22] + A_shared_local[2] * B_shared_local[6];
+    C_local[23] = C_local[23] + A_shared_local[2] * B_shared_local[7];
+    C_local[24] = C_local[24] + A_shared_local[3] * B_shared_local[0];
+    C_local[25] = C_local[25] + A_shared_local[3] * B_shared_local[1];
+    C_local[26] = C_local[26] + A_shared_local[3] * B_shared_local[2];
+    C_local[27] = C_local[27] + A_shared_local[3] * B_shared_local[3];
+    C_local[28] = C_local[28] + A_shared_local[3] * B_shared_local[4];
+    C_local[29] = C_local[29] + A_shared_local[3] * B_shared_local[5];
+    C_local[30] = C_local[30] + A_shared_local[3] * B_shared_local[6];
+    C_local[31] = C_local[31] + A_shared_local[3] * B_shared_local[7];
+    C_local[32] = C_local[32] + A_shared_local[4] * B_shared_local[0];
+    C_local[33] = C_local[33] + A_shared_local[4] * B_shared_local[1];
+    C_local[34] = C_local[34] + A_shared_local[4] * B_shared_local[2];
+    C_local[35] = C_local[35] + A_shared_local[4] * B_shared_local[3];
+    C_local[36] = C_local[36] + A_shared_local[4] * B_shared_local[4];
+    C_local[37] = C_local[37] + A_shared_local[4] * B_shared_local[5];
+    C_local[38] = C_local[38] + A_shared_local[4] * B_shared_local[6];
+    C_local[39] = C_local[39] + A_shared_local[4] * B_shared_local[7];
+    C_local[40] = C_local[40] + A_shared_local[5] * B_shared_local[0];
+    C_local[41] = C_local[41] + A_shared_local[5] * B_shared_local[1];
+    C_local[42] = C_local[42] + A_shared_local[5] * B_shared_local[2];
+    C_local[43] = C_local[43] + A_shared_local[5] * B_shared_local[3];
+    C_local[44] = C_local[44] + A_shared_local[5] * B_shared_local[4];
+    C_local[45] = C_local[45] + A_shared_local[5] * B_shared_local[5];
+    C_local[46] = C_local[46] + A_shared_local[5] * B_shared_local[6];
+    C_local[47] = C_local[47] + A_shared_local[5] * B_shared_local[7];
+    C_local[48] = C_local[48] + A_shared_local[6] * B_shared_local[0];
+    C_local[49] = C_local[49] + A_shared_local[6] * B_shared_local[1];
+    C_local[50] = C_local[50] + A_shared_local[6] * B_shared_local[2];
+    C_local[51] = C_local[51] + A_shared_local[6] * B_shared_local[3];
+    C_local[52] = C_local[52] + A_shared_local[6] * B_shared_local[4];
+    C_local[53] = C_local[53] + A_shared_local[6] * B_shared_local[5];
+    C_local[54] = C_local[54] + A_shared_local[6] * B_shared_local[6];
+    C_local[55] = C_local[55] + A_shared_local[6] * B_shared_local[7];
+    C_local[56] = C_local[56] + A_shared_local[7] * B_shared_local[0];
+    C_local[57] = C_local[57] + A_shared_local[7] * B_shared_local[1];
+    C_local[58] = C_local[58] + A_shared_local[7] * B_shared_local[2];
+    C_local[59] = C_local[59] + A_shared_local[7] * B_shared_local[3];
+    C_local[60] = C_local[60] + A_shared_local[7] * B_shared_local[4];
+    C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
+    C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
+    C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
   }
   {
-    float tc_out941[4];
+    float tc_out729[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out941[n_i_i_i] = C_local[n_i_i_i];
+      tc_out729[n_i_i_i] = C_local[n_i_i_i];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8]) = *reinterpret_cast<const float4*>(tc_out941);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8]) = *reinterpret_cast<const float4*>(tc_out729);
   }
   {
-    float tc_out949[4];
+    float tc_out737[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out949[n_i_i_i] = C_local[n_i_i_i + 4];
+      tc_out737[n_i_i_i] = C_local[n_i_i_i + 4];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 4]) = *reinterpret_cast<const float4*>(tc_out949);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4]) = *reinterpret_cast<const float4*>(tc_out737);
   }
   {
-    float tc_out957[4];
+    float tc_out745[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out957[n_i_i_i] = C_local[n_i_i_i + 8];
+      tc_out745[n_i_i_i] = C_local[n_i_i_i + 8];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 8192]) = *reinterpret_cast<const float4*>(tc_out957);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4096]) = *reinterpret_cast<const float4*>(tc_out745);
   }
   {
-    float tc_out965[4];
+    float tc_out753[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out965[n_i_i_i] = C_local[n_i_i_i + 12];
+      tc_out753[n_i_i_i] = C_local[n_i_i_i + 12];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 8196]) = *reinterpret_cast<const float4*>(tc_out965);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4100]) = *reinterpret_cast<const float4*>(tc_out753);
   }
   {
-    float tc_out973[4];
+    float tc_out761[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out973[n_i_i_i] = C_local[n_i_i_i + 16];
+      tc_out761[n_i_i_i] = C_local[n_i_i_i + 16];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 16384]) = *reinterpret_cast<const float4*>(tc_out973);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 8192]) = *reinterpret_cast<const float4*>(tc_out761);
   }
   {
-    float tc_out981[4];
+    float tc_out769[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out981[n_i_i_i] = C_local[n_i_i_i + 20];
+      tc_out769[n_i_i_i] = C_local[n_i_i_i + 20];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 16388]) = *reinterpret_cast<const float4*>(tc_out981);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 8196]) = *reinterpret_cast<const float4*>(tc_out769);
   }
   {
-    float tc_out989[4];
+    float tc_out777[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out989[n_i_i_i] = C_local[n_i_i_i + 24];
+      tc_out777[n_i_i_i] = C_local[n_i_i_i + 24];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 24576]) = *reinterpret_cast<const float4*>(tc_out989);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 12288]) = *reinterpret_cast<const float4*>(tc_out777);
   }
   {
-    float tc_out997[4];
+    float tc_out785[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out997[n_i_i_i] = C_local[n_i_i_i + 28];
+      tc_out785[n_i_i_i] = C_local[n_i_i_i + 28];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 24580]) = *reinterpret_cast<const float4*>(tc_out997);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 12292]) = *reinterpret_cast<const float4*>(tc_out785);
   }
   {
-    float tc_out1005[4];
+    float tc_out793[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1005[n_i_i_i] = C_local[n_i_i_i + 32];
+      tc_out793[n_i_i_i] = C_local[n_i_i_i + 32];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 32768]) = *reinterpret_cast<const float4*>(tc_out1005);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 16384]) = *reinterpret_cast<const float4*>(tc_out793);
   }
   {
-    float tc_out1013[4];
+    float tc_out801[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1013[n_i_i_i] = C_local[n_i_i_i + 36];
+      tc_out801[n_i_i_i] = C_local[n_i_i_i + 36];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 32772]) = *reinterpret_cast<const float4*>(tc_out1013);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 16388]) = *reinterpret_cast<const float4*>(tc_out801);
   }
   {
-    float tc_out1021[4];
+    float tc_out809[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1021[n_i_i_i] = C_local[n_i_i_i + 40];
+      tc_out809[n_i_i_i] = C_local[n_i_i_i + 40];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 40960]) = *reinterpret_cast<const float4*>(tc_out1021);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 20480]) = *reinterpret_cast<const float4*>(tc_out809);
   }
   {
-    float tc_out1029[4];
+    float tc_out817[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1029[n_i_i_i] = C_local[n_i_i_i + 44];
+      tc_out817[n_i_i_i] = C_local[n_i_i_i + 44];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 40964]) = *reinterpret_cast<const float4*>(tc_out1029);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 20484]) = *reinterpret_cast<const float4*>(tc_out817);
   }
   {
-    float tc_out1037[4];
+    float tc_out825[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1037[n_i_i_i] = C_local[n_i_i_i + 48];
+      tc_out825[n_i_i_i] = C_local[n_i_i_i + 48];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 49152]) = *reinterpret_cast<const float4*>(tc_out1037);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 24576]) = *reinterpret_cast<const float4*>(tc_out825);
   }
   {
-    float tc_out1045[4];
+    float tc_out833[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1045[n_i_i_i] = C_local[n_i_i_i + 52];
+      tc_out833[n_i_i_i] = C_local[n_i_i_i + 52];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 49156]) = *reinterpret_cast<const float4*>(tc_out1045);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 24580]) = *reinterpret_cast<const float4*>(tc_out833);
   }
   {
-    float tc_out1053[4];
+    float tc_out841[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1053[n_i_i_i] = C_local[n_i_i_i + 56];
+      tc_out841[n_i_i_i] = C_local[n_i_i_i + 56];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 57344]) = *reinterpret_cast<const float4*>(tc_out1053);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 28672]) = *reinterpret_cast<const float4*>(tc_out841);
   }
   {
-    float tc_out1061[4];
+    float tc_out849[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1061[n_i_i_i] = C_local[n_i_i_i + 60];
+      tc_out849[n_i_i_i] = C_local[n_i_i_i + 60];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 1048576 + m_i_o * 65536 + n_o * 128 + n_i_o * 8 + 57348]) = *reinterpret_cast<const float4*>(tc_out1061);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 28676]) = *reinterpret_cast<const float4*>(tc_out849);
   }
 }

@@ -9,7 +9,7 @@ template <typename T> __device__ __forceinline__ T tc_floormod(T a, T b) {
 }
 
 extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict__ A, const float* __restrict__ B, float* C) {
-  __shared__ __align__(16) float A_shared[2048];
+  __shared__ __align__(16) float A_shared[2112];
   __shared__ __align__(16) float B_shared[2048];
   float C_local[64];
   float A_shared_prefetch[4];
@@ -18,8 +18,7 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
   float B_shared_local[8];
   const int m_o = blockIdx.y;
   const int n_o = blockIdx.x;
-  const int m_i_o = threadIdx.y;
-  const int n_i_o = threadIdx.x;
+  const int m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f = threadIdx.x;
   C_local[0] = 0.0f;
   C_local[1] = 0.0f;
   C_local[2] = 0.0f;
@@ -84,186 +83,100 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
   C_local[61] = 0.0f;
   C_local[62] = 0.0f;
   C_local[63] = 0.0f;
-  const int ax0_ax1_f_o_i = threadIdx.y;
-  const int ax0_ax1_f_i = threadIdx.x;
-  A_shared_prefetch[0] = A[m_o * 524288 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) / 8 * 4096 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) % 8];
+  const int ax0_ax1_f_o_i = threadIdx.x;
   {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared_prefetch[1] = A[m_o * 524288 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256) / 8 * 4096 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256) % 8];
+    float tc_vec77_0[4];
+    *reinterpret_cast<float4*>(tc_vec77_0) = *reinterpret_cast<const float4*>(&A[m_o * 524288 + ax0_ax1_f_o_i / 2 * 4096 + ax0_ax1_f_o_i % 2 * 4]);
+    #pragma unroll
+    for (int ax0_ax1_f_i = 0; ax0_ax1_f_i < 4; ++ax0_ax1_f_i) {
+      A_shared_prefetch[ax0_ax1_f_i] = tc_vec77_0[ax0_ax1_f_i];
+    }
+  }
+  const int B_shared_ax0_ax1_f_o_i = threadIdx.x;
+  {
+    float tc_vec86_0[4];
+    *reinterpret_cast<float4*>(tc_vec86_0) = *reinterpret_cast<const float4*>(&B[B_shared_ax0_ax1_f_o_i / 32 * 4096 + n_o * 128 + B_shared_ax0_ax1_f_o_i % 32 * 4]);
+    #pragma unroll
+    for (int B_shared_ax0_ax1_f_i = 0; B_shared_ax0_ax1_f_i < 4; ++B_shared_ax0_ax1_f_i) {
+      B_shared_prefetch[B_shared_ax0_ax1_f_i] = tc_vec86_0[B_shared_ax0_ax1_f_i];
     }
   }
   {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared_prefetch[2] = A[m_o * 524288 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512) / 8 * 4096 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512) % 8];
+    const int ax0_ax1_f_o_i = threadIdx.x;
+    #pragma unroll
+    for (int ax0_ax1_f_i = 0; ax0_ax1_f_i < 4; ++ax0_ax1_f_i) {
+      A_shared[ax0_ax1_f_o_i % 2 * 528 + ax0_ax1_f_i * 132 + ax0_ax1_f_o_i / 2] = A_shared_prefetch[ax0_ax1_f_i];
     }
   }
   {
-    const int ax0_ax1_f_o_i = threadIdx.y;
+    const int B_shared_ax0_ax1_f_o_i = threadIdx.x;
     {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared_prefetch[3] = A[m_o * 524288 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768) / 8 * 4096 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768) % 8];
-    }
-  }
-  const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-  const int B_shared_ax0_ax1_f_i = threadIdx.x;
-  B_shared_prefetch[0] = B[(B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i) / 128 * 4096 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i) % 128];
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared_prefetch[1] = B[(B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256) / 128 * 4096 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256) % 128];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared_prefetch[2] = B[(B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512) / 128 * 4096 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512) % 128];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared_prefetch[3] = B[(B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768) / 128 * 4096 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768) % 128];
-    }
-  }
-  {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared[ax0_ax1_f_o_i * 16 + ax0_ax1_f_i] = A_shared_prefetch[0];
-    }
-  }
-  {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared[ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256] = A_shared_prefetch[1];
-    }
-  }
-  {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared[ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512] = A_shared_prefetch[2];
-    }
-  }
-  {
-    const int ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int ax0_ax1_f_i = threadIdx.x;
-      A_shared[ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768] = A_shared_prefetch[3];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared[B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i] = B_shared_prefetch[0];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared[B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256] = B_shared_prefetch[1];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared[B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512] = B_shared_prefetch[2];
-    }
-  }
-  {
-    const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-    {
-      const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared[B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768] = B_shared_prefetch[3];
+      float tc_out103[4];
+      #pragma unroll
+      for (int B_shared_ax0_ax1_f_i = 0; B_shared_ax0_ax1_f_i < 4; ++B_shared_ax0_ax1_f_i) {
+        tc_out103[B_shared_ax0_ax1_f_i] = B_shared_prefetch[B_shared_ax0_ax1_f_i];
+      }
+      *reinterpret_cast<float4*>(&B_shared[B_shared_ax0_ax1_f_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out103);
     }
   }
   __syncthreads();
   for (int k_o = 0; k_o < 512; ++k_o) {
     if (k_o + 1 < 512) {
       {
-        const int ax0_ax1_f_o_i = threadIdx.y;
+        const int ax0_ax1_f_o_i = threadIdx.x;
         {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared_prefetch[0] = A[m_o * 524288 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) / 8 * 4096 + k_o * 8 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) % 8 + 8];
+          float tc_vec117_0[4];
+          *reinterpret_cast<float4*>(tc_vec117_0) = *reinterpret_cast<const float4*>(&A[m_o * 524288 + ax0_ax1_f_o_i / 2 * 4096 + k_o * 8 + ax0_ax1_f_o_i % 2 * 4 + 8]);
+          #pragma unroll
+          for (int ax0_ax1_f_i = 0; ax0_ax1_f_i < 4; ++ax0_ax1_f_i) {
+            A_shared_prefetch[ax0_ax1_f_i] = tc_vec117_0[ax0_ax1_f_i];
+          }
         }
       }
       {
-        const int ax0_ax1_f_o_i = threadIdx.y;
+        const int B_shared_ax0_ax1_f_o_i = threadIdx.x;
         {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared_prefetch[1] = A[m_o * 524288 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256) / 8 * 4096 + k_o * 8 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256) % 8 + 8];
-        }
-      }
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared_prefetch[2] = A[m_o * 524288 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512) / 8 * 4096 + k_o * 8 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512) % 8 + 8];
-        }
-      }
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared_prefetch[3] = A[m_o * 524288 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768) / 8 * 4096 + k_o * 8 + (ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768) % 8 + 8];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared_prefetch[0] = B[k_o * 32768 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i) / 128 * 4096 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i) % 128 + 32768];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared_prefetch[1] = B[k_o * 32768 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256) / 128 * 4096 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256) % 128 + 32768];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared_prefetch[2] = B[k_o * 32768 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512) / 128 * 4096 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512) % 128 + 32768];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared_prefetch[3] = B[k_o * 32768 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768) / 128 * 4096 + n_o * 128 + (B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768) % 128 + 32768];
+          float tc_vec128_0[4];
+          *reinterpret_cast<float4*>(tc_vec128_0) = *reinterpret_cast<const float4*>(&B[k_o * 32768 + B_shared_ax0_ax1_f_o_i / 32 * 4096 + n_o * 128 + B_shared_ax0_ax1_f_o_i % 32 * 4 + 32768]);
+          #pragma unroll
+          for (int B_shared_ax0_ax1_f_i = 0; B_shared_ax0_ax1_f_i < 4; ++B_shared_ax0_ax1_f_i) {
+            B_shared_prefetch[B_shared_ax0_ax1_f_i] = tc_vec128_0[B_shared_ax0_ax1_f_i];
+          }
         }
       }
     }
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 8];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 16];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 24];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 32];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 40];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 48];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 56];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 1];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 2];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 3];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 4];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 5];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 6];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 7];
+    {
+      float tc_vec138_0[4];
+      *reinterpret_cast<float4*>(tc_vec138_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec138_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec146_0[4];
+      *reinterpret_cast<float4*>(tc_vec146_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 4]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec146_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec154_0[4];
+      *reinterpret_cast<float4*>(tc_vec154_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec154_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec162_0[4];
+      *reinterpret_cast<float4*>(tc_vec162_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 4]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec162_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -328,22 +241,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 1];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 9];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 17];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 25];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 33];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 41];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 49];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 57];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 128];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 129];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 130];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 131];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 132];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 133];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 134];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 135];
+    {
+      float tc_vec234_0[4];
+      *reinterpret_cast<float4*>(tc_vec234_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 132]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec234_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec242_0[4];
+      *reinterpret_cast<float4*>(tc_vec242_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 136]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec242_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec250_0[4];
+      *reinterpret_cast<float4*>(tc_vec250_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 128]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec250_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec258_0[4];
+      *reinterpret_cast<float4*>(tc_vec258_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 132]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec258_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -408,22 +337,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 2];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 10];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 18];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 26];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 34];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 42];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 50];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 58];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 256];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 257];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 258];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 259];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 260];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 261];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 262];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 263];
+    {
+      float tc_vec330_0[4];
+      *reinterpret_cast<float4*>(tc_vec330_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 264]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec330_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec338_0[4];
+      *reinterpret_cast<float4*>(tc_vec338_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 268]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec338_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec346_0[4];
+      *reinterpret_cast<float4*>(tc_vec346_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 256]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec346_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec354_0[4];
+      *reinterpret_cast<float4*>(tc_vec354_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 260]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec354_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -488,22 +433,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 3];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 11];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 19];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 27];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 35];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 43];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 51];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 59];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 384];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 385];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 386];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 387];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 388];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 389];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 390];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 391];
+    {
+      float tc_vec426_0[4];
+      *reinterpret_cast<float4*>(tc_vec426_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 396]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec426_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec434_0[4];
+      *reinterpret_cast<float4*>(tc_vec434_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 400]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec434_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec442_0[4];
+      *reinterpret_cast<float4*>(tc_vec442_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 384]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec442_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec450_0[4];
+      *reinterpret_cast<float4*>(tc_vec450_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 388]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec450_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -568,22 +529,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 4];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 12];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 20];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 28];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 36];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 44];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 52];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 60];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 512];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 513];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 514];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 515];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 516];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 517];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 518];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 519];
+    {
+      float tc_vec522_0[4];
+      *reinterpret_cast<float4*>(tc_vec522_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 528]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec522_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec530_0[4];
+      *reinterpret_cast<float4*>(tc_vec530_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 532]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec530_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec538_0[4];
+      *reinterpret_cast<float4*>(tc_vec538_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 512]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec538_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec546_0[4];
+      *reinterpret_cast<float4*>(tc_vec546_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 516]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec546_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -648,22 +625,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 5];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 13];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 21];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 29];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 37];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 45];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 53];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 61];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 640];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 641];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 642];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 643];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 644];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 645];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 646];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 647];
+    {
+      float tc_vec618_0[4];
+      *reinterpret_cast<float4*>(tc_vec618_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 660]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec618_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec626_0[4];
+      *reinterpret_cast<float4*>(tc_vec626_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 664]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec626_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec634_0[4];
+      *reinterpret_cast<float4*>(tc_vec634_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 640]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec634_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec642_0[4];
+      *reinterpret_cast<float4*>(tc_vec642_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 644]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec642_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -728,22 +721,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 6];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 14];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 22];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 30];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 38];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 46];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 54];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 62];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 768];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 769];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 770];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 771];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 772];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 773];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 774];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 775];
+    {
+      float tc_vec714_0[4];
+      *reinterpret_cast<float4*>(tc_vec714_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 792]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec714_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec722_0[4];
+      *reinterpret_cast<float4*>(tc_vec722_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 796]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec722_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec730_0[4];
+      *reinterpret_cast<float4*>(tc_vec730_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 768]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec730_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec738_0[4];
+      *reinterpret_cast<float4*>(tc_vec738_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 772]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec738_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -808,22 +817,38 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[61] = C_local[61] + A_shared_local[7] * B_shared_local[5];
     C_local[62] = C_local[62] + A_shared_local[7] * B_shared_local[6];
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
-    A_shared_local[0] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 7];
-    A_shared_local[1] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 15];
-    A_shared_local[2] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 23];
-    A_shared_local[3] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 31];
-    A_shared_local[4] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 39];
-    A_shared_local[5] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 47];
-    A_shared_local[6] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 55];
-    A_shared_local[7] = A_shared[k_o % 2 * 1024 + m_i_o * 64 + 63];
-    B_shared_local[0] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 896];
-    B_shared_local[1] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 897];
-    B_shared_local[2] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 898];
-    B_shared_local[3] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 899];
-    B_shared_local[4] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 900];
-    B_shared_local[5] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 901];
-    B_shared_local[6] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 902];
-    B_shared_local[7] = B_shared[k_o % 2 * 1024 + n_i_o * 8 + 903];
+    {
+      float tc_vec810_0[4];
+      *reinterpret_cast<float4*>(tc_vec810_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 924]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i] = tc_vec810_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec818_0[4];
+      *reinterpret_cast<float4*>(tc_vec818_0) = *reinterpret_cast<const float4*>(&A_shared[k_o % 2 * 1056 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 64 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 8 + 928]);
+      #pragma unroll
+      for (int ax0_i = 0; ax0_i < 4; ++ax0_i) {
+        A_shared_local[ax0_i + 4] = tc_vec818_0[ax0_i];
+      }
+    }
+    {
+      float tc_vec826_0[4];
+      *reinterpret_cast<float4*>(tc_vec826_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 896]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i] = tc_vec826_0[ax1_i];
+      }
+    }
+    {
+      float tc_vec834_0[4];
+      *reinterpret_cast<float4*>(tc_vec834_0) = *reinterpret_cast<const float4*>(&B_shared[k_o % 2 * 1024 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 900]);
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        B_shared_local[ax1_i + 4] = tc_vec834_0[ax1_i];
+      }
+    }
     C_local[0] = C_local[0] + A_shared_local[0] * B_shared_local[0];
     C_local[1] = C_local[1] + A_shared_local[0] * B_shared_local[1];
     C_local[2] = C_local[2] + A_shared_local[0] * B_shared_local[2];
@@ -890,190 +915,152 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     C_local[63] = C_local[63] + A_shared_local[7] * B_shared_local[7];
     if (k_o + 1 < 512) {
       {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared[(k_o + 1) % 2 * 1024 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i] = A_shared_prefetch[0];
+        const int ax0_ax1_f_o_i = threadIdx.x;
+        #pragma unroll
+        for (int ax0_ax1_f_i = 0; ax0_ax1_f_i < 4; ++ax0_ax1_f_i) {
+          A_shared[(k_o + 1) % 2 * 1056 + ax0_ax1_f_o_i % 2 * 528 + ax0_ax1_f_i * 132 + ax0_ax1_f_o_i / 2] = A_shared_prefetch[ax0_ax1_f_i];
         }
       }
       {
-        const int ax0_ax1_f_o_i = threadIdx.y;
+        const int B_shared_ax0_ax1_f_o_i = threadIdx.x;
         {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared[(k_o + 1) % 2 * 1024 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 256] = A_shared_prefetch[1];
-        }
-      }
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared[(k_o + 1) % 2 * 1024 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 512] = A_shared_prefetch[2];
-        }
-      }
-      {
-        const int ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int ax0_ax1_f_i = threadIdx.x;
-          A_shared[(k_o + 1) % 2 * 1024 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i + 768] = A_shared_prefetch[3];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared[(k_o + 1) % 2 * 1024 + B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i] = B_shared_prefetch[0];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared[(k_o + 1) % 2 * 1024 + B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 256] = B_shared_prefetch[1];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared[(k_o + 1) % 2 * 1024 + B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 512] = B_shared_prefetch[2];
-        }
-      }
-      {
-        const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
-        {
-          const int B_shared_ax0_ax1_f_i = threadIdx.x;
-          B_shared[(k_o + 1) % 2 * 1024 + B_shared_ax0_ax1_f_o_i * 16 + B_shared_ax0_ax1_f_i + 768] = B_shared_prefetch[3];
+          float tc_out916[4];
+          #pragma unroll
+          for (int B_shared_ax0_ax1_f_i = 0; B_shared_ax0_ax1_f_i < 4; ++B_shared_ax0_ax1_f_i) {
+            tc_out916[B_shared_ax0_ax1_f_i] = B_shared_prefetch[B_shared_ax0_ax1_f_i];
+          }
+          *reinterpret_cast<float4*>(&B_shared[(k_o + 1) % 2 * 1024 + B_shared_ax0_ax1_f_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out916);
         }
       }
     }
     __syncthreads();
   }
   {
-    float tc_out941[4];
+    float tc_out928[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out941[n_i_i_i] = C_local[n_i_i_i];
+      tc_out928[n_i_i_i] = C_local[n_i_i_i];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8]) = *reinterpret_cast<const float4*>(tc_out941);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8]) = *reinterpret_cast<const float4*>(tc_out928);
   }
   {
-    float tc_out949[4];
+    float tc_out936[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out949[n_i_i_i] = C_local[n_i_i_i + 4];
+      tc_out936[n_i_i_i] = C_local[n_i_i_i + 4];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4]) = *reinterpret_cast<const float4*>(tc_out949);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 4]) = *reinterpret_cast<const float4*>(tc_out936);
   }
   {
-    float tc_out957[4];
+    float tc_out944[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out957[n_i_i_i] = C_local[n_i_i_i + 8];
+      tc_out944[n_i_i_i] = C_local[n_i_i_i + 8];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4096]) = *reinterpret_cast<const float4*>(tc_out957);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 4096]) = *reinterpret_cast<const float4*>(tc_out944);
   }
   {
-    float tc_out965[4];
+    float tc_out952[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out965[n_i_i_i] = C_local[n_i_i_i + 12];
+      tc_out952[n_i_i_i] = C_local[n_i_i_i + 12];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 4100]) = *reinterpret_cast<const float4*>(tc_out965);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 4100]) = *reinterpret_cast<const float4*>(tc_out952);
   }
   {
-    float tc_out973[4];
+    float tc_out960[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out973[n_i_i_i] = C_local[n_i_i_i + 16];
+      tc_out960[n_i_i_i] = C_local[n_i_i_i + 16];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 8192]) = *reinterpret_cast<const float4*>(tc_out973);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 8192]) = *reinterpret_cast<const float4*>(tc_out960);
   }
   {
-    float tc_out981[4];
+    float tc_out968[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out981[n_i_i_i] = C_local[n_i_i_i + 20];
+      tc_out968[n_i_i_i] = C_local[n_i_i_i + 20];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 8196]) = *reinterpret_cast<const float4*>(tc_out981);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 8196]) = *reinterpret_cast<const float4*>(tc_out968);
   }
   {
-    float tc_out989[4];
+    float tc_out976[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out989[n_i_i_i] = C_local[n_i_i_i + 24];
+      tc_out976[n_i_i_i] = C_local[n_i_i_i + 24];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 12288]) = *reinterpret_cast<const float4*>(tc_out989);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 12288]) = *reinterpret_cast<const float4*>(tc_out976);
   }
   {
-    float tc_out997[4];
+    float tc_out984[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out997[n_i_i_i] = C_local[n_i_i_i + 28];
+      tc_out984[n_i_i_i] = C_local[n_i_i_i + 28];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 12292]) = *reinterpret_cast<const float4*>(tc_out997);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 12292]) = *reinterpret_cast<const float4*>(tc_out984);
   }
   {
-    float tc_out1005[4];
+    float tc_out992[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1005[n_i_i_i] = C_local[n_i_i_i + 32];
+      tc_out992[n_i_i_i] = C_local[n_i_i_i + 32];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 16384]) = *reinterpret_cast<const float4*>(tc_out1005);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 16384]) = *reinterpret_cast<const float4*>(tc_out992);
   }
   {
-    float tc_out1013[4];
+    float tc_out1000[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1013[n_i_i_i] = C_local[n_i_i_i + 36];
+      tc_out1000[n_i_i_i] = C_local[n_i_i_i + 36];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 16388]) = *reinterpret_cast<const float4*>(tc_out1013);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 16388]) = *reinterpret_cast<const float4*>(tc_out1000);
   }
   {
-    float tc_out1021[4];
+    float tc_out1008[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1021[n_i_i_i] = C_local[n_i_i_i + 40];
+      tc_out1008[n_i_i_i] = C_local[n_i_i_i + 40];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 20480]) = *reinterpret_cast<const float4*>(tc_out1021);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 20480]) = *reinterpret_cast<const float4*>(tc_out1008);
   }
   {
-    float tc_out1029[4];
+    float tc_out1016[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1029[n_i_i_i] = C_local[n_i_i_i + 44];
+      tc_out1016[n_i_i_i] = C_local[n_i_i_i + 44];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 20484]) = *reinterpret_cast<const float4*>(tc_out1029);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 20484]) = *reinterpret_cast<const float4*>(tc_out1016);
   }
   {
-    float tc_out1037[4];
+    float tc_out1024[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1037[n_i_i_i] = C_local[n_i_i_i + 48];
+      tc_out1024[n_i_i_i] = C_local[n_i_i_i + 48];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 24576]) = *reinterpret_cast<const float4*>(tc_out1037);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 24576]) = *reinterpret_cast<const float4*>(tc_out1024);
   }
   {
-    float tc_out1045[4];
+    float tc_out1032[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1045[n_i_i_i] = C_local[n_i_i_i + 52];
+      tc_out1032[n_i_i_i] = C_local[n_i_i_i + 52];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 24580]) = *reinterpret_cast<const float4*>(tc_out1045);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 24580]) = *reinterpret_cast<const float4*>(tc_out1032);
   }
   {
-    float tc_out1053[4];
+    float tc_out1040[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1053[n_i_i_i] = C_local[n_i_i_i + 56];
+      tc_out1040[n_i_i_i] = C_local[n_i_i_i + 56];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 28672]) = *reinterpret_cast<const float4*>(tc_out1053);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 28672]) = *reinterpret_cast<const float4*>(tc_out1040);
   }
   {
-    float tc_out1061[4];
+    float tc_out1048[4];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 4; ++n_i_i_i) {
-      tc_out1061[n_i_i_i] = C_local[n_i_i_i + 60];
+      tc_out1048[n_i_i_i] = C_local[n_i_i_i + 60];
     }
-    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o * 32768 + n_o * 128 + n_i_o * 8 + 28676]) = *reinterpret_cast<const float4*>(tc_out1061);
+    *reinterpret_cast<float4*>(&C[m_o * 524288 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 128 * 262144 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 4 % 8 * 32768 + n_o * 128 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f / 32 % 4 * 32 + m_i_o_o_n_i_o_o_f_m_i_o_i_f_n_i_o_i_f % 4 * 8 + 28676]) = *reinterpret_cast<const float4*>(tc_out1048);
   }
 }
