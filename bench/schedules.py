@@ -158,55 +158,104 @@ def gemm_variant(variant: str) -> dict:
     return kw
 
 
-def _row_stage_reduce(stage, threads):
-    """A per-row reduction over d spread over `threads` threads (cross-thread)."""
+SOFTMAX_RCP = """def softmax(float(N, D) X) -> (O) {
+  mx(n) max=! X(n, d)
+  sm(n) +=! exp(X(n, d) - mx(n))
+  rs(n) = 1.0 / sm(n)
+  O(n, d) = exp(X(n, d) - mx(n)) * rs(n)
+}"""
+
+
+def row_variant(variant: str) -> dict:
+    """Schedule arguments of a row-op variant name (bench/suite.py, tests): ''
+    or '+'-joined 'vecN' (passes over N-element vectors, fetch unrolled) and,
+    for softmax, 'rcp' (multiply by the reciprocal of the sum)."""
+    kw = {}
+    for t in filter(None, variant.split("+")):
+        if t.startswith("vec") and t[3:].isdigit():
+            kw["vec"] = int(t[3:])
+        elif t == "rcp":
+            kw["rcp"] = True
+        else:
+            raise ValueError(f"unknown row-op variant part '{t}' in '{variant}'")
+    return kw
+
+
+def _row_stage_reduce(stage, threads, vec=1):
+    """A per-row reduction over d spread over `threads` threads (cross-thread);
+    with `vec`, each thread reduces `vec` consecutive elements at a time (an
+    unrolled loop: reduction axes are not vectorized, but the consecutive
+    aligned shared-memory reads are left for the CUDA compiler to merge)."""
     (d,) = stage.reduce_axes
+    if vec > 1:
+        d, dv = stage.split(d, vec)
     do, di = stage.split(d, threads)
-    stage.reorder(di, do)
+    if vec > 1:
+        stage.reorder(di, do, dv)
+        stage.unroll(dv)
+    else:
+        stage.reorder(di, do)
     stage.bind(di, "threadIdx.x")
 
 
-def _row_fetch(S, threads, vec=4):
-    """Copy one row into shared memory with `vec`-wide vector accesses."""
+def _row_fetch(S, threads, vec=4, unroll=False):
+    """Copy one row into shared memory with `vec`-wide vector accesses (the
+    loop over the row's chunks unrolled: all loads in flight at once)."""
     a0, a1 = S.axes
     a1o, a1v = S.split(a1, vec)
     a1oo, a1oi = S.split(a1o, threads)
     S.bind(a1oi, "threadIdx.x")
     S.vectorize(a1v)
+    if unroll:
+        S.unroll(a1oo)
 
 
-def _row_op(src, out, temps, threads, shared_row, local_temps):
+def _row_op(src, out, temps, threads, shared_row, local_temps, vec=1, extra=()):
     """One block per row. The row's statistics (`temps`) are cross-thread
     reductions computed at the row loop, kept in registers (`local_temps`);
     the row is read once into shared memory (`shared_row`) or re-read through
-    the L2 cache by each pass."""
+    the L2 cache by each pass. With `vec` > 1 every pass over the row works
+    on `vec`-element vectors (and the fetch is unrolled); `extra` are
+    per-row scalars computed from the statistics (e.g. a reciprocal)."""
     op = tcomp.op(src)
     s = tcomp.Schedule(op)
     O = s[out]
     n, d = O.axes
     O.bind(n, "blockIdx.x")
+    if vec > 1:
+        d, dv = O.split(d, vec)
     do, di = O.split(d, threads)
     O.bind(di, "threadIdx.x")
+    if vec > 1:
+        O.vectorize(dv)
     if shared_row:
         XS = s.cache_read("X", "shared", [s[t] for t in temps] + [O])
         XS.compute_at(O, n)
-        _row_fetch(XS, threads)
+        _row_fetch(XS, threads, unroll=vec > 1)
     for t in temps:
         s[t].compute_at(O, n)
-        _row_stage_reduce(s[t], threads)
+        _row_stage_reduce(s[t], threads, vec if shared_row else 1)
         if local_temps:
             s[t].set_scope("local")
+    for t in extra:
+        s[t].compute_at(O, n)
+        s[t].set_scope("local")
     return op, s
 
 
-def softmax(sizes, threads=512, shared_row=True, local_temps=True):
-    """max and sum of exponentials per row, then the normalised row."""
-    return _row_op(SOFTMAX, "O", ("mx", "sm"), threads, shared_row, local_temps)
+def softmax(sizes, threads=512, shared_row=True, local_temps=True, vec=1, rcp=False):
+    """max and sum of exponentials per row, then the normalised row. With
+    `rcp`, the program multiplies by the reciprocal of the sum (one division
+    per row instead of one per element)."""
+    if rcp:
+        return _row_op(SOFTMAX_RCP, "O", ("mx", "sm"), threads, shared_row, local_temps, vec,
+                       extra=("rs",))
+    return _row_op(SOFTMAX, "O", ("mx", "sm"), threads, shared_row, local_temps, vec)
 
 
-def layernorm(sizes, threads=512, shared_row=True, local_temps=True):
+def layernorm(sizes, threads=512, shared_row=True, local_temps=True, vec=1):
     """mean and variance per row, then the normalised, scaled row."""
-    return _row_op(LAYERNORM, "Y", ("mean", "var"), threads, shared_row, local_temps)
+    return _row_op(LAYERNORM, "Y", ("mean", "var"), threads, shared_row, local_temps, vec)
 
 
 def rowsum(sizes, threads=256, unroll=8):

@@ -53,19 +53,19 @@ def case_gemm(n, variant):
                 tol=1e-5, prep=lambda: setattr(torch.backends.cuda.matmul, "allow_tf32", False))
 
 
-def case_softmax(r, c, threads, shared_row):
-    op, s = S.softmax({}, threads=threads, shared_row=shared_row)
-    v = f"[{threads}t,{'smem' if shared_row else 'L2'}]"
+def case_softmax(r, c, threads, shared_row, variant=""):
+    op, s = S.softmax({}, threads=threads, shared_row=shared_row, **S.row_variant(variant))
+    v = f"[{threads}t,{'smem' if shared_row else 'L2'}{',' + variant if variant else ''}]"
     return dict(name=f"softmax_fp32_{r}x{c}{v}", op=op, s=s, sizes={"N": r, "D": c},
                 make=lambda: (randn(r, c),), ref=lambda x: torch.softmax(x.double(), -1),
                 lib=lambda x: torch.softmax(x, -1), lib_name="torch.softmax", flops=0,
                 bytes=2 * r * c * 4, tol=1e-5)
 
 
-def case_layernorm(r, c, threads, shared_row):
-    op, s = S.layernorm({}, threads=threads, shared_row=shared_row)
+def case_layernorm(r, c, threads, shared_row, variant=""):
+    op, s = S.layernorm({}, threads=threads, shared_row=shared_row, **S.row_variant(variant))
     w, b = randn(c), randn(c)
-    v = f"[{threads}t,{'smem' if shared_row else 'L2'}]"
+    v = f"[{threads}t,{'smem' if shared_row else 'L2'}{',' + variant if variant else ''}]"
     return dict(name=f"layernorm_fp32_{r}x{c}{v}", op=op, s=s, sizes={"N": r, "D": c},
                 make=lambda: (randn(r, c), w, b),
                 ref=lambda x, w, b: F.layer_norm(x.double(), (c,), w.double(), b.double(), 1e-5),
@@ -142,13 +142,16 @@ def main():
         lambda: case_transpose(2048 if q else 8192),
         lambda: case_rowsum(32768, 4096), lambda: case_rowsum(4096, 32768),
         lambda: case_softmax(32768, 4096, 512, True), lambda: case_softmax(32768, 4096, 256, False),
-        lambda: case_softmax(4096, 32768, 1024, True), lambda: case_softmax(4096, 32768, 512, False),
-        lambda: case_softmax(4096, 32768, 1024, False),
+        lambda: case_softmax(32768, 4096, 256, True, "vec4+rcp"),
+        lambda: case_softmax(4096, 32768, 1024, True), lambda: case_softmax(4096, 32768, 1024, False),
+        lambda: case_softmax(4096, 32768, 1024, True, "vec4"),
+        lambda: case_softmax(4096, 32768, 1024, True, "vec4+rcp"),
         lambda: case_layernorm(32768, 4096, 512, True),
         lambda: case_layernorm(32768, 4096, 256, False),
+        lambda: case_layernorm(32768, 4096, 512, True, "vec4"),
         lambda: case_layernorm(4096, 32768, 1024, True),
-        lambda: case_layernorm(4096, 32768, 512, False),
         lambda: case_layernorm(4096, 32768, 1024, False),
+        lambda: case_layernorm(4096, 32768, 1024, True, "vec4"),
         lambda: case_gemm(1024 if q else 4096, "frag+scalar"),
         lambda: case_gemm(1024 if q else 4096, "frag"),
         lambda: case_gemm(1024 if q else 4096, "frag+warp+pad"),

@@ -239,8 +239,9 @@ class _Kernel:
 
     # ----------------------------------------------------------- reductions
     def allreduce(self, s: ir.AllReduce, d: int):
-        """Warp shuffles (butterfly), then one value per warp through shared
-        memory when the reduction spans several warps."""
+        """Warp shuffles (butterfly), then, when the reduction spans several
+        warps, one value per warp through shared memory and a second
+        butterfly over those values in every warp."""
         bx, by, bz = self.k.block
         total = bx * by * bz
         e = s.extent
@@ -282,9 +283,12 @@ class _Kernel:
             self.emit(f"if ((threadIdx.x & 31) == 0) {buf}[tc_group * {warps} + "
                       f"(threadIdx.x >> 5)] = {v};", d + 1)
             self.emit("__syncthreads();", d + 1)
-            self.emit(f"{v} = {buf}[tc_group * {warps}];", d + 1)
-            self.emit(f"for (int tc_w = 1; tc_w < {warps}; ++tc_w) {{", d + 1)
-            self.emit(f"{v} = {comb(v, f'{buf}[tc_group * {warps} + tc_w]')};", d + 2)
+            # every warp reduces the per-warp values again with shuffles (lane i
+            # holds warp i % warps's value); the butterfly leaves the same value
+            # in every lane, so all threads agree bit for bit
+            self.emit(f"{v} = {buf}[tc_group * {warps} + (threadIdx.x & {warps - 1})];", d + 1)
+            self.emit(f"for (int tc_off = {warps // 2}; tc_off > 0; tc_off >>= 1) {{", d + 1)
+            self.emit(f"{v} = {comb(v, f'__shfl_xor_sync(0xffffffffu, {v}, tc_off)')};", d + 2)
             self.emit("}", d + 1)
             self.emit("__syncthreads();", d + 1)
         self.emit(f"{s.buffer}[0] = {v};", d + 1)

@@ -47,10 +47,12 @@ def _gemm(n, variant):
                      kw, {"M": n, "N": n, "K": n})
 
 
-def _row(kind, r, c, threads, shared_row):
-    v = "smem" if shared_row else "L2"
-    return SuiteCase(f"{kind}_{r}x{c}_{threads}t_{v}", (f"case_{kind}", r, c, threads, shared_row),
-                     kind, {"threads": threads, "shared_row": shared_row}, {"N": r, "D": c})
+def _row(kind, r, c, threads, shared_row, variant=""):
+    v = ("smem" if shared_row else "L2") + (f"_{variant.replace('+', '_')}" if variant else "")
+    call = (f"case_{kind}", r, c, threads, shared_row) + ((variant,) if variant else ())
+    return SuiteCase(f"{kind}_{r}x{c}_{threads}t_{v}", call, kind,
+                     {"threads": threads, "shared_row": shared_row, **S.row_variant(variant)},
+                     {"N": r, "D": c})
 
 
 def _rowsum(r, c):
@@ -65,11 +67,14 @@ SUITE_CASES = [
               {"M": 8192, "N": 8192}, tol=0.0),
     _rowsum(32768, 4096), _rowsum(4096, 32768),
     _row("softmax", 32768, 4096, 512, True), _row("softmax", 32768, 4096, 256, False),
-    _row("softmax", 4096, 32768, 1024, True), _row("softmax", 4096, 32768, 512, False),
-    _row("softmax", 4096, 32768, 1024, False),
+    _row("softmax", 32768, 4096, 256, True, "vec4+rcp"),
+    _row("softmax", 4096, 32768, 1024, True), _row("softmax", 4096, 32768, 1024, False),
+    _row("softmax", 4096, 32768, 1024, True, "vec4"),
+    _row("softmax", 4096, 32768, 1024, True, "vec4+rcp"),
     _row("layernorm", 32768, 4096, 512, True), _row("layernorm", 32768, 4096, 256, False),
-    _row("layernorm", 4096, 32768, 1024, True), _row("layernorm", 4096, 32768, 512, False),
-    _row("layernorm", 4096, 32768, 1024, False),
+    _row("layernorm", 32768, 4096, 512, True, "vec4"),
+    _row("layernorm", 4096, 32768, 1024, True), _row("layernorm", 4096, 32768, 1024, False),
+    _row("layernorm", 4096, 32768, 1024, True, "vec4"),
     _gemm(4096, "frag+scalar"), _gemm(4096, "frag"), _gemm(4096, "frag+warp+pad"),
     _gemm(4096, "frag+warp+pad+pipe"), _gemm(4096, "frag+warp+pad+pipe+g8"),
     _gemm(4096, "shared+warp+pad+pipe+g8"),

@@ -161,7 +161,8 @@ def test_transpose_padded_tile():
 # ------------------------------------------------------------------ reductions
 def shuffle_reductions(src):
     """(op, warps) of each block-wide reduction: the warp-level __shfl_xor_sync
-    butterfly, then one partial per warp through shared memory."""
+    butterfly, then one partial per warp through shared memory, reduced by a
+    second butterfly in every warp."""
     out = []
     for m in re.finditer(r"float (tc_red\d+) = \w+\[0\];\n\s*for \(int tc_off = 16; tc_off > 0; "
                          r"tc_off >>= 1\) \{\n\s*\1 = (.*)__shfl_xor_sync\(0xffffffffu, \1, "
@@ -169,6 +170,12 @@ def shuffle_reductions(src):
         name, expr = m.group(1), m.group(2)
         op = "max" if expr.startswith("fmaxf") else "sum" if expr.endswith("+ ") else expr
         w = re.search(rf"__shared__ float {name}_smem\[(\d+)\];", src)
+        if w:
+            # the per-warp partials: lane i reads warp i's, a second butterfly over them
+            warps = int(w.group(1))
+            assert re.search(rf"{name} = {name}_smem\[tc_group \* {warps} \+ \(threadIdx\.x & "
+                             rf"{warps - 1}\)\];\n\s*for \(int tc_off = {warps // 2}; tc_off > 0; "
+                             rf"tc_off >>= 1\) \{{\n\s*{name} = .*__shfl_xor_sync", src), name
         out.append((op, int(w.group(1)) if w else 1))
     return out
 
@@ -178,7 +185,7 @@ def test_rowsum_shuffle_reduction(slug):
     c, src = BY_SLUG[slug], body(kernel(slug).source)
     threads = c.kwargs["threads"]
     assert shuffle_reductions(src) == [("sum", threads // 32)]
-    assert src.count("__shfl_xor_sync") == 1 and "atomic" not in src
+    assert src.count("__shfl_xor_sync") == 2 and "atomic" not in src
     # unroll=8: eight coalesced loads per trip, the rows' stride apart
     d = c.sizes["D"]
     assert src.count(f"X[n * {d} + d_o_o * {threads * 8} + d_i") == 8
@@ -197,17 +204,35 @@ def test_row_op_kernel(slug):
     reds = ["max", "sum"] if c.kind == "softmax" else ["sum", "sum"]
     # both statistics: shuffle butterflies, then a partial per warp
     assert shuffle_reductions(src) == [(r, threads // 32) for r in reds]
+    if c.kwargs.get("rcp"):
+        # one reciprocal per row, in a register; the row multiplied by it
+        assert "  float rs[1];" in src and "rs[0] = 1.0f / sm[0];" in src
+        assert re.search(r"\) \* rs\[0\]", src) and src.count("/ sm[0]") == 1
     # in registers (local_temps), not in global temporaries
     for t in temps:
         assert f"  float {t}[1];" in src
     assert [p["buffer"] for p in kd["params"]] == [t.name for t in k_op(c).inputs] + \
         [k_op(c).outputs[0].name]
     loads = re.findall(r"reinterpret_cast<const float4\*>\(&X\[", src)
+    vec = c.kwargs.get("vec", 1)
+    out = k_op(c).outputs[0].name
     if shared:
-        # the row is read once, with float4 loads, into shared memory ...
-        assert len(loads) == 1 and kd["aligned_buffers"] == ["X"]
+        # the row is read once, with float4 loads, into shared memory (with `vec`,
+        # the fetch loop unrolled: all of a thread's loads in flight together) ...
+        chunks = d // (4 * threads)
+        if vec > 1:
+            assert len(loads) == chunks and "for (int ax1_o_o" not in src
+        else:
+            assert len(loads) == 1
+            assert f"for (int ax1_o_o = 0; ax1_o_o < {chunks}; ++ax1_o_o)" in src
         assert re.search(r"\*reinterpret_cast<float4\*>\(&X_shared\[", src)
-        assert f"for (int ax1_o_o = 0; ax1_o_o < {d // (4 * threads)}; ++ax1_o_o)" in src
+        # ... written out as float4s with `vec` (and read back from shared memory as
+        # float4s in that pass)
+        stores = re.findall(r"\*reinterpret_cast<float4\*>\(&%s\[" % out, src)
+        assert len(stores) == (1 if vec > 1 else 0)
+        # (layernorm's gamma and beta are read as float4s in that pass too)
+        vec_bufs = [out, "X"] + (["beta", "gamma"] if c.kind == "layernorm" else [])
+        assert kd["aligned_buffers"] == (sorted(vec_bufs) if vec > 1 else ["X"])
         # ... and every later pass reads the shared copy
         assert len(re.findall(r"[^&]X\[", src)) == 0
         if d * 4 > 48 * 1024:

@@ -158,21 +158,29 @@ def test_rowsum_awkward(torch, threads):
 
 
 # the suite's (threads, shared_row, row width) configurations
-ROW_CONFIGS = [(512, True, 4096), (256, False, 4096), (1024, True, 32768), (512, False, 32768),
-               (1024, False, 32768)]
+ROW_CONFIGS = [(512, True, 4096, ""), (256, False, 4096, ""), (256, True, 4096, "vec4"),
+               (256, True, 4096, "vec4+rcp"), (1024, True, 32768, ""),
+               (1024, False, 32768, ""), (1024, True, 32768, "vec4"),
+               (1024, True, 32768, "vec4+rcp")]
 
 
-@pytest.mark.parametrize("threads,shared_row,width", ROW_CONFIGS,
-                         ids=[f"{t}t-{'smem' if s else 'L2'}-{w}" for t, s, w in ROW_CONFIGS])
-@pytest.mark.parametrize("kind", ["softmax", "layernorm"])
-def test_row_op_awkward(torch, kind, threads, shared_row, width):
+ROW_CASES = [(kind, *cfg) for kind in ("softmax", "layernorm") for cfg in ROW_CONFIGS
+             if kind == "softmax" or "rcp" not in cfg[3]]  # the reciprocal is softmax's
+
+
+@pytest.mark.parametrize("kind,threads,shared_row,width,variant", ROW_CASES,
+                         ids=[f"{k}-{t}t-{'smem' if s else 'L2'}-{w}{'-' + v if v else ''}"
+                              for k, t, s, w, v in ROW_CASES])
+def test_row_op_awkward(torch, kind, threads, shared_row, width, variant):
     """Rows of 1 element, one short of the block, prime, and a multiple of 4 just
     above the benchmark width (vector fetch with a tail). The shared-row variants
-    need D bound (their shared buffer holds the row)."""
+    need D bound (their shared buffer holds the row). Variants as in
+    bench/schedules.py `row_variant`."""
+    kw = S.row_variant(variant)
     rows = 257 if width == 4096 else 67
     sizes = [{"N": 3, "D": 1}, {"N": 5, "D": threads - 1}, {"N": rows, "D": width + 3},
              {"N": rows, "D": width + 4}, {"N": 1, "D": width - 1}]
-    run_awkward(torch, kind, {"threads": threads, "shared_row": shared_row}, sizes,
+    run_awkward(torch, kind, {"threads": threads, "shared_row": shared_row, **kw}, sizes,
                 unbound=not shared_row)
 
 

@@ -104,6 +104,29 @@ def test_row_op_unbound_sizes(kind, shared_row, local_temps):
             run(s, {"N": n, "D": d}, bind=False)
 
 
+# The vectorized passes (and softmax's reciprocal): every row size, the row in
+# shared memory (vec applies to the passes over the shared row).
+VEC_VARIANTS = [("softmax", "vec4"), ("softmax", "vec4+rcp"), ("layernorm", "vec4")]
+
+
+@pytest.mark.parametrize("n,d,threads", ROW_SIZES, ids=[f"{n}x{d}-{t}t" for n, d, t in ROW_SIZES])
+@pytest.mark.parametrize("kind,variant", VEC_VARIANTS, ids=[f"{k}-{v}" for k, v in VEC_VARIANTS])
+def test_row_op_vectorized(kind, variant, n, d, threads):
+    fn, temps, reds = ROW_FNS[kind]
+    kw = S.row_variant(variant)
+    op, s = fn({}, threads=threads, **kw)
+    sizes = {"N": n, "D": d}
+    text = lowered(s, sizes)
+    assert allreduces(text) == [(r, "threadIdx.x", str(threads)) for r in reds], text
+    # the output pass writes 4-wide vectors; the fetch loop over the row is unrolled
+    # (expanded by the unroll pass: no loop over the row's chunks is left)
+    assert re.search(r"for d_i in 0:4 +@vectorize", text), text
+    assert "for ax1_o_o" not in text
+    if kw.get("rcp"):
+        assert "alloc local float32 rs[1]" in text
+    run(s, sizes)
+
+
 # The suite's thread counts and variants at one and two rows: D = 4 * threads
 # (the whole row in one float4 pass) and a prime D just above it.
 BENCH_ROWS = [(threads, shared_row, d) for threads, shared_row in

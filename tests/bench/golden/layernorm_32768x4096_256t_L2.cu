@@ -29,9 +29,9 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_Y(const float* __res
     __syncthreads();
     if ((threadIdx.x & 31) == 0) tc_red11_smem[tc_group * 8 + (threadIdx.x >> 5)] = tc_red11;
     __syncthreads();
-    tc_red11 = tc_red11_smem[tc_group * 8];
-    for (int tc_w = 1; tc_w < 8; ++tc_w) {
-      tc_red11 = tc_red11 + tc_red11_smem[tc_group * 8 + tc_w];
+    tc_red11 = tc_red11_smem[tc_group * 8 + (threadIdx.x & 7)];
+    for (int tc_off = 4; tc_off > 0; tc_off >>= 1) {
+      tc_red11 = tc_red11 + __shfl_xor_sync(0xffffffffu, tc_red11, tc_off);
     }
     __syncthreads();
     mean_acc[0] = tc_red11;
@@ -52,9 +52,9 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_Y(const float* __res
     __syncthreads();
     if ((threadIdx.x & 31) == 0) tc_red34_smem[tc_group * 8 + (threadIdx.x >> 5)] = tc_red34;
     __syncthreads();
-    tc_red34 = tc_red34_smem[tc_group * 8];
-    for (int tc_w = 1; tc_w < 8; ++tc_w) {
-      tc_red34 = tc_red34 + tc_red34_smem[tc_group * 8 + tc_w];
+    tc_red34 = tc_red34_smem[tc_group * 8 + (threadIdx.x & 7)];
+    for (int tc_off = 4; tc_off > 0; tc_off >>= 1) {
+      tc_red34 = tc_red34 + __shfl_xor_sync(0xffffffffu, tc_red34, tc_off);
     }
     __syncthreads();
     var_acc[0] = tc_red34;

@@ -44,9 +44,9 @@ extern "C" __global__ void __launch_bounds__(512) layernorm_Y(const float* __res
     __syncthreads();
     if ((threadIdx.x & 31) == 0) tc_red26_smem[tc_group * 16 + (threadIdx.x >> 5)] = tc_red26;
     __syncthreads();
-    tc_red26 = tc_red26_smem[tc_group * 16];
-    for (int tc_w = 1; tc_w < 16; ++tc_w) {
-      tc_red26 = tc_red26 + tc_red26_smem[tc_group * 16 + tc_w];
+    tc_red26 = tc_red26_smem[tc_group * 16 + (threadIdx.x & 15)];
+    for (int tc_off = 8; tc_off > 0; tc_off >>= 1) {
+      tc_red26 = tc_red26 + __shfl_xor_sync(0xffffffffu, tc_red26, tc_off);
     }
     __syncthreads();
     mean_acc[0] = tc_red26;
@@ -67,9 +67,9 @@ extern "C" __global__ void __launch_bounds__(512) layernorm_Y(const float* __res
     __syncthreads();
     if ((threadIdx.x & 31) == 0) tc_red49_smem[tc_group * 16 + (threadIdx.x >> 5)] = tc_red49;
     __syncthreads();
-    tc_red49 = tc_red49_smem[tc_group * 16];
-    for (int tc_w = 1; tc_w < 16; ++tc_w) {
-      tc_red49 = tc_red49 + tc_red49_smem[tc_group * 16 + tc_w];
+    tc_red49 = tc_red49_smem[tc_group * 16 + (threadIdx.x & 15)];
+    for (int tc_off = 8; tc_off > 0; tc_off >>= 1) {
+      tc_red49 = tc_red49 + __shfl_xor_sync(0xffffffffu, tc_red49, tc_off);
     }
     __syncthreads();
     var_acc[0] = tc_red49;

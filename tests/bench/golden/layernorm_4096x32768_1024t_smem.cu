@@ -45,9 +45,9 @@ extern "C" __global__ void __launch_bounds__(1024) layernorm_Y(const float* __re
     __syncthreads();
     if ((threadIdx.x & 31) == 0) tc_red27_smem[tc_group * 32 + (threadIdx.x >> 5)] = tc_red27;
     __syncthreads();
-    tc_red27 = tc_red27_smem[tc_group * 32];
-    for (int tc_w = 1; tc_w < 32; ++tc_w) {
-      tc_red27 = tc_red27 + tc_red27_smem[tc_group * 32 + tc_w];
+    tc_red27 = tc_red27_smem[tc_group * 32 + (threadIdx.x & 31)];
+    for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
+      tc_red27 = tc_red27 + __shfl_xor_sync(0xffffffffu, tc_red27, tc_off);
     }
     __syncthreads();
     mean_acc[0] = tc_red27;
@@ -68,9 +68,9 @@ extern "C" __global__ void __launch_bounds__(1024) layernorm_Y(const float* __re
     __syncthreads();
     if ((threadIdx.x & 31) == 0) tc_red50_smem[tc_group * 32 + (threadIdx.x >> 5)] = tc_red50;
     __syncthreads();
-    tc_red50 = tc_red50_smem[tc_group * 32];
-    for (int tc_w = 1; tc_w < 32; ++tc_w) {
-      tc_red50 = tc_red50 + tc_red50_smem[tc_group * 32 + tc_w];
+    tc_red50 = tc_red50_smem[tc_group * 32 + (threadIdx.x & 31)];
+    for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
+      tc_red50 = tc_red50 + __shfl_xor_sync(0xffffffffu, tc_red50, tc_off);
     }
     __syncthreads();
     var_acc[0] = tc_red50;

@@ -33,9 +33,9 @@ extern "C" __global__ void __launch_bounds__(256) rowsum_S(const float* __restri
     __syncthreads();
     if ((threadIdx.x & 31) == 0) tc_red15_smem[tc_group * 8 + (threadIdx.x >> 5)] = tc_red15;
     __syncthreads();
-    tc_red15 = tc_red15_smem[tc_group * 8];
-    for (int tc_w = 1; tc_w < 8; ++tc_w) {
-      tc_red15 = tc_red15 + tc_red15_smem[tc_group * 8 + tc_w];
+    tc_red15 = tc_red15_smem[tc_group * 8 + (threadIdx.x & 7)];
+    for (int tc_off = 4; tc_off > 0; tc_off >>= 1) {
+      tc_red15 = tc_red15 + __shfl_xor_sync(0xffffffffu, tc_red15, tc_off);
     }
     __syncthreads();
     S_acc[0] = tc_red15;
