@@ -4,9 +4,15 @@ vector accesses, memory accumulation) so that compute-sanitizer can check them:
     compute-sanitizer --tool memcheck python3 bench/sanitize.py
     compute-sanitizer --tool racecheck python3 bench/sanitize.py
 """
+import os
+import sys
+
 import numpy as np
 
 import tcomp
+
+sys.path.insert(0, os.path.dirname(__file__))
+import schedules as S  # noqa: E402
 
 
 def mm_shared(op):
@@ -98,6 +104,25 @@ def main():
     x, y = rng.standard_normal(4096, np.float32), rng.standard_normal(4096, np.float32)
     got = tcomp.build(vec(ew), target="cuda", sizes={"N": 4096})(x, y)
     print("vector", np.abs(got - (2 * x + y)).max())
+    # the benchmark schedules: the fastest GEMM (k-major padded A tile, float4 fragments,
+    # warp-shaped lanes, double buffering, rasterized blocks), aligned and awkward
+    for v in ("frag+warp+pad+pipe+g8", "shared+warp+pad+g8", "frag+scalar"):
+        op, s = S.gemm({}, **S.gemm_variant(v))
+        for m, n, k in ((256, 256, 64), (257, 131, 37)):
+            a = rng.standard_normal((m, k), np.float32)
+            b = rng.standard_normal((k, n), np.float32)
+            got = tcomp.build(s, target="cuda", sizes={"M": m, "N": n, "K": k})(a, b)
+            print(f"gemm[{v}] {m}x{n}x{k}", np.abs(got - a.astype(np.float64) @ b).max())
+    # the vectorized row ops (softmax with the reciprocal), aligned and awkward rows
+    for kind, v in (("softmax", "vec4+rcp"), ("layernorm", "vec4")):
+        op, s = getattr(S, kind)({}, threads=256, **S.row_variant(v))
+        for n, d in ((3, 4096), (5, 1031)):
+            args = [rng.standard_normal((n, d), np.float32)]
+            if kind == "layernorm":
+                args += [rng.standard_normal(d, np.float32), rng.standard_normal(d, np.float32)]
+            got = tcomp.build(s, target="cuda", sizes={"N": n, "D": d})(*args)
+            ref = tcomp.evaluate(op, *[x.astype(np.float64) for x in args])
+            print(f"{kind}[{v}] {n}x{d}", np.abs(got - ref).max())
 
 
 if __name__ == "__main__":

@@ -244,6 +244,7 @@ def test_shared_row_too_wide_is_a_clear_error(torch):
 BIG = textwrap.dedent("""
     import json, sys
     import torch, tcomp
+    from tests.bench.common import S
     case = sys.argv[1]
     res = {"case": case}
     try:
