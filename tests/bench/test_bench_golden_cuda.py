@@ -336,6 +336,22 @@ def test_gemm_warp_lanes(slug):
                      % (t, t), src)
 
 
+@pytest.mark.parametrize("slug", slugs("gemm", group=8))
+def test_gemm_rasterized_blocks(slug):
+    """group=8: block b computes block row (b / (8 * NB)) * 8 + b % 8 and block
+    column b / 8 % NB (NB = N / 128 column blocks): 8 consecutive blocks share
+    a column of B, and a wave of blocks covers 8 block rows at a time."""
+    c, src = BY_SLUG[slug], body(kernel(slug).source)
+    n = c.sizes["N"]
+    nb = n // 128
+    (b,) = re.findall(r"const int (\w+) = blockIdx\.x;", src)
+    (store,) = set(re.findall(r"&C\[([^\]]*)\]", src)[:1])
+    terms = store.split(" + ")
+    assert f"{b} / {8 * nb} * {8 * 128 * n}" in terms  # group of 8 block rows
+    assert f"{b} % 8 * {128 * n}" in terms             # block row within the group
+    assert f"{b} / 8 % {nb} * 128" in terms            # block column
+
+
 # ------------------------------------------------------------------ vector accesses only where aligned
 @pytest.mark.parametrize("kind,kw,sizes", [
     ("gelu", {}, {"N": (1 << 20) + 3}),
