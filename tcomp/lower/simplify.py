@@ -209,7 +209,7 @@ class Simplifier(Rewriter):
         if c == 1:
             return a if op == "/" else ir.const(0)
         if (op == "/" and isinstance(a, ir.Bin) and a.op == "/" and isinstance(a.b, ir.Imm)
-                and a.b.value > 0):  # (x / a) / c -> x / (a*c)
+                and a.b.value > 0 and int(a.b.value) * c < 2**31):  # (x / a) / c -> x / (a*c)
             return self.divmod("/", a.a, int(a.b.value) * c,
                                ir.Bin("/", a.a, ir.const(int(a.b.value) * c), ir.int32))
         lin = self.linear(a)

@@ -417,6 +417,151 @@ class TestStorageAlign:
                     "need factor > 0 and 0 <= offset < factor", f"got {factor}, {offset}")
 
 
+# A temporary (written, not returned): its scope can change with set_scope.
+TMP = """def tmp(float(M,N) A) -> (D) {
+  T(m, n) = exp(A(m, n))
+  D(m, n) = T(m, n) + 1.0
+}"""
+
+
+class TestStorageOrder:
+    @pytest.mark.parametrize("bad", ["ax1", 1, None, ("ax1",)])
+    def test_not_an_axis(self, mm, bad):
+        s = tcomp.Schedule(mm)
+        AS = s.cache_read("A", "shared", [s["C"]])
+        sched_error(lambda: AS.storage_order(AS.axes[0], bad), "storage_order",
+                    "axes must be Axes of stage 'A.shared'", f"got {bad!r}")
+        _unchanged(s, lambda: AS.storage_order(bad, AS.axes[0]))
+
+    def test_axis_of_another_stage(self, mm):
+        s = tcomp.Schedule(mm)
+        AS = s.cache_read("A", "shared", [s["C"]])
+        m, _ = s["C"].axes
+        sched_error(lambda: AS.storage_order(AS.axes[1], m), "storage_order",
+                    "axes must be Axes of stage 'A.shared'", "got Axis(C.m)")
+
+    def test_axis_of_another_cache_stage(self, mm):
+        # Same axis names (ax0, ax1), different stage.
+        s = tcomp.Schedule(mm)
+        AS = s.cache_read("A", "shared", [s["C"]])
+        BS = s.cache_read("B", "shared", [s["C"]])
+        b0, b1 = BS.axes
+        sched_error(lambda: AS.storage_order(b1, b0), "storage_order",
+                    "axes must be Axes of stage 'A.shared'", "got Axis(B.shared.ax1)")
+
+    @pytest.mark.parametrize("which", ["outer", "inner"])
+    def test_split_result(self, mm, which):
+        s = tcomp.Schedule(mm)
+        AS = s.cache_read("A", "shared", [s["C"]])
+        a0, a1 = AS.axes
+        o, i = AS.split(a0, 2)
+        ax = o if which == "outer" else i
+        sched_error(lambda: AS.storage_order(a1, ax), "storage_order",
+                    f"axis {ax!r} must be an original spatial axis of the stage")
+        _unchanged(s, lambda: AS.storage_order(a1, ax))
+
+    def test_fused_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        AS = s.cache_read("A", "shared", [s["C"]])
+        f = AS.fuse(*AS.axes)
+        sched_error(lambda: AS.storage_order(f), "storage_order",
+                    "Axis(A.shared.ax0_ax1_f)", "must be an original spatial axis")
+
+    def test_reduce_axis(self):
+        # A temporary reduction kept in shared memory: its reduction axis is no
+        # dimension of its buffer.
+        op = tcomp.op("def rs(float(M,N) A) -> (D) { S(m) +=! A(m, r_n)\n D(m) = S(m) * 2.0 }")
+        s = tcomp.Schedule(op)
+        S = s["S"]
+        S.set_scope("shared")
+        (m,) = S.axes
+        (r,) = S.reduce_axes
+        sched_error(lambda: S.storage_order(r), "storage_order", "Axis(S.r_n, reduce)",
+                    "must be an original spatial axis")
+        sched_error(lambda: S.storage_order(m, r), "storage_order", "Axis(S.r_n, reduce)",
+                    "must be an original spatial axis")
+
+    @pytest.mark.parametrize("pick,got", [
+        (lambda a0, a1: (a0,), "(ax0)"),
+        (lambda a0, a1: (a1,), "(ax1)"),
+        (lambda a0, a1: (), "()"),
+        (lambda a0, a1: (a0, a0), "(ax0, ax0)"),
+        (lambda a0, a1: (a1, a1), "(ax1, ax1)"),
+        (lambda a0, a1: (a1, a0, a1), "(ax1, ax0, ax1)"),
+        (lambda a0, a1: (a0, a1, a0, a1), "(ax0, ax1, ax0, ax1)"),
+    ])
+    def test_missing_or_repeated_axes(self, mm, pick, got):
+        s = tcomp.Schedule(mm)
+        AS = s.cache_read("A", "shared", [s["C"]])
+        axes = pick(*AS.axes)
+        sched_error(lambda: AS.storage_order(*axes), "storage_order",
+                    "give each of the stage's original spatial axes (ax0, ax1) exactly once",
+                    f"got {got}")
+        _unchanged(s, lambda: AS.storage_order(*axes))
+
+    def test_missing_axis_of_three(self):
+        op = tcomp.op("def p(float(I,J,K) A) -> (O) { T(i, j, k) = A(i, j, k) * 2.0\n"
+                      " O(i, j, k) = T(i, j, k) + 1.0 }")
+        s = tcomp.Schedule(op)
+        T = s["T"]
+        T.set_scope("local")
+        i, j, k = T.axes
+        sched_error(lambda: T.storage_order(k, i), "storage_order",
+                    "(i, j, k) exactly once", "got (k, i)")
+        T.storage_order(k, i, j)  # every axis once: fine
+        assert s.states["T"].storage == ("k", "i", "j")
+
+    def test_output_in_global_memory(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        sched_error(lambda: C.storage_order(n, m), "storage_order",
+                    "'C' is in global memory, whose layout is fixed",
+                    "storage_order lays out shared and local buffers")
+        _unchanged(s, lambda: C.storage_order(n, m))
+
+    def test_temporary_in_global_memory(self):
+        s = tcomp.Schedule(tcomp.op(TMP))
+        T = s["T"]
+        m, n = T.axes
+        sched_error(lambda: T.storage_order(n, m), "storage_order",
+                    "'T' is in global memory, whose layout is fixed")
+        T.set_scope("shared")
+        T.storage_order(n, m)  # in shared memory now: fine
+
+    def test_global_cache_read(self, mm):
+        s = tcomp.Schedule(mm)
+        AG = s.cache_read("A", "global", [s["C"]])
+        a0, a1 = AG.axes
+        sched_error(lambda: AG.storage_order(a1, a0), "storage_order",
+                    "'A_global' is in global memory, whose layout is fixed")
+
+    def test_axes_checked_before_the_scope(self, mm):
+        # A bad axis is reported first, even on a stage in global memory.
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, _ = C.axes
+        sched_error(lambda: C.storage_order(m), "storage_order", "exactly once", "got (m)")
+
+    @pytest.mark.parametrize("axes", [["ax1"], ["ax1", "ax1"], ["ax1", "zz"], "ax1", 5,
+                                      [["ax1"], "ax0"]])
+    def test_bad_replay(self, mm, axes):
+        """A StorageOrder directive from JSON is replayed through the primitive
+        (or refused as not a schedule): always a ScheduleError."""
+        text = json.dumps({"tcomp_schedule": 1, "directives": [
+            {"kind": "CacheRead", "tensor": "A", "scope": "shared", "readers": ["C"]},
+            {"kind": "StorageOrder", "stage": "A.shared", "axes": axes}]})
+        with pytest.raises(tcomp.TcompError) as info:
+            tcomp.Schedule.from_json(mm, text)
+        assert type(info.value) is tcomp.ScheduleError
+
+    def test_replay_of_a_global_stage(self, mm):
+        text = json.dumps({"tcomp_schedule": 1, "directives": [
+            {"kind": "StorageOrder", "stage": "C", "axes": ["n", "m"]}]})
+        sched_error(lambda: tcomp.Schedule.from_json(mm, text), "storage_order",
+                    "'C' is in global memory")
+
+
 class TestComputeAt:
     def test_itself(self, chain):
         s = tcomp.Schedule(chain)
@@ -817,6 +962,9 @@ class TestFailedPrimitiveLeavesScheduleUnchanged:
             lambda: C.vectorize(mi),
             lambda: C.vectorize(k),
             lambda: C.storage_align(mi, 32, 1),
+            lambda: C.storage_order(mi, n),
+            lambda: C.storage_order(n, m),  # C is in global memory
+            lambda: C.storage_order(m),
             lambda: C.compute_inline(),
             lambda: C.compute_at(C, mi),
             lambda: C.rfactor(k),  # after other transformations

@@ -257,6 +257,43 @@ def ex_storage_align():
     return _shared_matmul(align=(4, 1)), {"M": 8, "N": 8, "K": 8}
 
 
+def _kmajor_matmul(align=None, order=True):
+    """Blocks of 8x4 outputs, one per thread; A's 8x4 (m x k) tile cached in
+    shared memory at k_o, stored k-major (storage_order(ax1, ax0)), one element
+    per thread (ax0 -> threadIdx.y, ax1 -> threadIdx.x); B read from global."""
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    m, n = C.axes
+    (k,) = C.reduce_axes
+    mo, no, mi, ni = C.tile(m, n, 8, 4)
+    ko, ki = C.split(k, 4)
+    C.reorder(mo, no, ko, mi, ni, ki)
+    C.bind(mo, "blockIdx.y")
+    C.bind(no, "blockIdx.x")
+    C.bind(mi, "threadIdx.y")
+    C.bind(ni, "threadIdx.x")
+    AS = s.cache_read("A", "shared", [C])
+    AS.compute_at(C, ko)
+    a0, a1 = AS.axes
+    if order:
+        AS.storage_order(a1, a0)
+    if align is not None:
+        AS.storage_align(a1, *align)
+    AS.bind(a0, "threadIdx.y")
+    AS.bind(a1, "threadIdx.x")
+    return s
+
+
+@example
+def ex_storage_order():
+    return _kmajor_matmul(), {"M": 16, "N": 8, "K": 8}
+
+
+@example
+def ex_storage_order_align():
+    return _kmajor_matmul(align=(8, 1)), {"M": 16, "N": 8, "K": 8}
+
+
 # --------------------------------------------------------------------- checking
 def _check(name, update_golden):
     s, sizes = EXAMPLES[name]()
@@ -485,6 +522,46 @@ def test_storage_align(update_golden):
     assert "alloc shared float32 A_shared[4, 5]" in text
     assert "alloc shared float32 B_shared[4, 5]" in text
     assert "A_shared[m_i * 5 + k_i]" in text and "B_shared[k_i * 5 + n_i]" in text
+
+
+def test_storage_order(update_golden):
+    """Before: A_shared[ax0, ax1] (8 x 4: m x k), A_shared[ax0, ax1] = A[m_o*8 + ax0,
+    k_o*4 + ax1], read as A_shared[m_i, k_i].
+    After storage_order(ax1, ax0): the buffer is k-major, A_shared[4, 8]; the
+    same logical element is stored and read with the subscripts swapped:
+    A_shared[ax1, ax0] = ...; ... A_shared[k_i, m_i] (flattened: ax1*8 + ax0,
+    k_i*8 + m_i). The global subscripts of A do not change."""
+    text = _check("storage_order", update_golden)
+    assert "alloc shared float32 A_shared[4, 8]" in text
+    assert "A_shared[ax1 * 8 + ax0] = A[m_o * 64 + ax0 * 8 + k_o * 4 + ax1]" in text
+    assert "A_shared[k_i * 8 + m_i] * B[" in text
+    # Before flattening, the two subscripts are the logical ones in buffer order.
+    s, sizes = EXAMPLES["storage_order"]()
+    unflat = str(lower_pipeline(s, sizes, until="flatten_storage"))
+    assert "A_shared[ax1, ax0] = A[m_o * 8 + ax0, k_o * 4 + ax1]" in unflat
+    assert "A_shared[k_i, m_i]" in unflat
+    # Without storage_order: the m-major 8 x 4 tile; nothing but A_shared's
+    # shape and subscripts differs.
+    plain = str(tcomp.lower(_kmajor_matmul(order=False), sizes=sizes))
+    assert "alloc shared float32 A_shared[8, 4]" in plain
+    assert "A_shared[ax0 * 4 + ax1] = A[" in plain and "A_shared[m_i * 4 + k_i]" in plain
+    diff = [(a, b) for a, b in zip(text.splitlines(), plain.splitlines()) if a != b]
+    assert len(text.splitlines()) == len(plain.splitlines())
+    assert len(diff) == 3 and all("A_shared" in a and "A_shared" in b for a, b in diff)
+
+
+def test_storage_order_align(update_golden):
+    """As storage_order, with storage_align(ax1, 8, 1): ax1 (k) is the outer
+    buffer dimension, so its stride (a row of 8 m values) is padded to 9
+    (9 = 1 mod 8): A_shared[4, 9], subscripts ax1*9 + ax0 and k_i*9 + m_i.
+    (In the m-major layout ax1 is the innermost dimension: nothing to pad.)"""
+    text = _check("storage_order_align", update_golden)
+    assert "alloc shared float32 A_shared[4, 9]" in text
+    assert "A_shared[ax1 * 9 + ax0] = A[m_o * 64 + ax0 * 8 + k_o * 4 + ax1]" in text
+    assert "A_shared[k_i * 9 + m_i] * B[" in text
+    sizes = EXAMPLES["storage_order_align"]()[1]
+    plain = str(tcomp.lower(_kmajor_matmul(align=(8, 1), order=False), sizes=sizes))
+    assert "alloc shared float32 A_shared[8, 4]" in plain
 
 
 def test_every_example_has_a_test():

@@ -197,6 +197,90 @@ def test_memory_accumulation_needs_accumulation_dtype():
         tcomp.lower(s)
 
 
+# ------------------------------------------------------------------ storage_order in global memory
+# storage_order refuses a stage in global memory (ScheduleError), but set_scope
+# may move a stage back to global memory afterwards: lowering refuses that.
+TMP = tcomp.op("""def tmp(float(M,N) A) -> (D) {
+  T(m, n) = exp(A(m, n))
+  D(m, n) = T(m, n) + 1.0
+}""")
+TMP_SIZES = {"M": 4, "N": 3}
+ORDER_GLOBAL = (r"stage '{stage}': storage_order lays out shared and local buffers only, but "
+                r"'{tensor}' is in global memory")
+
+
+def _ordered_then_global(first: str, at: bool):
+    s = tcomp.Schedule(TMP)
+    T = s["T"]
+    m, n = T.axes
+    T.set_scope(first)
+    T.storage_order(n, m)
+    T.set_scope("global")
+    if at:
+        T.compute_at(s["D"], s["D"].axes[0])
+    return s
+
+
+@pytest.mark.parametrize("first", ["shared", "local"])
+@pytest.mark.parametrize("at", [False, True], ids=["root", "compute_at"])
+@pytest.mark.parametrize("how", ["lower", "check", "sim", "symbolic"])
+def test_storage_order_of_a_stage_moved_to_global_memory(first, at, how):
+    """T laid out n-major in shared/local memory, then set_scope('global'): its
+    own kernel (at root) or its nest inside D (compute_at) is refused."""
+    s = _ordered_then_global(first, at)
+    with pytest.raises(tcomp.LoweringError,
+                       match=ORDER_GLOBAL.format(stage="T", tensor="T")):
+        if how == "lower":
+            tcomp.lower(s, sizes=TMP_SIZES)
+        elif how == "check":
+            lower_pipeline(s, TMP_SIZES, check=True)
+        elif how == "symbolic":
+            tcomp.lower(s)
+        else:
+            tcomp.build(s, target="sim")(*inputs_for(TMP, TMP_SIZES))
+
+
+@pytest.mark.parametrize("at", [False, True], ids=["root", "compute_at"])
+def test_storage_order_of_a_cache_moved_to_global_memory(at):
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    AS = s.cache_read("A", "shared", [C])
+    a0, a1 = AS.axes
+    AS.storage_order(a1, a0)
+    AS.set_scope("global")
+    if at:
+        AS.compute_at(C, C.axes[0])
+    with pytest.raises(tcomp.LoweringError,
+                       match=ORDER_GLOBAL.format(stage=r"A\.shared", tensor="A_shared")):
+        tcomp.lower(s, sizes=MM_SIZES)
+    # The replayed schedule gets the same error.
+    replay = tcomp.Schedule.from_json(MM, s.to_json())
+    with pytest.raises(tcomp.LoweringError, match="storage_order lays out shared and local"):
+        tcomp.lower(replay, sizes=MM_SIZES)
+
+
+def test_storage_order_then_global_then_shared_again_is_fine():
+    """Only the final scope counts: back in shared memory the layout applies."""
+    s = tcomp.Schedule(TMP)
+    D, T = s["D"], s["T"]
+    m, n = T.axes
+    T.set_scope("shared")
+    T.storage_order(n, m)
+    T.set_scope("global")
+    T.set_scope("local")
+    T.compute_at(D, D.axes[0])
+    text = str(tcomp.lower(s, sizes=TMP_SIZES))
+    assert "alloc local float32 T[3, 1]" in text, text
+    run_sim(s, inputs_for(TMP, TMP_SIZES), sizes=TMP_SIZES)
+
+
+def test_storage_ordered_global_stage_inlined_is_fine():
+    """An inlined stage has no buffer at all, so its layout is never used."""
+    s = _ordered_then_global("shared", at=False)
+    s["T"].compute_inline()
+    run_sim(s, inputs_for(TMP, TMP_SIZES), sizes=TMP_SIZES)
+
+
 # ------------------------------------------------------------------ lower() / build() arguments
 def test_lower_argument_errors():
     s = tcomp.Schedule(MM)

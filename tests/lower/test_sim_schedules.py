@@ -1046,3 +1046,199 @@ def test_register_tile_outside_the_thread_loops(which):
     C.bind(mi, "threadIdx.x")
     CL.compute_at(C, no)
     check(s, sizes_of(which, {"M": 8, "N": 8, "K": 4}, {"M": 7, "N": 5, "K": 3}))
+
+
+# =============================================================== storage_order
+def _kmajor(s, name="A.shared", align=None):
+    """Store the 2-d copy `name` with its dimensions swapped (A's tile k-major)."""
+    X = s[name]
+    a0, a1 = X.axes
+    X.storage_order(a1, a0)
+    if align is not None:
+        X.storage_align(a1, *align)
+    return X
+
+
+@pytest.mark.parametrize("pipeline", [False, True], ids=["plain", "pipelined"])
+@pytest.mark.parametrize("which", BOTH)
+def test_matmul_kmajor_a_tile(which, pipeline):
+    """matmul_3level with the A tile stored k-major (A_shared[k][m]): the
+    cooperative fetch (fused, split over the threads) stores transposed, the
+    register-tile update reads A_shared[k_i, m]; with pipeline, both halves of
+    the double buffer are k-major (A_shared[2, 4, 8])."""
+    s = matmul_3level(MATMUL)
+    _kmajor(s)
+    CL = s["C.local"]
+    if pipeline:
+        CL.pipeline(CL.leaf_axes[0])
+    k = check(s, sizes_of(which, {"M": 16, "N": 16, "K": 8}, {"M": 13, "N": 17, "K": 11}))
+    text = str(k.program)
+    half = "2, " if pipeline else ""
+    assert f"alloc shared float32 A_shared[{half}4, 8]" in text  # k-major: 4 k x 8 m
+    assert f"alloc shared float32 B_shared[{half}4, 8]" in text  # as defined: 4 k x 8 n
+    assert ("A_shared_prefetch" in text) == pipeline
+
+
+@pytest.mark.parametrize("pipeline", [False, True], ids=["plain", "pipelined"])
+@pytest.mark.parametrize("which", BOTH)
+def test_matmul_kmajor_a_tile_padded(which, pipeline):
+    """As above, with the k-major rows padded (storage_align(ax1, 32, 4)): rows of
+    8 m values become 36 long; the padding is never read."""
+    s = matmul_3level(MATMUL)
+    _kmajor(s, align=(32, 4))
+    CL = s["C.local"]
+    if pipeline:
+        CL.pipeline(CL.leaf_axes[0])
+    k = check(s, sizes_of(which, {"M": 16, "N": 16, "K": 8}, {"M": 13, "N": 17, "K": 11}))
+    assert "A_shared[" + ("2, " if pipeline else "") + "4, 36]" in str(k.program)
+
+
+def matmul_vector_gemm(pipeline=False, order=True, fragments=True):
+    """The GEMM of bench/schedules.py in small: 8x8 blocks, 4x4 register tiles
+    (2x2 threads), K tiles of 8; A and B tiles fetched in 4-wide vectorized
+    pieces (the A tile k-major, so its vector of 4 consecutive k is stored
+    transposed, one element per row); per-k fragments of the tiles in
+    registers, the contiguous dimension (m of A, n of B) vectorized."""
+    s = tcomp.Schedule(MATMUL)
+    C = s["C"]
+    CL = s.cache_write(C, "local")
+    m, n = C.axes
+    mo, no, mi, ni = C.tile(m, n, 8, 8)
+    mio, mii = C.split(mi, 4)
+    nio, nii = C.split(ni, 4)
+    C.reorder(mo, no, mio, nio, mii, nii)
+    C.bind(mo, "blockIdx.y")
+    C.bind(no, "blockIdx.x")
+    C.bind(mio, "threadIdx.y")
+    C.bind(nio, "threadIdx.x")
+    C.unroll(mii)
+    C.vectorize(nii)
+    CL.compute_at(C, nio)
+    lm, ln = CL.axes
+    (lk,) = CL.reduce_axes
+    ko, ki = CL.split(lk, 8)
+    CL.reorder(ko, ki, lm, ln)
+    CL.unroll(lm)
+    CL.unroll(ln)
+    for name in ("A", "B"):
+        S = s.cache_read(name, "shared", [CL])
+        S.compute_at(CL, ko)
+        a0, a1 = S.axes
+        if order and name == "A":
+            S.storage_order(a1, a0)
+        f = S.fuse(a0, a1)
+        f, fv = S.split(f, 4)
+        S.vectorize(fv)
+        fo, fi = S.split(f, 2)
+        S.bind(fi, "threadIdx.x")
+        foo, foi = S.split(fo, 2)
+        S.bind(foi, "threadIdx.y")
+    if fragments:
+        for name in ("A_shared", "B_shared"):
+            L = s.cache_read(name, "local", [CL])
+            L.compute_at(CL, ki)
+            a0, a1 = L.axes
+            c, o = (a0, a1) if name == "A_shared" else (a1, a0)
+            co, cv = L.split(c, 4)
+            L.reorder(o, co, cv)
+            L.unroll(o)
+            L.unroll(co)
+            L.vectorize(cv)
+    if pipeline:
+        CL.pipeline(ko)
+    return s
+
+
+@pytest.mark.parametrize("pipeline", [False, True], ids=["plain", "pipelined"])
+@pytest.mark.parametrize("which", BOTH)
+def test_matmul_kmajor_vectorized_copies(which, pipeline):
+    """Vectorized copies into a k-major tile, and (pipelined) the vectorized
+    prefetch into registers followed by the transposing stores."""
+    s = matmul_vector_gemm(pipeline=pipeline)
+    k = check(s, sizes_of(which, {"M": 16, "N": 16, "K": 16}, {"M": 13, "N": 17, "K": 11}))
+    text = str(k.program)
+    assert "alloc shared float32 A_shared[" + ("2, " if pipeline else "") + "8, 8]" in text
+    assert "@vectorize" in text
+
+
+def test_matmul_kmajor_vectorized_copies_layout():
+    """The k-major tile differs from the m-major one in A_shared's subscripts
+    only; before flattening, the transposed store shows its swapped indices."""
+    sizes = {"M": 16, "N": 16, "K": 16}
+    for pipeline in (False, True):
+        ordered = tcomp.lower(matmul_vector_gemm(pipeline=pipeline), sizes=sizes)
+        plain = tcomp.lower(matmul_vector_gemm(pipeline=pipeline, order=False), sizes=sizes)
+        a, b = str(ordered).splitlines(), str(plain).splitlines()
+        assert len(a) == len(b)
+        diff = [(x, y) for x, y in zip(a, b) if x != y]
+        assert diff and all("A_shared[" in x and "A_shared[" in y for x, y in diff), diff
+    from tcomp.lower.pipeline import lower as lower_pipeline
+    unflat = str(lower_pipeline(matmul_vector_gemm(), sizes, until="flatten_storage"))
+    # the A tile element (m, k) lives at A_shared[k, m]: stores and loads agree
+    store = next(line.strip() for line in unflat.splitlines()
+                 if line.strip().startswith("A_shared[") and "= A[" in line)
+    lhs, rhs = store.split(" = ")
+    m_idx, k_idx = rhs[len("A["):-1].split(", ")
+    assert lhs == f"A_shared[{k_idx.replace('k_o * 8 + ', '')}, " \
+                  f"{m_idx.replace('m_o * 8 + ', '')}]", store
+
+
+@pytest.mark.parametrize("which", BOTH)
+def test_local_register_tile_storage_order(which):
+    """A local-scope cache laid out transposed: the 2x4 register tile of
+    cache_write stored n-major (C_local[4, 2]); the accumulation and the copy-out
+    both index it as [n, m]."""
+    s = matmul_3level(MATMUL, block=(8, 8), reg=(2, 4), kt=4)
+    CL = s["C.local"]
+    lm, ln = CL.axes
+    CL.storage_order(ln, lm)
+    k = check(s, sizes_of(which, {"M": 16, "N": 16, "K": 8}, {"M": 13, "N": 17, "K": 11}))
+    text = str(k.program)
+    assert "alloc local float32 C_local[4, 2]" in text
+
+
+@pytest.mark.parametrize("which", BOTH)
+def test_local_fragments_storage_order(which):
+    """Per-thread local fragments of the shared tiles (two-level caching), each
+    stored with its dimensions swapped, on top of a k-major A tile."""
+    s = matmul_3level(MATMUL, block=(8, 8), reg=(2, 2), kt=4)
+    _kmajor(s)
+    CL = s["C.local"]
+    ki = CL.leaf_axes[1]
+    for t in ("A_shared", "B_shared"):
+        X = s.cache_read(t, "local", [CL])
+        X.compute_at(CL, ki)
+        a0, a1 = X.axes
+        X.storage_order(a1, a0)
+    k = check(s, sizes_of(which, {"M": 16, "N": 16, "K": 8}, {"M": 13, "N": 11, "K": 7}))
+    text = str(k.program)
+    assert "alloc shared float32 A_shared[4, 8]" in text
+    assert "alloc local float32 A_shared_local[1, 2]" in text
+    assert "alloc local float32 B_shared_local[2, 1]" in text
+
+
+@pytest.mark.parametrize("order", [("k", "i", "j"), ("j", "k", "i"), ("i", "j", "k")])
+@pytest.mark.parametrize("which", BOTH)
+def test_permute_3d_shared_tile_storage_order(which, order):
+    """A 3-d shared tile (4 x 4 x K of A) in each of several dimension orders
+    (the two cyclic rotations, and the identity)."""
+    s = tcomp.Schedule(PERMUTE)
+    O = s["O"]
+    k, i, j = O.axes
+    io, ii = O.split(i, 4)
+    jo, ji = O.split(j, 4)
+    O.reorder(io, jo, k, ii, ji)
+    O.bind(io, "blockIdx.y")
+    O.bind(jo, "blockIdx.x")
+    O.bind(ii, "threadIdx.y")
+    O.bind(ji, "threadIdx.x")
+    AS = s.cache_read("A", "shared", [O])
+    AS.compute_at(O, jo)
+    axes = dict(zip("ijk", AS.axes))
+    AS.storage_order(*[axes[d] for d in order])
+    coop(AS, 4, 4)
+    sz = sizes_of(which, {"I": 8, "J": 8, "K": 3}, {"I": 5, "J": 7, "K": 3})
+    k = check(s, sz, build_sizes=sz)  # K bound: the tile's k extent is constant
+    shape = dict(zip("ijk", (4, 4, 3)))
+    assert (f"alloc shared float32 A_shared[{', '.join(str(shape[d]) for d in order)}]"
+            in str(k.program))

@@ -681,6 +681,33 @@ class Gen:
         self.stage(name).storage_align(ax, f, off)
         return True
 
+    def do_order_of(self, name, moved=False):
+        """storage_order of stage `name` (with `moved`, never the identity order);
+        True when the order differs from the definition's."""
+        axes = self.draw(st.permutations(self.stage(name).axes))
+        if moved and axes == list(self.stage(name).axes):
+            axes = axes[1:] + axes[:1]
+        self.record(f"{name}.storage_order({', '.join(a.name for a in axes)})")
+        self.stage(name).storage_order(*axes)
+        return len(axes) > 1 and [a.name for a in axes] != list(self.defn(name).spatial)
+
+    def do_align_of(self, name):
+        ax = self.draw(st.sampled_from(self.stage(name).axes))
+        f = self.draw(st.integers(1, 8))
+        off = self.draw(st.integers(0, f - 1))
+        self.record(f"{name}.storage_align({ax.name}, {f}, {off})")
+        self.stage(name).storage_align(ax, f, off)
+
+    def do_order(self):
+        """storage_order: a permutation of the original spatial axes of a shared or
+        local buffer (like storage_align, legal whatever its loops became)."""
+        cands = [n for n in self.s.states if self.scope[n] != "global" and self.defn(n).spatial
+                 and self.attach[n] != ("inline",)]
+        if not cands:
+            return False
+        self.do_order_of(self.draw(st.sampled_from(cands)))
+        return True
+
     def sync(self):
         """Attach points as tcomp keeps them (a split moves the stages computed at a
         loop to its inner half)."""
@@ -698,7 +725,7 @@ class Gen:
     ACTIONS = ("split", "split", "tile", "fuse", "reorder", "bind", "bind", "bind", "unroll",
                "vectorize", "inline", "inline", "compute_at", "compute_at", "compute_root",
                "cache_read", "cache_read", "cache_write", "rfactor", "coop", "coop", "align",
-               "pipeline", "pipeline")
+               "pipeline", "pipeline", "order", "order")
 
     def run(self, max_steps=10):
         n = self.draw(st.integers(0, max_steps), label="steps")
@@ -767,6 +794,35 @@ def test_legal_schedules_keep_the_result(data, opname):
     g.run()
     note("\n".join(g.log))
     build_and_compare(g)
+
+
+@settings(legal_settings, max_examples=_n(40))
+@given(data=st.data(), opname=st.sampled_from(["matmul", "conv1d", "chain", "transpose",
+                                               "softmax_tmp"]))
+def test_storage_order_keeps_the_result(data, opname):
+    """A random legal schedule, then every shared/local buffer laid out in a
+    random dimension order (storage_order, with a random storage_align now and
+    then): the layout never changes the result, and the schedule replays from
+    JSON to the same IR."""
+    sizes = data.draw(sizes_strategy(opname), label="sizes")
+    g = Gen(data, opname, sizes)
+    # more copies than in the general mix: they are what storage_order lays out
+    for _ in range(data.draw(st.integers(1, 3), label="copies")):
+        g.do_cache_read()
+        g.sync()
+    g.run(max_steps=6)
+    ordered = 0
+    for n in list(g.s.states):
+        if g.scope[n] != "global" and g.defn(n).spatial and g.attach[n] != ("inline",):
+            if g.do_order_of(n, moved=True):
+                ordered += 1
+            if data.draw(st.booleans(), label="align"):
+                g.do_align_of(n)
+    event(f"{ordered} buffers ordered")
+    note("\n".join(g.log))
+    if build_and_compare(g):
+        s2 = tcomp.Schedule.from_json(g.op, g.s.to_json())
+        assert str(tcomp.lower(s2, sizes=g.sizes)) == str(tcomp.lower(g.s, sizes=g.sizes))
 
 
 # ------------------------------------------------------------------ c. json round trip
@@ -900,6 +956,24 @@ def _illegal_moves(g: Gen):
                 moves.append((f"{n}.storage_align({a.name}, {f}, {o})",
                               lambda stg=stg, a=a, f=f, o=o: stg.storage_align(a, f, o),
                               ["storage_align"]))
+        orig = list(stg.axes)
+        if orig and g.scope[n] == "global":
+            moves.append((f"{n}.storage_order in global memory",
+                          lambda stg=stg, o=orig: stg.storage_order(*reversed(o)),
+                          ["storage_order", "in global memory"]))
+        if orig:
+            moves.append((f"{n}.storage_order repeated axis",
+                          lambda stg=stg, o=orig: stg.storage_order(o[0], *o),
+                          ["storage_order", "exactly once"]))
+        if len(orig) >= 2:
+            moves.append((f"{n}.storage_order missing axis",
+                          lambda stg=stg, o=orig: stg.storage_order(*o[1:]),
+                          ["storage_order", "exactly once"]))
+        derived = [a for a in lv if a.name not in g.defn(n).spatial]
+        if derived:
+            moves.append((f"{n}.storage_order({derived[0].name})",
+                          lambda stg=stg, a=derived[0], o=orig: stg.storage_order(a, *o[1:]),
+                          ["storage_order", "must be an original spatial axis"]))
         if g.is_reduction(n) and g.attach[n] != ("inline",):
             moves.append((f"{n}.compute_inline of reduction", lambda stg=stg: stg.compute_inline(),
                           ["compute_inline", "reduction"]))

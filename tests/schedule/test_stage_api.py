@@ -104,3 +104,86 @@ def test_json_replay_reproduces_leaf_axes_and_ir():
         assert names(r[st.name].leaf_axes) == names(st.leaf_axes)
     sizes = {"M": 8, "N": 8, "K": 3}
     assert str(tcomp.lower(r, sizes=sizes)) == str(tcomp.lower(s, sizes=sizes))
+
+
+# ------------------------------------------------------------------ storage_order
+def _ordered_mm(variant):
+    """Shared A/B tiles at k_o with cooperative fetching; A's tile (and in some
+    variants other buffers) laid out with storage_order."""
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    CL = s.cache_write(C, "local")
+    m, n = C.axes
+    mo, no, mi, ni = C.tile(m, n, 8, 8)
+    mio, mii = C.split(mi, 2)
+    nio, nii = C.split(ni, 2)
+    C.reorder(mo, no, mio, nio, mii, nii)
+    C.bind(mo, "blockIdx.y")
+    C.bind(no, "blockIdx.x")
+    C.bind(mio, "threadIdx.y")
+    C.bind(nio, "threadIdx.x")
+    CL.compute_at(C, nio)
+    (k,) = CL.reduce_axes
+    ko, ki = CL.split(k, 4)
+    lm, ln = CL.axes
+    CL.reorder(ko, ki, lm, ln)
+    if variant == "local":
+        CL.storage_order(ln, lm)
+    for t in ("A", "B"):
+        X = s.cache_read(t, "shared", [CL])
+        X.compute_at(CL, ko)
+        a0, a1 = X.axes
+        f = X.fuse(a0, a1)
+        fo, fi = X.split(f, 4)
+        X.bind(fi, "threadIdx.x")
+        foo, foi = X.split(fo, 4)
+        X.bind(foi, "threadIdx.y")
+        if t == "A":
+            # after the fuse: the original axes name the buffer's dimensions
+            X.storage_order(a1, a0)
+            if variant == "align":
+                X.storage_align(a1, 8, 4)
+    if variant == "pipeline":
+        CL.pipeline(ko)
+    return s
+
+
+@pytest.mark.parametrize("variant", ["plain", "align", "pipeline", "local"])
+def test_json_replay_of_storage_order(variant):
+    s = _ordered_mm(variant)
+    text = s.to_json()
+    assert '"kind": "StorageOrder"' in text
+    r = tcomp.Schedule.from_json(MM, text)
+    assert r.to_json() == text
+    for st in s.stages:
+        assert names(r[st.name].leaf_axes) == names(st.leaf_axes)
+        assert r.states[st.name].storage == s.states[st.name].storage
+    assert r.states["A.shared"].storage == ("ax1", "ax0")
+    for sizes in ({"M": 16, "N": 16, "K": 8}, {"M": 13, "N": 11, "K": 7}, {"K": 9}):
+        ir_s = str(tcomp.lower(s, sizes=sizes))
+        assert str(tcomp.lower(r, sizes=sizes)) == ir_s
+    # The replayed layout is the k-major one (not a no-op).
+    ir_r = str(tcomp.lower(r, sizes={"M": 16, "N": 16, "K": 8}))
+    assert ("A_shared[2, 4, 8]" if variant == "pipeline" else
+            "A_shared[4, 12]" if variant == "align" else "A_shared[4, 8]") in ir_r
+    if variant == "local":
+        assert "alloc local float32 C_local[2, 2]" in ir_r
+
+
+def test_storage_order_replaces_an_earlier_order():
+    """A second storage_order sets the layout again (both are recorded and replayed)."""
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    m, n = C.axes
+    AS = s.cache_read("A", "shared", [C])
+    AS.compute_at(C, m)
+    a0, a1 = AS.axes
+    AS.storage_order(a1, a0)
+    AS.storage_order(a0, a1)
+    assert s.states["A.shared"].storage == ("ax0", "ax1")
+    r = tcomp.Schedule.from_json(MM, s.to_json())
+    assert r.to_json().count("StorageOrder") == 2
+    assert r.states["A.shared"].storage == ("ax0", "ax1")
+    sizes = {"M": 3, "N": 4, "K": 5}
+    assert str(tcomp.lower(r, sizes=sizes)) == str(tcomp.lower(s, sizes=sizes))
+    assert "alloc shared float32 A_shared[1, 5]" in str(tcomp.lower(s, sizes=sizes))
