@@ -49,7 +49,7 @@ def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False
     16-byte load phase hit distinct banks. All threads are then one fused
     threadIdx.x axis. With `group=G`, blocks are numbered G block rows at a
     time, column by column (grid rasterization: blocks running together share
-    A rows and B columns in the L2 cache). With `pad`, the k-major A tile's
+    A rows and B columns in the L2 cache; `rasterize`). With `pad`, the k-major A tile's
     rows are padded by 4 elements against bank conflicts of its stores."""
     op = tcomp.op(GEMM)
     s = tcomp.Schedule(op)
@@ -61,9 +61,7 @@ def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False
     nio, nii = C.split(ni, tn)
     C.reorder(mo, no, mio, nio, mii, nii)
     if group:
-        mog, moi = C.split(mo, group)
-        C.reorder(mog, no, moi)
-        C.bind(C.fuse(C.fuse(mog, no), moi), "blockIdx.x")
+        C.rasterize(mo, no, group)  # blockIdx.x, `group` block rows at a time
     else:
         C.bind(mo, "blockIdx.y")
         C.bind(no, "blockIdx.x")

@@ -226,6 +226,50 @@ class Stage:
         self._sched.directives.append(D.Bind(self.name, name, tag))
         s.bind[name] = tag
 
+    def rasterize(self, rows: Axis, cols: Axis, group: int, tag: str = "blockIdx.x") -> Axis:
+        """Bind a 2-D grid of blocks to one block index, numbered `group` rows at
+        a time, column by column (grid rasterization: blocks that run together
+        share rows of one input and columns of the other in the L2 cache).
+
+        for m_o in 0:R                ->  for b in 0:ceil(R/group)*C*group  (bound to `tag`)
+          for n_o in 0:C                    m_o = b / (C*group) * group + b % group
+                                            n_o = b / group % C
+        Recorded as the primitives it stands for: split(rows, group),
+        reorder(rows_o, cols, rows_i), two fuses, bind; returns the fused axis.
+        """
+        p = "rasterize"
+        self._not_inline(p)
+        r, c = self._leaf(rows, p, "rows"), self._leaf(cols, p, "cols")
+        s = self._s
+        if not (isinstance(group, int) and not isinstance(group, bool) and group >= 1):
+            raise ScheduleError(f"{p}: group must be a positive int, got {group!r}")
+        if tag not in THREAD_TAGS or not tag.startswith("blockIdx"):
+            raise ScheduleError(f"{p}: tag must be one of blockIdx.x, blockIdx.y, blockIdx.z, "
+                                f"got '{tag}'")
+        if s.leaves.index(c) != s.leaves.index(r) + 1:
+            raise ScheduleError(f"{p}: {rows!r} must be the loop directly outside {cols!r}")
+        for a, arg in ((r, rows), (c, cols)):
+            if s.kinds[a] != "spatial":
+                raise ScheduleError(f"{p}: {arg!r} is a reduction axis; blocks are spatial")
+            if a in s.bind or a in s.unroll or a in s.vectorize:
+                raise ScheduleError(f"{p}: axis {arg!r} is already bound/unrolled/vectorized")
+            if hosted := self._attached_at(a):
+                raise ScheduleError(f"{p}: stage '{hosted[0]}' is computed at "
+                                    f"'{self.name}.{a}', which rasterizing would remove; "
+                                    f"compute it at a loop inside the blocks")
+        if s.attach != ("root",):
+            raise ScheduleError(f"{p}: stage '{self.name}' is computed inside another stage; "
+                                f"only root stages bind blocks")
+        for other, t in s.bind.items():
+            if t == tag:
+                raise ScheduleError(f"{p}: {tag} is already bound to axis '{other}' of stage "
+                                    f"'{self.name}'")
+        ro, ri = self.split(rows, group)
+        self.reorder(ro, cols, ri)
+        f = self.fuse(self.fuse(ro, cols), ri)
+        self.bind(f, tag)
+        return f
+
     def unroll(self, ax: Axis):
         """Unroll a loop (its extent must be constant when lowered)."""
         p = "unroll"

@@ -1241,3 +1241,101 @@ class TestCacheStagesAtRoot:
             assert scope in str(e) and ("compute_at" in str(e) or "root" in str(e)), str(e)
             return
         np.testing.assert_allclose(out, tcomp.evaluate(mm, A, B))
+
+
+class TestRasterize:
+    """Every ScheduleError of rasterize; each leaves the schedule unchanged (the
+    checks run before any of the primitives it stands for)."""
+
+    def tiled(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        mo, no, mi, ni = C.tile(*C.axes, 8, 8)
+        return s, C, mo, no, mi, ni
+
+    @pytest.mark.parametrize("group", [0, -2, 2.0, "2", None, True])
+    def test_bad_group(self, mm, group):
+        s, C, mo, no, *_ = self.tiled(mm)
+        sched_error(lambda: C.rasterize(mo, no, group), "rasterize",
+                    "group must be a positive int", f"got {group!r}")
+        _unchanged(s, lambda: C.rasterize(mo, no, group))
+
+    @pytest.mark.parametrize("tag", ["threadIdx.x", "blockIdx.w", "x"])
+    def test_bad_tag(self, mm, tag):
+        s, C, mo, no, *_ = self.tiled(mm)
+        sched_error(lambda: C.rasterize(mo, no, 2, tag), "rasterize",
+                    "tag must be one of blockIdx.x, blockIdx.y, blockIdx.z", f"got '{tag}'")
+        _unchanged(s, lambda: C.rasterize(mo, no, 2, tag))
+
+    def test_not_adjacent(self, mm):
+        s, C, mo, no, mi, ni = self.tiled(mm)
+        sched_error(lambda: C.rasterize(mo, mi, 2), "rasterize",
+                    "Axis(C.m_o) must be the loop directly outside Axis(C.m_i)")
+        sched_error(lambda: C.rasterize(no, mo, 2), "rasterize",
+                    "Axis(C.n_o) must be the loop directly outside Axis(C.m_o)")
+        _unchanged(s, lambda: C.rasterize(no, mo, 2))
+
+    def test_reduction_axis(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        m, n = C.axes
+        (k,) = C.reduce_axes
+        C.reorder(m, k, n)
+        sched_error(lambda: C.rasterize(m, k, 2), "rasterize",
+                    "Axis(C.r_k, reduce) is a reduction axis; blocks are spatial")
+        _unchanged(s, lambda: C.rasterize(m, k, 2))
+
+    @pytest.mark.parametrize("how", ["bind", "unroll"])
+    def test_already_annotated(self, mm, how):
+        s, C, mo, no, *_ = self.tiled(mm)
+        if how == "bind":
+            C.bind(no, "blockIdx.y")
+        else:
+            C.unroll(no)
+        sched_error(lambda: C.rasterize(mo, no, 2), "rasterize",
+                    "axis Axis(C.n_o) is already bound/unrolled/vectorized")
+        _unchanged(s, lambda: C.rasterize(mo, no, 2))
+
+    def test_tag_taken(self, mm):
+        s, C, mo, no, mi, ni = self.tiled(mm)
+        C.reorder(mo, no, mi, ni)
+        C.bind(ni, "blockIdx.x")
+        sched_error(lambda: C.rasterize(mo, no, 2), "rasterize",
+                    "blockIdx.x is already bound to axis 'n_i' of stage 'C'")
+        _unchanged(s, lambda: C.rasterize(mo, no, 2))
+
+    def test_stage_computed_at_a_block_axis(self, mm):
+        s, C, mo, no, *_ = self.tiled(mm)
+        AS = s.cache_read("A", "shared", [C])
+        AS.compute_at(C, no)
+        sched_error(lambda: C.rasterize(mo, no, 2), "rasterize",
+                    "stage 'A.shared' is computed at 'C.n_o', which rasterizing would remove")
+        _unchanged(s, lambda: C.rasterize(mo, no, 2))
+
+    def test_not_a_root_stage(self, mm):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        CL = s.cache_write(C, "local")
+        mo, no, mi, ni = C.tile(*C.axes, 8, 8)
+        CL.compute_at(C, ni)
+        a, b = CL.axes
+        sched_error(lambda: CL.rasterize(a, b, 2), "rasterize",
+                    "stage 'C.local' is computed inside another stage; only root stages bind "
+                    "blocks")
+
+    def test_inlined_stage(self, mm):
+        s = tcomp.Schedule(tcomp.op(CHAIN))
+        T = s["T"]
+        m, n = T.axes
+        T.compute_inline()
+        sched_error(lambda: T.rasterize(m, n, 2), "rasterize", "stage 'T' is inlined")
+
+    def test_stale_and_foreign_axes(self, mm):
+        s, C, mo, no, *_ = self.tiled(mm)
+        m, n = C.axes
+        sched_error(lambda: C.rasterize(m, no, 2), "rasterize", "rows Axis(C.m)",
+                    "no longer exists as a loop")
+        AS = s.cache_read("A", "shared", [C])
+        a0, a1 = AS.axes
+        sched_error(lambda: C.rasterize(mo, a0, 2), "rasterize", "cols Axis(A.shared.ax0)",
+                    "belongs to stage 'A.shared'")

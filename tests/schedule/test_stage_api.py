@@ -4,6 +4,9 @@ Errors are covered in tests/errors/test_schedule_errors.py.
 """
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
 import tcomp
@@ -187,3 +190,48 @@ def test_storage_order_replaces_an_earlier_order():
     sizes = {"M": 3, "N": 4, "K": 5}
     assert str(tcomp.lower(r, sizes=sizes)) == str(tcomp.lower(s, sizes=sizes))
     assert "alloc shared float32 A_shared[1, 5]" in str(tcomp.lower(s, sizes=sizes))
+
+
+# ------------------------------------------------------------------ rasterize
+def _rasterized(group):
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    mo, no, mi, ni = C.tile(*C.axes, 4, 4)
+    b = C.rasterize(mo, no, group)
+    C.bind(mi, "threadIdx.y")
+    C.bind(ni, "threadIdx.x")
+    return s, b
+
+
+def test_rasterize_is_recorded_as_the_primitives_it_stands_for():
+    s, b = _rasterized(3)
+    C = s["C"]
+    assert b == C.leaf_axes[0] and b.name == "m_o_o_n_o_f_m_o_i_f"
+    assert names(C.leaf_axes) == ["m_o_o_n_o_f_m_o_i_f", "m_i", "n_i", "k"]
+    kinds = [d["kind"] for d in json.loads(s.to_json())["directives"]]
+    assert kinds == ["Tile", "Split", "Reorder", "Fuse", "Fuse", "Bind", "Bind", "Bind"]
+    r = tcomp.Schedule.from_json(MM, s.to_json())
+    assert names(r["C"].leaf_axes) == names(C.leaf_axes)
+    sizes = {"M": 20, "N": 12, "K": 3}
+    assert str(tcomp.lower(r, sizes=sizes)) == str(tcomp.lower(s, sizes=sizes))
+
+
+def test_rasterized_block_numbering():
+    """M = 20, N = 12, 4 x 4 tiles: 5 block rows, 3 block columns; group 2 ->
+    ceil(5 / 2) * 3 * 2 = 18 blocks on blockIdx.x; block b computes block row
+    b / 6 * 2 + b % 2 (guarded: < 5) and block column b / 2 % 3."""
+    s, _ = _rasterized(2)
+    text = str(tcomp.lower(s, sizes={"M": 20, "N": 12, "K": 3}))
+    assert "grid=(18, 1, 1)" in text and "block=(4, 4, 1)" in text
+    order = []
+    for blk in range(18):
+        row, col = blk // 6 * 2 + blk % 2, blk // 2 % 3
+        if row < 5:
+            order.append((row, col))
+    # every (row, column) block exactly once, two rows at a time, column by column
+    assert sorted(order) == [(r, c) for r in range(5) for c in range(3)]
+    assert order[:6] == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+    a = np.random.default_rng(0).standard_normal((20, 3)).astype(np.float32)
+    bm = np.random.default_rng(1).standard_normal((3, 12)).astype(np.float32)
+    out = tcomp.build(s, target="sim", sizes={"M": 20, "N": 12, "K": 3})(a, bm)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ bm, rtol=1e-5, atol=1e-5)
