@@ -6,6 +6,7 @@ where atoms are variables or non-linear subterms; like terms combine, so
 `(m_o*64 + 63) - m_o*64 + 1` folds to 64. With the ranges of the enclosing
 loops known, floor division and modulo by a constant simplify:
   (q*c + r) / c -> q   and   (q*c + r) % c -> r    when 0 <= r < c,
+  (q*c + r) / c -> q + r / c   and   (q*c + r) % c -> r % c         when 0 <= r,
   (g*x + r) / c -> x / (c/g)   and   (g*x + r) % c -> g*(x % (c/g)) + r
                                                     when g divides c, 0 <= r < g,
   (x / a) / c -> x / (a*c).
@@ -222,6 +223,14 @@ class Simplifier(Rewriter):
             if op == "/":
                 return q.to_expr()
             return rest.to_expr()
+        # (c*q + r) / c -> q + r / c  and  (c*q + r) % c -> r % c (floor semantics; only
+        # for r >= 0, so that the code generator keeps plain C division for r)
+        if q.terms and r[0] is not None and r[0] >= 0:
+            inner = self.divmod(op, rest.to_expr(), c, ir.Bin(op, rest.to_expr(), ir.const(c),
+                                                             ir.int32))
+            if op == "%":
+                return inner
+            return self.linear(ir.Bin("+", q.to_expr(), inner, ir.int32)).to_expr()
         # (g*x + r) / c -> x / (c/g)  and  (g*x + r) % c -> g*(x % (c/g)) + r
         # for a divisor g of c with 0 <= r < g (floor semantics, any sign of x).
         divisors = {g for d in range(1, int(c ** 0.5) + 1) if c % d == 0 for g in (d, c // d)}

@@ -2,6 +2,7 @@
 particular the division/modulo rules that use the ranges of the variables:
 
   (q*c + r) / c -> q              (q*c + r) % c -> r                  0 <= r < c
+  (q*c + r) / c -> q + r / c      (q*c + r) % c -> r % c              0 <= r
   (g*x + r) / c -> x / (c/g)      (g*x + r) % c -> g*(x % (c/g)) + r  g | c, 0 <= r < g
   (x / a) / c -> x / (a*c)
 
@@ -82,6 +83,38 @@ def same_everywhere(e, f, ranges, free=range(-12, 13)):
 
 
 # ----------------------------------------------------------------- worked examples
+class TestMultiplesOfTheModulus:
+    """(c*q + r) % c -> r % c and (c*q + r) / c -> q + r / c when r >= 0 is known
+    (floor semantics make both exact for any r; the r >= 0 condition keeps the
+    generated C's plain / and % valid for the remainder)."""
+
+    def test_mod_drops_the_multiple(self):
+        e, r = mod(add(mul(Y, 16), X), 2), {"x": (0, 15)}
+        assert simp(e, r) == "x % 2"
+        same_everywhere(e, simplify_expr(e, r), r, free=range(-5, 6))
+
+    def test_div_splits_off_the_multiple(self):
+        e, r = div(add(mul(Y, 16), X), 2), {"x": (0, 15)}
+        assert simp(e, r) == "y * 8 + x / 2"
+        same_everywhere(e, simplify_expr(e, r), r, free=range(-5, 6))
+
+    def test_with_the_divisor_rule(self):
+        # (64y + 4x + i) % 8 with x, i known non-negative: 4*(x % 2) + i, 16y gone
+        e, r = mod(add(mul(Y, 64), mul(X, 4), I), 8), {"x": (0, 15), "i": (0, 3)}
+        assert simp(e, r) == "x % 2 * 4 + i"
+        same_everywhere(e, simplify_expr(e, r), r, free=range(-5, 6))
+        e = div(add(mul(Y, 64), mul(X, 4), I), 8)
+        assert simp(e, r) == "y * 8 + x / 2"
+        same_everywhere(e, simplify_expr(e, r), r, free=range(-5, 6))
+
+    def test_not_when_the_remainder_may_be_negative(self):
+        e, r = mod(add(mul(Y, 16), X), 2), {"x": (-3, 15)}
+        assert simp(e, r) == "(y * 16 + x) % 2"
+        e = div(add(mul(Y, 16), X), 2)
+        assert simp(e, r) == "(y * 16 + x) / 2"
+        assert simp(mod(add(mul(Y, 16), X), 2)) == "(y * 16 + x) % 2"  # x unknown
+
+
 class TestDivisorOfTheModulus:
     """(g*x + r) by c, g a proper divisor of c, 0 <= r < g."""
 

@@ -88,10 +88,10 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     const int ax0_ax1_f_o_i = threadIdx.x;
     {
       float tc_vec79_0[4];
-      *reinterpret_cast<float4*>(tc_vec79_0) = *reinterpret_cast<const float4*>(&A[m_o * 524288 + (ax0_ax1_f_o_o_i * 16 + ax0_ax1_f_o_i) / 2 * 4096 + k_o * 8 + (ax0_ax1_f_o_o_i * 16 + ax0_ax1_f_o_i) % 2 * 4]);
+      *reinterpret_cast<float4*>(tc_vec79_0) = *reinterpret_cast<const float4*>(&A[m_o * 524288 + ax0_ax1_f_o_o_i * 32768 + ax0_ax1_f_o_i / 2 * 4096 + k_o * 8 + ax0_ax1_f_o_i % 2 * 4]);
       #pragma unroll
       for (int ax0_ax1_f_i = 0; ax0_ax1_f_i < 4; ++ax0_ax1_f_i) {
-        A_shared[(ax0_ax1_f_o_o_i * 16 + ax0_ax1_f_o_i) % 2 * 512 + ax0_ax1_f_i * 128 + (ax0_ax1_f_o_o_i * 16 + ax0_ax1_f_o_i) / 2] = tc_vec79_0[ax0_ax1_f_i];
+        A_shared[ax0_ax1_f_o_i % 2 * 512 + ax0_ax1_f_i * 128 + ax0_ax1_f_o_o_i * 8 + ax0_ax1_f_o_i / 2] = tc_vec79_0[ax0_ax1_f_i];
       }
     }
     const int B_shared_ax0_ax1_f_o_o_i = threadIdx.y;

@@ -87,12 +87,12 @@ extern "C" __global__ void __launch_bounds__(256) gemm_C(const float* __restrict
     for (int ax0_ax1_f_o_o = 0; ax0_ax1_f_o_o < 4; ++ax0_ax1_f_o_o) {
       const int ax0_ax1_f_o_i = threadIdx.y;
       const int ax0_ax1_f_i = threadIdx.x;
-      A_shared[ax0_ax1_f_o_o * 256 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i] = A[m_o * 524288 + (ax0_ax1_f_o_o * 256 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) / 8 * 4096 + k_o * 8 + (ax0_ax1_f_o_o * 256 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i) % 8];
+      A_shared[ax0_ax1_f_o_o * 256 + ax0_ax1_f_o_i * 16 + ax0_ax1_f_i] = A[m_o * 524288 + ax0_ax1_f_o_o * 131072 + ax0_ax1_f_o_i * 8192 + ax0_ax1_f_i / 8 * 4096 + k_o * 8 + ax0_ax1_f_i % 8];
     }
     for (int B_shared_ax0_ax1_f_o_o = 0; B_shared_ax0_ax1_f_o_o < 4; ++B_shared_ax0_ax1_f_o_o) {
       const int B_shared_ax0_ax1_f_o_i = threadIdx.y;
       const int B_shared_ax0_ax1_f_i = threadIdx.x;
-      B_shared[B_shared_ax0_ax1_f_i + B_shared_ax0_ax1_f_o_o * 256 + B_shared_ax0_ax1_f_o_i * 16] = B[k_o * 32768 + (B_shared_ax0_ax1_f_o_o * 16 + B_shared_ax0_ax1_f_o_i) / 8 * 4096 + n_o * 128 + (B_shared_ax0_ax1_f_o_o * 16 + B_shared_ax0_ax1_f_o_i) % 8 * 16 + B_shared_ax0_ax1_f_i];
+      B_shared[B_shared_ax0_ax1_f_o_o * 256 + B_shared_ax0_ax1_f_i + B_shared_ax0_ax1_f_o_i * 16] = B[k_o * 32768 + B_shared_ax0_ax1_f_o_o * 8192 + B_shared_ax0_ax1_f_o_i / 8 * 4096 + n_o * 128 + B_shared_ax0_ax1_f_o_i % 8 * 16 + B_shared_ax0_ax1_f_i];
     }
     __syncthreads();
     A_shared_local[0] = A_shared[m_i_o * 64];
