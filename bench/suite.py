@@ -53,9 +53,14 @@ def case_gemm(n, variant):
                 tol=1e-5, prep=lambda: setattr(torch.backends.cuda.matmul, "allow_tf32", False))
 
 
+def _row_tag(threads, shared_row, variant):
+    """The name suffix of a row-op case: [threads, where the row lives, variant]."""
+    return f"[{threads}t,{'smem' if shared_row else 'L2'}{',' + variant if variant else ''}]"
+
+
 def case_softmax(r, c, threads, shared_row, variant=""):
     op, s = S.softmax({}, threads=threads, shared_row=shared_row, **S.row_variant(variant))
-    v = f"[{threads}t,{'smem' if shared_row else 'L2'}{',' + variant if variant else ''}]"
+    v = _row_tag(threads, shared_row, variant)
     return dict(name=f"softmax_fp32_{r}x{c}{v}", op=op, s=s, sizes={"N": r, "D": c},
                 make=lambda: (randn(r, c),), ref=lambda x: torch.softmax(x.double(), -1),
                 lib=lambda x: torch.softmax(x, -1), lib_name="torch.softmax", flops=0,
@@ -65,7 +70,7 @@ def case_softmax(r, c, threads, shared_row, variant=""):
 def case_layernorm(r, c, threads, shared_row, variant=""):
     op, s = S.layernorm({}, threads=threads, shared_row=shared_row, **S.row_variant(variant))
     w, b = randn(c), randn(c)
-    v = f"[{threads}t,{'smem' if shared_row else 'L2'}{',' + variant if variant else ''}]"
+    v = _row_tag(threads, shared_row, variant)
     return dict(name=f"layernorm_fp32_{r}x{c}{v}", op=op, s=s, sizes={"N": r, "D": c},
                 make=lambda: (randn(r, c), w, b),
                 ref=lambda x, w, b: F.layer_norm(x.double(), (c,), w.double(), b.double(), 1e-5),

@@ -241,10 +241,10 @@ class Builder:
         if store_offsets is not None:
             store_idx = [_sub(i, o) for i, o in zip(store_idx, store_offsets)]
         store_idx = tuple(simplify_expr(i) for i in store_idx)
-        view = ctx.views.get(d.tensor) if store_offsets is not None else None
-        if view is not None and view.perm is not None:
+        view = ctx.views.get(d.tensor)
+        if store_offsets is not None and view is not None and view.perm is not None:
             store_idx = tuple(store_idx[j] for j in view.perm)
-        target = ctx.views[d.tensor].buffer if d.tensor in ctx.views else d.tensor
+        target = view.buffer if view is not None else d.tensor
 
         # Threads along an axis this stage is not spread over (by its own loops or the
         # loops around it) would all repeat its stores: only thread 0 of that axis
