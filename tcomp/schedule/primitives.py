@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from . import directives as D
+from .snapshot import check_placement
 from .stage import THREAD_TAGS, Axis, FuseRel, SplitRel
 
 
@@ -324,6 +325,13 @@ class Stage:
                                 f"global memory; only temporaries can change scope")
         if len(self._sched.writers(s.tensor)) != 1:
             raise ScheduleError(f"{p}: '{s.tensor}' is written by several statements")
+        if s.snapshot is not None and scope != "global":
+            src, reader = s.snapshot
+            raise ScheduleError(f"{p}: stage '{self.name}' is the snapshot of '{src}' that "
+                                f"'{reader}' reads (it updates '{src}' in place); it must be "
+                                f"complete before '{reader}' starts, so it stays in global "
+                                f"memory (cache_read '{s.tensor}' into {scope} memory for "
+                                f"'{reader}' instead)")
         dtype, shape, _ = self._sched.tensors[s.tensor]
         self._sched.directives.append(D.SetScope(self.name, scope))
         self._sched.tensors[s.tensor] = (dtype, shape, scope)
@@ -421,6 +429,7 @@ class Stage:
             if tag.startswith("blockIdx"):
                 raise ScheduleError(f"{p}: stage '{self.name}' binds {tag}; a stage computed "
                                     f"inside another cannot bind blocks")
+        check_placement(sched, p, {self.name: ("at", target.name, name)})
         sched.directives.append(D.ComputeAt(self.name, target.name, name))
         me.attach = ("at", target.name, name)
 
@@ -444,6 +453,7 @@ class Stage:
             if st.attach[0] == "at" and st.attach[1] == self.name:
                 raise ScheduleError(f"{p}: stage '{n}' is computed at '{self.name}'; move it "
                                     f"first")
+        check_placement(self._sched, p, {self.name: ("inline",)})
         self._sched.directives.append(D.ComputeInline(self.name))
         s.attach = ("inline",)
 

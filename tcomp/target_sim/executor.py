@@ -8,8 +8,9 @@ The executor raises `SimError` for what a GPU would get wrong: an access
 outside a buffer dimension, a read of shared/local memory nobody wrote, a
 thread reading shared memory another thread wrote since the last barrier (or
 two threads writing different values there), and a barrier that not every
-thread reaches. The same race check applies to global memory within a block
-(blocks run one after another, so races between blocks are not seen).
+thread reaches. Global memory gets the same checks inside a block and, across
+the blocks of a launch, the checks that no block order can change the result
+(`races.py`).
 Ternaries, `&&` and `||` are lazy, as in the language.
 
 It runs the pipeline up to, not including, storage flattening, so that each
@@ -25,6 +26,13 @@ from ..errors import SimError
 from ..lang import npfuncs
 from ..lower import ir
 from ..lower.printer import expr as expr_text
+from ..lower.rewriter import walk_stmts
+from .races import GlobalRaces
+
+
+def _stored(body: ir.Stmt) -> set[str]:
+    """Buffers a kernel body stores to."""
+    return {s.buffer for s in walk_stmts(body) if isinstance(s, ir.Store)}
 
 
 class _Shared:
@@ -67,12 +75,9 @@ class _Kernel:
                    "threadIdx.y": ((tid // bx) % by).astype(np.int32),
                    "threadIdx.z": (tid // (bx * by)).astype(np.int32)}
         full = np.ones(t, bool)
-        # Global memory written since the last barrier: buffer -> (writer array, dirty offsets).
-        self.gwriter = {n: np.full(a.size, -1, np.int64) for n, a in self.globals.items()
-                        if isinstance(a, np.ndarray)}
-        self.gdirty: dict[str, list] = {}
+        self.races = GlobalRaces(self, self.globals, _stored(k.body), grid)
         for gz, gy, gx in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
-            self._reset_global()
+            self.races.start_block(gx, gy, gz)
             env = dict(scope)
             env.update(threads)
             env.update({"blockIdx.x": np.int32(gx), "blockIdx.y": np.int32(gy),
@@ -141,7 +146,7 @@ class _Kernel:
                 if isinstance(m, _Shared):
                     m.writer[...] = -1
                     m.reader[...] = -1
-            self._reset_global()
+            self.races.barrier()
         elif isinstance(s, ir.AllReduce):
             if not mask.all():
                 raise SimError(f"kernel {self.k.name}: cross-thread reduction reached by only "
@@ -171,21 +176,6 @@ class _Kernel:
         else:
             raise SimError(f"kernel {self.k.name}: cannot execute {type(s).__name__}")
 
-    def _reset_global(self):
-        for name, offs in self.gdirty.items():
-            for o in offs:
-                self.gwriter[name][o] = -1
-        self.gdirty = {}
-
-    def _global_read_race(self, name, arr, safe, m):
-        """A thread reading global memory another thread of its block wrote
-        since the last barrier (blocks run one at a time, so only races inside
-        a block are visible)."""
-        if name not in self.gdirty or arr.ndim == 0:
-            return
-        flat = np.ravel_multi_index(safe, arr.shape)
-        self._read_race(name, self.gwriter[name][flat], safe, m)
-
     def _read_race(self, what, writers, safe, m):
         """Raise when a lane reads an element another thread wrote since the last barrier."""
         race = m & (writers >= 0) & (writers != self.tid)
@@ -195,33 +185,6 @@ class _Kernel:
                            f"{[int(i[lane]) for i in safe]} written by thread "
                            f"{self._thread(int(writers[lane]))} since the last barrier (missing "
                            f"barrier) in block {self.block_id}")
-
-    def _global_write(self, name, arr, sub, lanes, vals):
-        if arr.ndim == 0 or not len(lanes):
-            return
-        flat = np.ravel_multi_index(sub, arr.shape)
-        w = self.gwriter[name]
-        prior = w[flat]
-        other = ((prior >= 0) & (prior != lanes)) | (prior == -2)
-        if other.any():
-            same = arr.reshape(-1)[flat] == vals
-            bad = other & ~same
-            if bad.any():
-                j = int(np.argmax(bad))
-                raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lanes[j]))} "
-                               f"overwrites {name} at offset {int(flat[j])} with a different "
-                               f"value than another thread wrote since the last barrier")
-        w[flat] = np.where(other, -2, lanes)
-        order = np.argsort(flat, kind="stable")
-        f, v = flat[order], np.asarray(vals)[order]
-        dup = f[1:] == f[:-1]
-        if dup.any():  # several threads store to one address in this step
-            if (dup & (v[1:] != v[:-1])).any():
-                j = int(np.argmax(dup & (v[1:] != v[:-1])))
-                raise SimError(f"kernel {self.k.name}: threads write different values to {name} "
-                               f"at offset {int(f[j])} in the same step")
-            w[f[1:][dup]] = -2
-        self.gdirty.setdefault(name, []).append(flat)
 
     def uniform(self, e, env, mask, var) -> int:
         v = self.eval(e, env, mask)
@@ -294,7 +257,7 @@ class _Kernel:
             store.reader[safe] = np.where(m, np.where((r == -1) | (r == self.tid), self.tid, -2),
                                           r)
             return store.data[safe]
-        self._global_read_race(e.buffer, store, safe, m)
+        self.races.read(e.buffer, store, safe, m)
         return store[safe]
 
     def store(self, s: ir.Store, env, mask):
@@ -333,7 +296,7 @@ class _Kernel:
             self._shared_race(s.buffer, dest, sub, lanes, vals)
             dest.written[sub] = True
         else:
-            self._global_write(s.buffer, data, sub, lanes, vals)
+            self.races.write(s.buffer, data, sub, lanes, vals)
         data[sub] = vals
 
     def _shared_race(self, name, dest, sub, lanes, vals):
