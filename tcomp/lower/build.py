@@ -317,9 +317,16 @@ class Builder:
                     raise LoweringError(f"stage '{stage}': reduction axis '{leaf}' bound to "
                                         f"{st.bind[leaf]} has non-constant extent {show(n)}")
                 red = ir.AllReduce(d.reduce_op, acc_name, acc_dt, st.bind[leaf], int(n.value))
-                final = load_acc if d.init else combine(d.reduce_op, current(), load_acc, acc_dt)
+                if d.init:
+                    final, fg = load_acc, sg
+                else:
+                    # Continuing adds to the tensor's value: a read-modify-write that
+                    # one thread of the group does (all of them would race on it).
+                    final = combine(d.reduce_op, current(), load_acc, acc_dt)
+                    fg = _conj([c for k, c in guards if k == "spatial"] + [ir.Bin(
+                        "==", ir.Var(st.bind[leaf]), ir.const(0), ir.bool_)])
                 return ir.Alloc(acc, ir.seq(ir.Store(acc_name, a0, identity(d.reduce_op, acc_dt)),
-                                            inner, red, guarded(sg, store(final))))
+                                            inner, red, guarded(fg, store(final))))
             if i == len(st.leaves):
                 if reducing:
                     return guarded(allg, store(combine(d.reduce_op, current(), value(), acc_dt)))

@@ -70,6 +70,25 @@ OPS = {
     }""",
     "transpose": "def transpose(float(M,N) A) -> (B) { B(n, m) = A(m, n) * 2.0 }",
     "total": "def total(float(N) A) -> (S) { S +=! A(r_n) }",
+    # In-place updates: the right-hand side sees the tensor before the statement.
+    # Those that read other elements (or reduce) read a snapshot stage ("O.1.snap").
+    "inplace_shift": """def inplace_shift(float(N) A) -> (O) {
+        O(i) = A(i)
+        O(i) = O(i) + O(i - 1) where i in 1:N
+    }""",
+    "inplace_diag": """def inplace_diag(float(M, N) A) -> (O) {
+        O(i, j) = A(i, j)
+        O(i, j) = O(i - 1, j + 1) - O(i, j) where i in 1:M, j in 0:N - 1
+        O(i, j) = O(i, j) * O(i, j) + 1.0 where i in 0:M, j in 0:N
+    }""",
+    "inplace_reduce": """def inplace_reduce(float(M, N) A) -> (O) {
+        O(i) = A(i, 0)
+        O(i) += O(i) * A(i, r_j)
+    }""",
+    "inplace_init": """def inplace_init(float(M, N) A) -> (O) {
+        O(i) = A(i, 0)
+        O(i) +=! (i + 1 < M ? O(i + 1) : 1.0) * A(i, r_j) where i in 0:M
+    }""",
 }
 _OPS = {}
 
@@ -155,7 +174,7 @@ class Gen:
         self.cached_write: set = set()
         self.coop: set = set()
         for stg in self.s.stages:
-            self._new_stage(stg.name, "global", "statement")
+            self._new_stage(stg.name, "global", self.s.states[stg.name].origin)
 
     # ---------------------------------------------------------- bookkeeping
     def draw(self, strategy, label=None):
@@ -450,6 +469,9 @@ class Gen:
             return False
         if len(self.s.writers(self.tensor(n))) != 1 or self.origin[n] == "cache_write":
             return False
+        # Rule: a snapshot is complete before its reader starts: never inlined.
+        if self.origin[n] == "snapshot":
+            return False
         if self.attached_at(n) or self.pipelined_host(n):
             return False
         # Rule: the reader of a pending shared/local copy must keep its loops.
@@ -472,6 +494,9 @@ class Gen:
         """Stages at whose loops producer p may be computed."""
         if self.attach[p] == ("inline",) or len(self.s.writers(self.tensor(p))) != 1:
             return []
+        # Rule: a snapshot stays at root (its reader writes the tensor it copies).
+        if self.origin[p] == "snapshot":
+            return []
         # Rule: threads of a kernel come from its root stage (and cooperative copies made
         # after attaching); block loops only at root. So p's subtree binds nothing.
         if any(self.bind[n] for n in self.subtree(p)):
@@ -493,7 +518,22 @@ class Gen:
             consumers = [c for c in self.s.states if c != p and c not in self.subtree(p)
                          and _consumes(self.s, c, self.tensor(p))]
         return [c for c in consumers if self.attach[c] != ("inline",)
-                and self.attach_leaves(p, c)]
+                and self.attach_leaves(p, c) and self.snapshots_stay_apart(p, c)]
+
+    def snapshots_stay_apart(self, p, c):
+        """Rule: no snapshot ends up inside a stage that writes the tensor it copies
+        (p may host one: a snapshot computed at a copy of its buffer)."""
+        attach = dict(self.attach)
+        attach[p] = ("at", c, None)
+        for n, st_ in self.s.states.items():
+            if st_.snapshot is None:
+                continue
+            host = n
+            while attach[host][0] == "at":
+                host = attach[host][1]
+                if self.tensor(host) == st_.snapshot[0]:
+                    return False
+        return True
 
     def attach_leaves(self, p, c):
         # Rule: a loop hosting another stage is no longer innermost: never a vectorized
@@ -796,6 +836,22 @@ def test_legal_schedules_keep_the_result(data, opname):
     build_and_compare(g)
 
 
+INPLACE = sorted(n for n in OPS if n.startswith("inplace_"))
+
+
+@settings(legal_settings, max_examples=_n(60))
+@given(data=st.data(), opname=st.sampled_from(INPLACE))
+def test_legal_schedules_keep_in_place_updates(data, opname):
+    """In-place statements (README: the right-hand side sees the state before
+    the statement) under random legal schedules of every stage, their
+    snapshots included: the sim agrees with evaluate and reports no race."""
+    sizes = data.draw(sizes_strategy(opname), label="sizes")
+    g = Gen(data, opname, sizes)
+    g.run()
+    note("\n".join(g.log))
+    build_and_compare(g)
+
+
 @settings(legal_settings, max_examples=_n(40))
 @given(data=st.data(), opname=st.sampled_from(["matmul", "conv1d", "chain", "transpose",
                                                "softmax_tmp"]))
@@ -1007,6 +1063,23 @@ def _illegal_moves(g: Gen):
                     moves.append((f"{p}.compute_at(inlined {n})",
                                   lambda p=p, n=n: s[p].compute_at(s[n], s[n].leaf_axes[0]),
                                   ["compute_at", "inlined"]))
+    for n, st_ in s.states.items():
+        if st_.snapshot is None:
+            continue
+        src, reader = st_.snapshot
+        moves.append((f"{n}.set_scope('shared')", lambda n=n: s[n].set_scope("shared"),
+                      ["set_scope", "snapshot", "stays in global memory"]))
+        if g.attach[n] != ("inline",):
+            moves.append((f"{n}.compute_inline()", lambda n=n: s[n].compute_inline(),
+                          ["compute_inline", "snapshot", "Keep it at root"]))
+        if s[reader].leaf_axes and g.attach[reader] != ("inline",):
+            moves.append((f"{n}.compute_at(its reader {reader})",
+                          lambda n=n, r=reader: s[n].compute_at(s[r], s[r].leaf_axes[0]),
+                          ["compute_at", ("snapshot", "vectorized")]))
+        if src not in g.defn(reader).reads():
+            moves.append((f"cache_read({src}) by the in-place {reader}",
+                          lambda src=src, r=reader: s.cache_read(src, "shared", [s[r]]),
+                          ["cache_read", ("in place", "does not read")]))
     moves.append(("cache_read unknown tensor", lambda: s.cache_read("NOPE", "shared", [s.stages[-1]]),
                   ["cache_read", "unknown tensor"]))
     moves.append(("unknown stage", lambda: s["NOPE"], ["no stage named 'NOPE'"]))
