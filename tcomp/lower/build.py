@@ -541,7 +541,7 @@ class Builder:
         the output's whole ranges, and be complete itself."""
         from ..lang.ast import Index
         st = self.sched.states[pname]
-        if st.attach == ("root",) or pname in seen:
+        if st.attach[0] != "at" or pname in seen:  # (an inlined output is written at root too)
             return
         seen.add(pname)
         pd = st.definition
@@ -556,10 +556,12 @@ class Builder:
                         isinstance(a, Index) and _same(qd.ranges.get(a.name), pd.ranges[v])
                         for a, v in zip(r.args, pd.spatial))
                     if not ok:
+                        what = "output" if pd.tensor in {t.name for t in self.op.outputs} \
+                            else "global tensor"
                         raise LoweringError(
-                            f"stage '{pname}' writes output '{pd.tensor}' but is computed inside "
+                            f"stage '{pname}' writes {what} '{pd.tensor}' but is computed inside "
                             f"'{st.attach[1]}', and '{q}' does not read all of it: part of the "
-                            f"output could stay unwritten (compute it at root instead)")
+                            f"{what} could stay unwritten (compute it at root instead)")
             self._check_cover(q, seen)
 
     # ------------------------------------------------------------ reads

@@ -549,16 +549,20 @@ class Stage:
 
 
 def _consumes(sched, stage: str, tensor: str) -> bool:
-    """Whether `stage` reads `tensor`, directly or through the stages it reads."""
+    """Whether `stage` reads `tensor`, directly or through the stages it reads.
+    A stage reads what the stages before it wrote (stages are in dependence
+    order): a later writer of a tensor it reads (an in-place update) is not
+    one of its producers."""
+    order = {n: i for i, n in enumerate(sched.states)}
     seen, todo = set(), [stage]
     while todo:
-        st = sched.states[todo.pop()]
-        reads = st.definition.reads()
+        cur = todo.pop()
+        reads = sched.states[cur].definition.reads()
         if tensor in reads:
             return True
         for t in reads:
             for w in sched.writers(t):
-                if w not in seen:
+                if w not in seen and order[w] < order[cur]:
                     seen.add(w)
                     todo.append(w)
     return False

@@ -141,6 +141,11 @@ ACCEPTED_LOWERING = [
     # earlier kernel (or outside the host), reads it: that reader would see it
     # unwritten (compute_at at a transitive consumer or at one of several readers).
     re.compile(r"stage '[^']+' reads '[^']+', which is computed inside '[^']+' \(compute_at\)"),
+    # A global copy computed inside one reader's loops holds only what that reader
+    # reads there, while a reader in a later kernel needs all of it (a copy of A for
+    # both statements of inplace_init, computed at the first, which reads one column).
+    re.compile(r"stage '[^']+' writes global tensor '[^']+' but is computed inside '[^']+', and "
+               r"'[^']+' does not read all of it"),
 ]
 
 THREADS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -1087,14 +1092,18 @@ def _illegal_moves(g: Gen):
 
 
 def _consumes(s, stage, tensor):
+    """(stages read what the stages before them wrote: a later writer of a tensor,
+    such as an in-place update, is not a producer)"""
+    order = list(s.states)
     seen, todo = set(), [stage]
     while todo:
-        reads = s.states[todo.pop()].definition.reads()
+        cur = todo.pop()
+        reads = s.states[cur].definition.reads()
         if tensor in reads:
             return True
         for t in reads:
             for w in s.writers(t):
-                if w not in seen:
+                if w not in seen and order.index(w) < order.index(cur):
                     seen.add(w)
                     todo.append(w)
     return False
