@@ -13,7 +13,7 @@ from ..errors import ScheduleError
 from ..lang.ast import Index, Read
 from ..lang.op import Op
 from . import directives as D
-from .snapshot import add_snapshots, snapshot_of
+from .snapshot import add_snapshots, read_through_snapshot, snapshot_of
 from .stage import SCOPES, StageDef, StageState
 
 
@@ -240,6 +240,13 @@ class Schedule:
         idx = [n for n, _ in items].index(st.name)
         items.insert(idx, (name, compute))
         self.states = dict(items)
+        if d.tensor in compute.definition.reads():
+            # An in-place statement that read only the elements it writes did so in the
+            # same step; now one stage reads them and another writes them: the reading
+            # stage reads a snapshot, made before it (see snapshot.py).
+            snap = read_through_snapshot(self, st.name, name)
+            items.insert(idx, (snap.name, snap))
+            self.states = dict(items)
         # The new stage is what reads the inputs now: stages computed at the old stage's
         # loops move to the same loops of the new one.
         for other in self.states.values():

@@ -71,19 +71,21 @@ def needs_snapshot(d: StageDef) -> bool:
 
 def add_snapshots(sched) -> None:
     """Give every statement stage that needs one a snapshot stage just before it."""
-    from .schedule import _rename_reads
     items = []
     for name, st in sched.states.items():
         if st.origin == "statement" and needs_snapshot(st.definition):
-            snap = _snapshot(sched, name, st)
+            snap = read_through_snapshot(sched, name, name)
             items.append((snap.name, snap))
-            st.definition = _rename_reads(st.definition, st.tensor, snap.tensor)
         items.append((name, st))
     sched.states = dict(items)
 
 
-def _snapshot(sched, name: str, st: StageState) -> StageState:
-    tensor = st.tensor
+def read_through_snapshot(sched, base: str, reader: str) -> StageState:
+    """A snapshot of the tensor that stage `base` writes, named after `base`,
+    for stage `reader`, whose reads of that tensor now read the snapshot. The
+    caller places the new stage (just before `reader`)."""
+    from .schedule import _rename_reads
+    tensor = sched.states[base].tensor
     dtype, shape, _ = sched.tensors[tensor]
     buf, i = f"{tensor}_snap", 1
     while buf in sched.tensors:
@@ -93,8 +95,13 @@ def _snapshot(sched, name: str, st: StageState) -> StageState:
     ranges = {v: (Const(0, dtypes.int32), dim) for v, dim in zip(vars_, shape)}
     rhs = Read(tensor, tuple(Index(v, dtypes.int32) for v in vars_), dtype)
     definition = StageDef(buf, vars_, (), ranges, rhs, None, True, dtype.compute)
-    snap = StageState(f"{name}.snap", definition, "global", ORIGIN)
-    snap.snapshot = (tensor, name)
+    name, i = f"{base}.snap", 1
+    while name in sched.states:
+        name, i = f"{base}.snap{i}", i + 1
+    snap = StageState(name, definition, "global", ORIGIN)
+    snap.snapshot = (tensor, reader)
+    st = sched.states[reader]
+    st.definition = _rename_reads(st.definition, tensor, buf)
     return snap
 
 
@@ -108,31 +115,40 @@ def snapshot_of(sched, stage: str, tensor: str) -> str | None:
 
 
 def check_placement(sched, primitive: str, attach: dict) -> None:
-    """Raise unless every snapshot stage, with the placements in `attach`
-    (stage -> attach, overriding the current ones), runs in a kernel that
-    writes no element of the tensor it copies."""
+    """Raise unless, with the placements in `attach` (stage -> attach,
+    overriding the current ones), no snapshot is inlined and no stage that
+    reads a tensor is computed inside a stage that writes it (it would read
+    the tensor while that stage overwrites it: a snapshot would copy updated
+    values, a copy for an in-place statement would race with its writes)."""
     def where(n):
         return attach.get(n, sched.states[n].attach)
 
     for name, st in sched.states.items():
-        if st.snapshot is None:
-            continue
-        src, reader = st.snapshot
-        if where(name) == ("inline",):
+        if st.snapshot is not None and where(name) == ("inline",):
+            src, reader = st.snapshot
             raise ScheduleError(
                 f"{primitive}: stage '{name}' is the snapshot of '{src}' that '{reader}' "
                 f"reads (it updates '{src}' in place); inlined, it would read "
                 f"'{src}' while '{reader}' overwrites it. Keep it at root")
+        reads = st.definition.reads()
         host, seen = name, {name}
         while where(host)[0] == "at":
             host = where(host)[1]
             if host in seen:
                 break
             seen.add(host)
-            if sched.states[host].tensor == src:
+            t = sched.states[host].tensor
+            if t not in reads:
+                continue
+            if st.snapshot is not None:
+                src, reader = st.snapshot
                 raise ScheduleError(
-                    f"{primitive}: stage '{name}' is the snapshot of '{src}' that "
-                    f"'{reader}' reads (it updates '{src}' in place); computed inside "
-                    f"'{host}', which writes '{src}', it would copy values '{host}' has "
-                    f"already overwritten. Keep it at root (split and bind its own loops "
-                    f"instead)")
+                    f"{primitive}: stage '{name}' is the snapshot of '{src}' that '{reader}' "
+                    f"reads (it updates '{src}' in place); computed inside '{host}', which "
+                    f"writes '{src}', it would copy values '{host}' has already overwritten. "
+                    f"Keep it at root (split and bind its own loops instead)")
+            raise ScheduleError(
+                f"{primitive}: stage '{name}' reads '{t}' and would be computed inside "
+                f"'{host}', which writes '{t}' (an in-place update): it would read '{t}' while "
+                f"'{host}' overwrites it, racing with the threads that write it. Keep "
+                f"'{name}' at root, where it runs before '{host}'")

@@ -523,20 +523,19 @@ class Gen:
             consumers = [c for c in self.s.states if c != p and c not in self.subtree(p)
                          and _consumes(self.s, c, self.tensor(p))]
         return [c for c in consumers if self.attach[c] != ("inline",)
-                and self.attach_leaves(p, c) and self.snapshots_stay_apart(p, c)]
+                and self.attach_leaves(p, c) and self.readers_stay_apart(p, c)]
 
-    def snapshots_stay_apart(self, p, c):
-        """Rule: no snapshot ends up inside a stage that writes the tensor it copies
-        (p may host one: a snapshot computed at a copy of its buffer)."""
+    def readers_stay_apart(self, p, c):
+        """Rule: no stage ends up inside a stage that writes a tensor it reads (an
+        in-place update; p may host such a stage, e.g. a snapshot computed at a copy
+        of its buffer)."""
         attach = dict(self.attach)
         attach[p] = ("at", c, None)
         for n, st_ in self.s.states.items():
-            if st_.snapshot is None:
-                continue
             host = n
             while attach[host][0] == "at":
                 host = attach[host][1]
-                if self.tensor(host) == st_.snapshot[0]:
+                if self.tensor(host) in st_.definition.reads():
                     return False
         return True
 
@@ -619,6 +618,9 @@ class Gen:
         new = self.s.cache_write(self.s[name], scope)
         self.cached_write.add(name)
         self._new_stage(new.name, scope, "cache_write")
+        for n, st_ in self.s.states.items():  # (the snapshot of an in-place statement)
+            if n not in self.attach:
+                self._new_stage(n, "global", st_.origin)
         self._reset_ext(name)
         self.rf_ok[name] = False
         return True
