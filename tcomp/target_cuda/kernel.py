@@ -192,8 +192,8 @@ class CudaKernel:
             ptrs.update({n: a.ptr for n, a in outs.items()})
             for kd in m["kernels"]:
                 grid = [eval_size(g, sizes) for g in kd["grid"]]
-                if min(grid) <= 0:
-                    continue  # an empty range: nothing to compute
+                if min(grid) <= 0 or min(kd["block"]) <= 0:
+                    continue  # an empty range: nothing to compute (a 0-thread launch is invalid)
                 if max(grid[1:]) > 65535 or grid[0] > 2**31 - 1:
                     raise CudaError(f"kernel {kd['name']}: grid {grid} exceeds the device limits")
                 for name in kd.get("aligned_buffers", ()):

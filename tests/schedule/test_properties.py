@@ -663,6 +663,8 @@ class Gen:
         tag = self.draw(st.sampled_from(THREADS))
         if tag in tags:
             t = tags[tag]
+            if t < 1:
+                return False  # (a thread loop over an empty range: nothing to split by)
         else:
             t = self.draw(st.integers(1, 8))
             if t * math.prod(tags.values()) > 1024:
