@@ -879,5 +879,83 @@ def nested_ternary(float(N) A, float(N) B) -> (O, P) {
                    np.where(A > 0, np.where(B > 0, 1, 2), np.where(B > 0, 3, 4))),
      dtypes=("float32", "int32"))
 
+# ------------------------------------------------------------ in-place updates
+# A statement's right-hand side sees the tensor as it was before the statement.
+# The references loop over the points in float64 and read only `old`.
+def _inplace_shift_ref(A):
+    old = f64(A).copy()
+    new = old.copy()
+    for i in range(1, len(A)):
+        new[i] = old[i] + old[i - 1]
+    return new
+
+
+case("inplace_shift", """
+# each element plus its old left neighbour (not a prefix sum)
+def inplace_shift(float(N) A) -> (O) {
+    O(i) = A(i)
+    O(i) = O(i) + O(i - 1) where i in 1:N
+}
+""", lambda rng, big: (normal(rng, 13),), _inplace_shift_ref)
+
+
+def _inplace_diag_ref(A):
+    M, N = A.shape
+    old = f64(A).copy()
+    new = old.copy()
+    for i in range(1, M):
+        for j in range(N - 1):
+            new[i, j] = old[i - 1, j + 1] - old[i, j]
+    return new * new + 1.0
+
+
+case("inplace_diag", """
+def inplace_diag(float(M, N) A) -> (O) {
+    O(i, j) = A(i, j)
+    O(i, j) = O(i - 1, j + 1) - O(i, j) where i in 1:M, j in 0:N - 1
+    O(i, j) = O(i, j) * O(i, j) + 1.0 where i in 0:M, j in 0:N
+}
+""", lambda rng, big: (normal(rng, 5, 7),), _inplace_diag_ref, rtol=1e-5, atol=1e-5)
+
+
+def _inplace_reduce_ref(A):
+    M, N = A.shape
+    A = f64(A)
+    old = A[:, 0].copy()
+    new = old.copy()
+    for i in range(M):
+        for j in range(N):
+            new[i] += old[i] * A[i, j]
+    return new
+
+
+case("inplace_reduce", """
+# a continuing reduction that reads its own tensor: every term sees the old O(i)
+def inplace_reduce(float(M, N) A) -> (O) {
+    O(i) = A(i, 0)
+    O(i) += O(i) * A(i, j)
+}
+""", lambda rng, big: (normal(rng, 6, 9),), _inplace_reduce_ref, rtol=1e-5, atol=1e-5)
+
+
+def _inplace_init_ref(A):
+    M, N = A.shape
+    A = f64(A)
+    old = A[:, 0].copy()
+    new = np.zeros(M)
+    for i in range(M):
+        for j in range(N):
+            new[i] += (old[i + 1] if i + 1 < M else 1.0) * A[i, j]
+    return new
+
+
+case("inplace_init", """
+# `+=!` starts O(i) from 0, but the terms read the old O(i + 1)
+def inplace_init(float(M, N) A) -> (O) {
+    O(i) = A(i, 0)
+    O(i) +=! (i + 1 < M ? O(i + 1) : 1.0) * A(i, j) where i in 0:M
+}
+""", lambda rng, big: (normal(rng, 7, 5),), _inplace_init_ref, rtol=1e-5, atol=1e-5)
+
 BY_NAME: dict[str, Case] = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"
