@@ -34,12 +34,26 @@ reduction that reads its tensor always gets one, since it would see partial
 sums wherever the accumulation runs in the tensor (and `+=!` starts by
 overwriting it).
 
+The free case stays free only while one stage both reads and writes: after
+`cache_write`, one stage computes from the tensor and another writes it (and
+a local buffer computed outside the writer's thread loops has every thread
+read the elements the others overwrite), so `cache_write` of a statement that
+reads its own tensor gives the computing stage a snapshot too ("O.1.snap"
+before "O.1.local"; the directive replays it).
+
 The snapshot must be complete before the statement starts writing, so it
-stays a kernel of its own: it cannot be inlined, kept in shared or local
-memory, or computed inside any stage whose kernel writes the tensor it copies
-(`check_placement`). The copy covers the whole tensor (its shape), which is
-always correct; copying only the region the statement reads would be cheaper
-for a statement that reads a small part of a large tensor.
+stays a kernel of its own: it cannot be inlined or kept in shared or local
+memory, and more generally no stage that reads a tensor may be computed
+inside a stage that writes it (`check_placement`, run by compute_at and
+compute_inline: a snapshot would copy updated values, a cache_read copy of
+the tensor would race with the writes). The copy covers the whole tensor (its
+shape), which is always correct; copying only the region the statement reads
+would be cheaper for a statement that reads a small part of a large tensor.
+
+The sim checks the result: it reports any kernel in which a thread or block
+overwrites an element another one read, or reads one another one wrote
+(target_sim/races.py), so a lowering that read and wrote one buffer across
+threads would fail there rather than pass.
 """
 from __future__ import annotations
 
