@@ -96,8 +96,8 @@ class GlobalRaces:
         bad = (w >= 0) & (w != lanes)
         if bad.any():
             j = int(np.argmax(bad))
-            raise SimError(f"kernel {self.ex.k.name}: thread {self.ex._thread(int(lanes[j]))} reads "
-                           f"{name}{self._sub(arr, flat[j])} written by thread "
+            raise SimError(f"kernel {self.ex.k.name}: thread {self.ex._thread(int(lanes[j]))} "
+                           f"reads {name}{self._sub(arr, flat[j])} written by thread "
                            f"{self.ex._thread(int(w[j]))} since the last barrier (missing "
                            f"barrier) in block {self.ex.block_id}")
         bw = self.bwriter[name][flat]
