@@ -242,29 +242,32 @@ class _Checker:
         stmt = dataclasses.replace(s, rhs=rhs, where=tuple(resolved))
 
         # Types.
+        # Types, as in TC and cuBLAS: the tensor has the right-hand side's type unless it
+        # is declared (or was defined earlier); a reduction accumulates in the tensor's
+        # type (the tensor is the accumulator), except that float16/bfloat16 accumulate
+        # in float32 and are rounded once, when stored.
         value = rhs.dtype
-        if s.reduce_op is not None and (reduce or continues):
-            if value.is_bool and s.reduce_op in ("+", "*"):
-                acc = dtypes.int32
-            elif value.is_low_precision:
-                acc = dtypes.float32
-            else:
-                acc = value
-            result = acc
-        else:
-            acc = value.compute if not value.is_bool else value
-            result = value
+        reducing = s.reduce_op is not None and bool(reduce or continues)
         if decl.type_name is not None:
             tdtype, origin = dtypes.BY_NAME[decl.type_name], "declared"
         elif prior is not None:
             tdtype, origin = prior["dtype"], f"from its first definition, line {prior['line']}"
         else:
-            tdtype, origin = result, ""
-        if not dtypes.can_store(result, tdtype):
-            raise LangError(f"type mismatch: the statement computes {result} but '{name}' is "
+            tdtype, origin = value, ""
+        if not dtypes.can_store(value, tdtype):
+            raise LangError(f"type mismatch: the statement computes {value} but '{name}' is "
                             f"{tdtype} ({origin}); cast explicitly, e.g. {tdtype}(...)", s.loc)
-        if continues and not tdtype.is_bool and acc != tdtype.compute and acc.is_float != tdtype.is_float:
-            acc = dtypes.promote(acc, tdtype.compute)
+        if reducing and tdtype.is_bool and s.reduce_op in ("+", "*"):
+            bang = "!" if s.init else ""
+            what, fix = ("or", "max") if s.reduce_op == "+" else ("and", "min")
+            raise LangError(f"'{s.op}{bang}' on bool values of '{name}' is ambiguous: write "
+                            f"'{fix}={bang}' for a logical {what}, or accumulate in an integer "
+                            f"(cast the right-hand side, e.g. int32(...), or declare '{name}' "
+                            f"as int32)", s.loc)
+        if reducing:
+            acc = tdtype.compute
+        else:
+            acc = value.compute if not value.is_bool else value
 
         # Ranges.
         shapes = {t: v[1] for t, v in self.inputs.items()}

@@ -351,12 +351,15 @@ def test_bfloat16_arithmetic_rounds_once_on_store():
 
 
 def test_half_reduction_accumulates_in_float32():
-    # 3000 ones: a float16 accumulator would stop at 2048.
+    # 3000 ones: a float16 accumulator would stop at 2048; the float32 one reaches 3000,
+    # which float16 holds exactly. The output keeps the right-hand side's type (TC,
+    # cuBLAS); a typed output overrides it.
     for form in ("+=! A(i, j)", "+=! A(i, j) * A(i, j)"):
-        op = tcomp.op(f"def f(half(M, N) A) -> (S) {{ S(i) {form} }}")
-        S = tcomp.evaluate(op, np.ones((2, 3000), np.float16))
-        assert S.dtype == np.float32
-        np.testing.assert_array_equal(S, [3000, 3000])
+        for out, dt in (("S", np.float16), ("float32(M) S", np.float32)):
+            op = tcomp.op(f"def f(half(M, N) A) -> ({out}) {{ S(i) {form} }}")
+            S = tcomp.evaluate(op, np.ones((2, 3000), np.float16))
+            assert S.dtype == dt
+            np.testing.assert_array_equal(S, [3000, 3000])
 
 
 def test_float_literal_is_float32_in_every_evaluation_path():
@@ -385,10 +388,15 @@ def test_builtins_are_exact_where_c_is():
     assert np.signbit(tcomp.evaluate(op, np.float32([-2]))[0][0])  # sinpi(-2) = -0
 
 
-def test_bool_sum_counts_in_int32():
-    op = tcomp.op("def f(float(N) A) -> (c) { c +=! A(i) > 0.0 }")
-    c = tcomp.evaluate(op, np.float32([1, -1, 2, 3, 0]))
-    assert c.dtype == np.int32 and int(c) == 3
+def test_bool_counts_and_logic_reductions():
+    # `+=` on bool is refused (tests/errors); counting casts, or accumulates in a typed output.
+    A = np.float32([1, -1, 2, 3, 0])
+    for src in ("def f(float(N) A) -> (c) { c +=! int32(A(i) > 0.0) }",
+                "def f(float(N) A) -> (int32 c) { c +=! A(i) > 0.0 }"):
+        c = tcomp.evaluate(tcomp.op(src), A)
+        assert c.dtype == np.int32 and int(c) == 3
+    op = tcomp.op("def f(float(N) A) -> (any, all) { any max=! A(i) > 0.0\n all min=! A(i) > 0.0 }")
+    assert tuple(bool(x) for x in tcomp.evaluate(op, A)) == (True, False)
 
 
 def test_empty_reduction_gives_the_identity():
