@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import sympy
 
 from ..errors import LangError
 from . import builtins, dtypes
@@ -30,7 +31,9 @@ from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, Let
 from .dtypes import DType
 from .op import Op, Range, Statement, Tensor
 from .parser import MAX_DEPTH
+from .printer import expr_to_text
 from .ranges import infer_ranges
+from .signature import WriteCheck
 from .symbolic import NotSymbolic, from_sympy, to_sympy
 
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
@@ -91,6 +94,7 @@ class _Checker:
         for o in d.outputs:
             if o.name not in self.written:
                 raise LangError(f"output '{o.name}' is declared but never written", o.loc)
+        write_checks = self.write_bounds(checked)
 
         inputs = tuple(Tensor(p.name, self.inputs[p.name][0], self.inputs[p.name][1], True)
                        for p in d.inputs)
@@ -104,7 +108,40 @@ class _Checker:
                       for n in self.temporaries)
         definition = dataclasses.replace(d, stmts=tuple(stmts))
         return Op(d.name, inputs, tuple(outputs), tuple(checked), tuple(self.sizes), definition,
-                  temps)
+                  temps, write_checks)
+
+    def write_bounds(self, checked: list[Statement]) -> tuple[WriteCheck, ...]:
+        """A tensor's shape comes from its last statement; an earlier statement may
+        not write beyond it. Provably beyond (for every size): an error here, at that
+        statement; provably inside: nothing; undecided: a check at every call."""
+        last = {st.tensor: st for st in checked}
+        checks = []
+        for st in checked:
+            fin = last[st.tensor]
+            if st is fin:
+                continue
+            shape = self.written[st.tensor]["shape"]
+            for dim, (v, extent) in enumerate(zip(st.spatial, shape)):
+                r = st.range_of(v)
+                lo, hi = to_sympy(r.lo), to_sympy(r.hi)
+                if sympy.simplify(hi - lo).is_nonpositive:
+                    continue  # an empty range writes nothing
+                over = sympy.simplify(hi - extent)
+                if over.is_nonpositive:
+                    continue
+                ext = from_sympy(extent)
+                line, last_line = st.stmt.loc.line if st.stmt.loc else 0, \
+                    fin.stmt.loc.line if fin.stmt.loc else 0
+                if over.is_positive:
+                    lo_t, hi_t, ext_t = expr_to_text(r.lo), expr_to_text(r.hi), expr_to_text(ext)
+                    raise LangError(
+                        f"this statement writes '{st.tensor}' beyond its shape: {v} runs over "
+                        f"{lo_t}:{hi_t} here, but '{st.tensor}' has extent {ext_t} in dimension "
+                        f"{dim}, set by the last statement that writes it (line {last_line}); "
+                        f"restrict this statement with 'where {v} in {lo_t}:{ext_t}', or let the "
+                        f"last statement cover {lo_t}:{hi_t}", st.stmt.loc)
+                checks.append(WriteCheck(st.tensor, dim, v, r.lo, r.hi, ext, line, last_line))
+        return tuple(checks)
 
     def size_expr(self, e: Expr, what: str) -> Expr:
         """Resolve an expression that may use only size variables and integers."""
