@@ -200,11 +200,15 @@ def _given_dtype(x) -> tuple[tuple[int, ...], str] | None:
 
 
 def _dtype_name(dt) -> str:
+    """Canonical tcomp name of a NumPy-like or torch dtype (else its own text)."""
+    text = str(dt)
+    if text.startswith("torch."):
+        return text[len("torch."):]  # torch.float16 -> float16, torch.bool -> bool
     try:
         t = dtypes.from_numpy(np.dtype(dt))
-        return t.name if t is not None else str(np.dtype(dt))
-    except TypeError:
-        return str(dt).rsplit(".", 1)[-1]  # torch.float16 -> float16
+    except (TypeError, ValueError):
+        return text
+    return t.name if t is not None else str(np.dtype(dt))
 
 
 def _coerce(spec: InputSpec, x):
