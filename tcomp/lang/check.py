@@ -16,7 +16,14 @@ ranges.py), and derives each output's dtype and shape. Rules enforced here:
     its rank;
   * subscripts are integers; ternary conditions and logic operands are bool
     or integer; typed outputs accept a statement's type only where no
-    information is lost (cast explicitly otherwise).
+    information is lost (cast explicitly otherwise);
+  * a tensor has its right-hand side's type unless declared (or defined
+    earlier); a reduction accumulates in the tensor's type, float16/bfloat16
+    in float32 (rounded once, on store); `+=`/`*=` on a bool tensor is an
+    error (`max=`/`min=` are logical or/and);
+  * a tensor's shape comes from its last statement; an earlier statement
+    writing beyond it is an error when provable, else an `Op.write_checks`
+    entry checked at every call (signature.py).
 """
 from __future__ import annotations
 

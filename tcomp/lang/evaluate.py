@@ -14,7 +14,10 @@ Semantics pinned here (and documented in API.md / the README):
     of bounds; a read that is taken and out of bounds raises `LangError`;
   * integer `/` and `%` floor toward negative infinity; division by zero
     raises; float `%` is C's fmod; integer overflow wraps;
-  * float16/bfloat16 arithmetic is done in float32 and rounded on store.
+  * float16/bfloat16 arithmetic is done in float32 and rounded on store; a
+    reduction accumulates in the statement's `acc_dtype` (float32 for them)
+    and is rounded once, when the result is stored;
+  * arguments are checked by signature.py, as on every target.
 """
 from __future__ import annotations
 
