@@ -41,7 +41,7 @@ from .parser import MAX_DEPTH
 from .printer import expr_to_text
 from .ranges import infer_ranges
 from .signature import WriteCheck
-from .symbolic import NotSymbolic, from_sympy, to_sympy
+from .symbolic import NotSymbolic, from_sympy, provably_le, to_sympy
 
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 LOGIC = ("&&", "||")
@@ -131,15 +131,15 @@ class _Checker:
             for dim, (v, extent) in enumerate(zip(st.spatial, shape)):
                 r = st.range_of(v)
                 lo, hi = to_sympy(r.lo), to_sympy(r.hi)
-                if sympy.simplify(hi - lo).is_nonpositive:
+                if provably_le(hi, lo):
                     continue  # an empty range writes nothing
-                over = sympy.simplify(hi - extent)
-                if over.is_nonpositive:
+                inside = provably_le(hi, extent)
+                if inside:
                     continue
                 ext = from_sympy(extent)
                 line, last_line = st.stmt.loc.line if st.stmt.loc else 0, \
                     fin.stmt.loc.line if fin.stmt.loc else 0
-                if over.is_positive:
+                if inside is False:
                     lo_t, hi_t, ext_t = expr_to_text(r.lo), expr_to_text(r.hi), expr_to_text(ext)
                     raise LangError(
                         f"this statement writes '{st.tensor}' beyond its shape: {v} runs over "
