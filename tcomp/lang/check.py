@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import sympy
-
 from ..errors import LangError
 from . import builtins, dtypes
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, LetClause,
