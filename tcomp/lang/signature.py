@@ -134,9 +134,14 @@ class Signature:
 
     @classmethod
     def from_json(cls, j: dict) -> "Signature":
-        inputs = tuple(InputSpec(s["name"], dtypes.BY_NAME[s["dtype"]], tuple(s["dims"]))
-                       for s in j["inputs"])
-        return cls(j["op"], inputs, tuple(WriteCheck.from_json(c) for c in j["write_checks"]))
+        try:
+            inputs = tuple(InputSpec(s["name"], dtypes.BY_NAME[s["dtype"]], tuple(s["dims"]))
+                           for s in j["inputs"])
+            return cls(j["op"], inputs, tuple(WriteCheck.from_json(c)
+                                              for c in j["write_checks"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise LangError(f"malformed kernel signature (the 'signature' entry of the .json "
+                            f"sidecar): {type(e).__name__}: {e}") from None
 
     # ---------------------------------------------------------------- checks
     def check_call(self, args, compiled: dict | None = None) -> tuple[list, dict]:

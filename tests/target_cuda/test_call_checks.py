@@ -107,3 +107,26 @@ def test_good_calls_get_past_the_checks():
     k = tcomp.build(tcomp.op(WRITES), target="cuda")
     with pytest.raises(tcomp.CudaError, match="no CUDA driver found"):
         k(np.zeros(4, np.float32), np.zeros(3, np.float32))
+
+
+def test_malformed_signature_in_the_sidecar(tmp_path):
+    k = tcomp.build(tcomp.op(SQUARE), target="cuda")
+    k.export(str(tmp_path / "bad.cubin"))
+    meta = json.load(open(tmp_path / "bad.json"))
+    meta["signature"]["inputs"][0]["dtype"] = "float128"
+    json.dump(meta, open(tmp_path / "bad.json", "w"))
+    bad = tcomp.load(str(tmp_path / "bad.cubin"))
+    assert _message(bad, np.zeros((2, 2), np.float32), np.zeros(3, np.float32)) == (
+        "malformed kernel signature (the 'signature' entry of the .json sidecar): KeyError: "
+        "'float128'")
+
+
+def test_malformed_size_expression_in_the_sidecar(tmp_path):
+    k = tcomp.build(tcomp.op(WRITES), target="cuda")
+    k.export(str(tmp_path / "bad.cubin"))
+    meta = json.load(open(tmp_path / "bad.json"))
+    meta["signature"]["write_checks"][0]["hi"] = ["%", "M", 2]
+    json.dump(meta, open(tmp_path / "bad.json", "w"))
+    bad = tcomp.load(str(tmp_path / "bad.cubin"))
+    assert _message(bad, np.zeros(3, np.float32), np.zeros(4, np.float32)) == (
+        "malformed size expression ['%', 'M', 2] in a kernel signature")
