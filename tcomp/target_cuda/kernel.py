@@ -3,6 +3,7 @@ metadata — callable on arrays, exportable as `.cubin` + `.json`."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 
@@ -144,7 +145,7 @@ class CudaKernel:
                 f"{len(self.meta['kernels'])} launch(es)>")
 
     # ------------------------------------------------------------------ run
-    @property
+    @functools.cached_property
     def signature(self) -> Signature:
         """The inputs' contract, checked before anything reaches the GPU; rebuilt
         from the sidecar for loaded kernels (older sidecars: from the input buffers)."""
