@@ -66,7 +66,9 @@ a = torch.randn(45, 31, device="cuda"); b = torch.randn(31, 27, device="cuda")
 c = k(a, b)
 assert isinstance(c, torch.Tensor) and c.is_cuda and c.shape == (45, 27)
 torch.testing.assert_close(c, (a.double() @ b.double()).float(), rtol=1e-4, atol=1e-4)
-for bad, msg in ((lambda: k(a.t(), b), "not contiguous"),
+# (a.t().contiguous().t(): A's shape with non-contiguous strides; the shared checks of
+# ranks, sizes and dtypes run first, then the CUDA-specific ones)
+for bad, msg in ((lambda: k(a.t().contiguous().t(), b), "not contiguous"),
                  (lambda: k(a.double(), b),
                   "input 'A' is float32, but the array passed for it is float64"),
                  (lambda: k(a.cpu(), b), "torch tensor on cpu")):
