@@ -67,10 +67,8 @@ def wrap_input(name: str, x, want) -> DeviceArray:
     except Exception:
         raise CudaError(f"input '{name}': cannot use a {describe(x)} (pass NumPy, torch or an "
                         f"object with __cuda_array_interface__)") from None
-    if a.dtype != want.numpy:
-        if not np.can_cast(a.dtype, want.numpy, "same_kind"):
-            raise CudaError(f"input '{name}' is {a.dtype} but the kernel takes {want.name}")
-        a = a.astype(want.numpy)
+    if a.dtype != want.numpy:  # CudaKernel converted Python data already: never cast arrays
+        raise CudaError(f"input '{name}' is {a.dtype} but the kernel takes {want.name}")
     a = np.require(a, requirements="C")  # keeps 0-d arrays 0-d
     ptr = cuda_api.mem_alloc(a.nbytes)
     cuda_api.memcpy_htod(ptr, a.ctypes.data, a.nbytes)

@@ -3,6 +3,7 @@ metadata — callable on arrays, exportable as `.cubin` + `.json`."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from ..errors import CudaError, TcompError
 from ..lang import dtypes
+from ..lang.signature import InputSpec, Signature
 from ..lower import ir
 from . import arrays as A
 from . import cuda_api
@@ -68,6 +70,7 @@ def describe_program(prog: ir.Program, op, smem: dict, arch: str) -> dict:
         "temps": [_buf(b) for b in prog.buffers if b.role == "temp"],
         "sizes": list(prog.sizes), "bound_sizes": dict(prog.bound_sizes),
         "size_sources": sources,
+        "signature": Signature.from_op(op).to_json(),
         "kernels": [{"name": k.name, "grid": [size_to_json(g) for g in k.grid],
                      "block": list(k.block), "dynamic_smem": smem[k.name]["dynamic_smem"],
                      "aligned_buffers": smem[k.name]["aligned"],
@@ -142,17 +145,21 @@ class CudaKernel:
                 f"{len(self.meta['kernels'])} launch(es)>")
 
     # ------------------------------------------------------------------ run
-    def _bind(self, args):
+    @functools.cached_property
+    def signature(self) -> Signature:
+        """The inputs' contract, checked before anything reaches the GPU; rebuilt
+        from the sidecar for loaded kernels (older sidecars: from the input buffers)."""
         m = self.meta
-        if len(args) != len(m["inputs"]):
-            names = ", ".join(i["name"] for i in m["inputs"]) or "none"
-            raise CudaError(f"'{m['op']}' takes {len(m['inputs'])} input(s) ({names}), got "
-                            f"{len(args)}")
-        return args
+        if "signature" in m:
+            return Signature.from_json(m["signature"])
+        return Signature(m["op"], tuple(InputSpec(i["name"], dtypes.BY_NAME[i["dtype"]],
+                                                  tuple(i["shape"])) for i in m["inputs"]))
 
     def __call__(self, *args):
         m = self.meta
-        self._bind(args)
+        # The checks every target shares (ranks, dims, size variables, dtypes, writes
+        # range inference left to run time), before any copy or launch.
+        args, sizes = self.signature.check_call(args, m["bound_sizes"])
         dev = cuda_api.device()
         dev.activate()
         if self._module is None:
@@ -161,20 +168,6 @@ class CudaKernel:
         try:
             for spec, x in zip(m["inputs"], args):
                 wrapped.append(A.wrap_input(spec["name"], x, dtypes.BY_NAME[spec["dtype"]]))
-            sizes = dict(m["bound_sizes"])
-            for spec, w in zip(m["inputs"], wrapped):
-                if len(w.shape) != len(spec["shape"]):
-                    raise CudaError(f"input '{spec['name']}' must have {len(spec['shape'])} "
-                                    f"dimension(s), got {len(w.shape)}")
-                for d, (j, n) in enumerate(zip(spec["shape"], w.shape)):
-                    if isinstance(j, str) and j not in sizes:
-                        sizes[j] = int(n)
-            for spec, w in zip(m["inputs"], wrapped):
-                for d, (j, n) in enumerate(zip(spec["shape"], w.shape)):
-                    want = eval_size(j, sizes)
-                    if want != n:
-                        raise CudaError(f"input '{spec['name']}' dimension {d} is {n}, expected "
-                                        f"{want} ({j if isinstance(j, str) else 'fixed'})")
             for spec, w in zip(m["inputs"], wrapped):
                 _check_32bit(spec["name"], w.shape)
             like = next((w for w in wrapped if w.kind != "numpy"), None)
