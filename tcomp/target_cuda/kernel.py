@@ -274,6 +274,12 @@ class CudaKernel:
             v.module = cuda_api.Module(v.cubin)
         return v
 
+    def torch_op(self, name: str | None = None):
+        """This kernel as a PyTorch custom operator (`torch.ops.tcomp.<name>`)
+        that `torch.compile` traces without a graph break; see torch_op.py."""
+        from .torch_op import torch_op
+        return torch_op(self, name)
+
     # ------------------------------------------------------------------ files
     def export(self, path: str) -> None:
         """Write `path` (.cubin) and the sidecar `path` with .json (entry points,
