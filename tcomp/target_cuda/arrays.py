@@ -55,7 +55,9 @@ def wrap_input(name: str, x, want) -> DeviceArray:
                             f"call .contiguous() first")
         _same_device(name, x.data_ptr() if x.numel() else None)
         return DeviceArray(int(x.data_ptr()), tuple(x.shape), dt, "torch", x)
-    cai = getattr(x, "__cuda_array_interface__", None)
+    # JAX arrays go through DLPack: their __cuda_array_interface__ has no bfloat16,
+    # and DLPack inputs give JAX arrays back.
+    cai = None if _is_jax(x) else _cuda_array_interface(name, x)
     if cai is not None:
         dt = dtypes.from_numpy(np.dtype(cai["typestr"]))
         if dt is None or dt != want:
@@ -97,6 +99,18 @@ def wrap_input(name: str, x, want) -> DeviceArray:
     ptr = cuda_api.mem_alloc(a.nbytes)
     cuda_api.memcpy_htod(ptr, a.ctypes.data, a.nbytes)
     return DeviceArray(ptr, a.shape, want.name, "numpy", a, owned=True)
+
+
+def _cuda_array_interface(name: str, x):
+    """x's __cuda_array_interface__, or None (absent, or failing for an object
+    that also speaks DLPack)."""
+    try:
+        return getattr(x, "__cuda_array_interface__", None)
+    except Exception as e:
+        if hasattr(x, "__dlpack__"):
+            return None
+        raise CudaError(f"input '{name}': {describe(x)}.__cuda_array_interface__ failed: "
+                        f"{e}") from None
 
 
 def check_device_tensor(name: str, t: dlpack.Imported, want) -> None:

@@ -264,3 +264,39 @@ def test_cpu_tensor_is_copied_like_numpy(monkeypatch):
 def test_cpu_tensor_of_another_kind_is_refused():
     with pytest.raises(tcomp.CudaError, match="input 'A' is float32 but the kernel takes int32"):
         A.wrap_input("A", Producer(np.ones(2, np.float32)), dtypes.int32)
+
+
+def test_failing_cuda_array_interface_falls_back_to_dlpack():
+    class Both(Producer):
+        @property
+        def __cuda_array_interface__(self):
+            raise ValueError("no bfloat16 here")
+    a = np.ones(3, np.float32)
+    w = A.wrap_input("A", Both(a, device=(D.kDLCUDA, 0), capsule=fake_device_capsule(a)),
+                     dtypes.float32)
+    assert w.kind == "dlpack" and w.ptr == a.ctypes.data
+    w.imported.release()
+
+    class OnlyCai:
+        @property
+        def __cuda_array_interface__(self):
+            raise ValueError("broken")
+    with pytest.raises(tcomp.CudaError, match=r"input 'A': tests.OnlyCai.__cuda_array_"
+                                              r"interface__ failed: broken"):
+        A.wrap_input("A", OnlyCai(), dtypes.float32)
+
+
+def test_jax_like_objects_take_dlpack_even_with_cai():
+    """JAX arrays expose __cuda_array_interface__ too; tcomp takes them through
+    DLPack (bfloat16 works, and outputs come back as JAX arrays)."""
+    a = np.ones(3, np.float32)
+    JaxLike = type("ArrayImpl", (Producer,), {
+        "__module__": "jaxlib.xla_extension",
+        "__cuda_array_interface__": property(lambda self: {"shape": (3,), "typestr": "<f4",
+                                                           "data": (self.array.ctypes.data, True),
+                                                           "version": 3})})
+    w = A.wrap_input("A", JaxLike(a, device=(D.kDLCUDA, 0), capsule=fake_device_capsule(a)),
+                     dtypes.float32)
+    assert w.kind == "dlpack"
+    w.imported.release()
+    assert A._is_jax(JaxLike(a)) and not D._LIVE

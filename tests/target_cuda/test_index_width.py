@@ -286,3 +286,22 @@ def test_fixed_small_sizes_export_one_width(tmp_path):
     k.export(str(tmp_path / "rs.cubin"))
     meta = json.load(open(tmp_path / "rs.json"))
     assert meta["index_bits"] == 32 and "index64" not in meta
+
+
+# ------------------------------------------------------------------ every language program
+def _lang_cases():
+    from tests.lang.programs import CASES
+    return {c.name: c for c in CASES}
+
+
+@pytest.mark.parametrize("name", sorted(_lang_cases()))
+def test_every_language_program_compiles_with_64_bit_indices(name):
+    """All dtypes, builtins, gathers, ternaries, integer division: the widened
+    CUDA is valid C++ (no int/long long overloads left ambiguous)."""
+    for op in _lang_cases()[name].program():
+        k = tcomp.build(tcomp.Schedule(op), target="cuda")
+        wide = k.variant(64)
+        assert wide.cubin and [kd["name"] for kd in wide.kernels] == [
+            kd["name"] for kd in k.meta["kernels"]]
+        for kern in lower(tcomp.Schedule(op)).kernels:
+            _check_widened(kern)
