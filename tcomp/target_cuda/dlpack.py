@@ -47,6 +47,9 @@ class DLTensor(ctypes.Structure):
 
 
 DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# Producers' deleters are called with the GIL held, as their capsule destructors
+# would be (some touch Python objects, e.g. NumPy's).
+_CALL_DELETER = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
 
 
 class DLManagedTensor(ctypes.Structure):
@@ -114,7 +117,7 @@ class Imported:
     versioned: bool
     read_only: bool = False
     _managed: int = field(default=0, repr=False)
-    _deleter: object = field(default=None, repr=False)
+    _deleter: int = field(default=0, repr=False)  # function address, 0 for none
     _capsule: object = field(default=None, repr=False)
 
     @property
@@ -144,9 +147,9 @@ class Imported:
     def release(self) -> None:
         if self._managed:
             managed, deleter = self._managed, self._deleter
-            self._managed, self._deleter = 0, None
+            self._managed, self._deleter = 0, 0
             if deleter:
-                deleter(managed)
+                _CALL_DELETER(deleter)(managed)
         self._capsule = None
 
 
@@ -171,8 +174,8 @@ def import_capsule(capsule) -> Imported:
             # Per the protocol we must not read a tensor of another major version; we
             # still own the capsule, so hand it back through its deleter.
             _set_name(capsule, b"used_" + name)
-            if m.deleter:
-                m.deleter(addr)
+            if _address(m.deleter):
+                _CALL_DELETER(_address(m.deleter))(addr)
             raise CudaError(f"DLPack tensor of version {version[0]}.{version[1]}: tcomp "
                             f"understands DLPack {VERSION[0]}.x")
         read_only = bool(m.flags & FLAG_READ_ONLY)
@@ -187,9 +190,13 @@ def import_capsule(capsule) -> Imported:
                    dl_dtype=(int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)),
                    device=(int(t.device.device_type), int(t.device.device_id)),
                    versioned=versioned, read_only=read_only, _managed=addr,
-                   _deleter=m.deleter if m.deleter else None, _capsule=capsule)
+                   _deleter=_address(m.deleter), _capsule=capsule)
     _set_name(capsule, b"used_" + name)
     return out
+
+
+def _address(fn) -> int:
+    return ctypes.cast(fn, ctypes.c_void_p).value or 0
 
 
 def consume(name: str, x) -> Imported:
@@ -260,10 +267,16 @@ _new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_voi
 def make_capsule(ptr: int, shape, dt, device: tuple[int, int], owner, versioned: bool,
                  byte_offset: int = 0, strides=None, read_only: bool = False):
     """A DLPack capsule for memory at `ptr` (+ `byte_offset`) of tcomp dtype `dt`;
-    `owner` is kept alive until the consumer calls the deleter."""
+    `owner` is kept alive until the consumer calls the deleter. Strides (in
+    elements) are always written: C-contiguous ones when not given."""
     ndim = len(shape)
+    if strides is None:
+        strides, acc = [], 1
+        for n in reversed(shape):
+            strides.insert(0, acc)
+            acc *= max(int(n), 1)
     shape_arr = (ctypes.c_int64 * max(ndim, 1))(*shape)
-    strides_arr = (ctypes.c_int64 * max(ndim, 1))(*strides) if strides is not None else None
+    strides_arr = (ctypes.c_int64 * max(ndim, 1))(*strides)
     m = DLManagedTensorVersioned() if versioned else DLManagedTensor()
     code, bits, lanes = dl_dtype_of(dt)
     t = m.dl_tensor
@@ -271,8 +284,7 @@ def make_capsule(ptr: int, shape, dt, device: tuple[int, int], owner, versioned:
     t.device = DLDevice(*device)
     t.dtype = DLDataType(code, bits, lanes)
     t.shape = ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64))
-    if strides_arr is not None:
-        t.strides = ctypes.cast(strides_arr, ctypes.POINTER(ctypes.c_int64))
+    t.strides = ctypes.cast(strides_arr, ctypes.POINTER(ctypes.c_int64))
     m.deleter = _DELETE
     if versioned:
         m.version = DLPackVersion(*VERSION)

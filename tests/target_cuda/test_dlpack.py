@@ -88,7 +88,7 @@ def test_byte_offset_is_added_to_the_data_pointer():
     cap = D.make_capsule(a.ctypes.data, (2, 3), dtypes.float32, (D.kDLCPU, 0), a, False,
                          byte_offset=8)
     t = D.import_capsule(cap)
-    assert t.ptr == a.ctypes.data + 8 and t.strides is None and not t.versioned
+    assert t.ptr == a.ctypes.data + 8 and t.strides == (3, 1) and not t.versioned
     np.testing.assert_array_equal(A.host_copy("X", t), a[2:8].reshape(2, 3))
     t.release()
     assert not D._LIVE
@@ -300,3 +300,62 @@ def test_jax_like_objects_take_dlpack_even_with_cai():
     assert w.kind == "dlpack"
     w.imported.release()
     assert A._is_jax(JaxLike(a)) and not D._LIVE
+
+
+# ------------------------------------------------------------------ CudaArray export
+def _fake_cuda_array(shape=(2, 3)):
+    """A CudaArray over host memory (never dereferenced), without a driver."""
+    from tcomp.target_cuda.cuda_array import CudaArray
+    host = np.zeros(shape, np.float32)
+    c = object.__new__(CudaArray)
+    c.shape, c._dt, c.size, c.nbytes, c.ptr = shape, dtypes.float32, host.size, host.nbytes, 0
+    c._host, c._addr = host, host.ctypes.data
+    return c
+
+
+def test_cuda_array_exports_capsules(monkeypatch):
+    c = _fake_cuda_array()
+    c.ptr = c._addr
+    try:
+        assert c.__dlpack_device__() == (D.kDLCUDA, 0)
+        assert c.__cuda_array_interface__ == {"shape": (2, 3), "typestr": "<f4",
+                                              "data": (c._addr, False), "version": 3,
+                                              "strides": None, "stream": 1}
+        for kw, versioned in (({}, False), ({"max_version": (1, 0)}, True),
+                              ({"max_version": (0, 8)}, False), ({"stream": -1}, False)):
+            t = D.import_capsule(c.__dlpack__(**kw))
+            assert (t.ptr, t.shape, t.strides, t.device) == (c._addr, (2, 3), (3, 1), (2, 0))
+            assert t.versioned is versioned and t.dtype == dtypes.float32
+            assert len(D._LIVE) == 1  # the capsule keeps the array alive until the deleter
+            t.release()
+            assert not D._LIVE
+        waited = []
+        monkeypatch.setattr(cuda_api, "order_after_default_stream", waited.append)
+        D.import_capsule(c.__dlpack__(stream=0x5000)).release()
+        assert waited == [0x5000]  # another stream waits for tcomp's kernels
+    finally:
+        c.ptr = 0  # nothing to free
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    ({"dl_device": (1, 0)}, BufferError, "a tcomp.CudaArray lives on CUDA device 0; it cannot be "
+                                         "exported to CPU device 0"),
+    ({"copy": True}, BufferError, r"a tcomp.CudaArray is exported without copying \(copy=True is "
+                                  r"not supported\)"),
+    ({"stream": "s"}, TypeError, "stream must be an int or None, got str"),
+    ({"stream": 0}, BufferError, "stream=0 is ambiguous for CUDA in the DLPack protocol; pass 1 "
+                                 "for the legacy default stream or 2 for the per-thread one"),
+])
+def test_cuda_array_export_errors(kw, error, message):
+    c = _fake_cuda_array()
+    with pytest.raises(error, match=message):
+        c.__dlpack__(**kw)
+    assert not D._LIVE
+
+
+def test_cuda_array_host_copy_is_explicit():
+    c = _fake_cuda_array()
+    with pytest.raises(ValueError, match="a tcomp.CudaArray lives on the GPU: converting it to "
+                                         "NumPy copies"):
+        c.__array__(copy=False)
+    assert repr(c) == "<tcomp.CudaArray float32[2, 3] at 0x0 on cuda:0>"
