@@ -322,7 +322,7 @@ class _Kernel:
         """The base of `index` when it is `base + var` with `base` a multiple of
         `width` elements, else None."""
         lin = self.simp.linear(index)
-        key = ir.Var(var)
+        key = ir.Var(var, self.options.index_dtype)
         if lin.terms.get(key) != 1:
             return None
         from ..lower.simplify import Linear

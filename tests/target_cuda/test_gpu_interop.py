@@ -264,3 +264,10 @@ def test_64_bit_shared_memory_matmul(monkeypatch):
     want = tcomp.evaluate(s.op, bidx, av)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_64_bit_vectorized_tiles(monkeypatch):
+    """float4 global and shared accesses keep working in 64-bit mode."""
+    from tests.target_cuda import test_codegen_vectors as V
+    _force_64_bit(monkeypatch)
+    V.test_gpu_agrees()

@@ -305,3 +305,13 @@ def test_every_language_program_compiles_with_64_bit_indices(name):
             kd["name"] for kd in k.meta["kernels"]]
         for kern in lower(tcomp.Schedule(op)).kernels:
             _check_widened(kern)
+
+
+def test_vector_accesses_survive_widening():
+    from tests.target_cuda.test_codegen_vectors import tiled, vec_accesses
+    k = tcomp.build(tiled(True, True), target="cuda", sizes={"M": 128, "N": 128, "K": 64})
+    wide = k.variant(64)
+    assert vec_accesses(wide.source) == vec_accesses(k.source) == (
+        {"A": 1, "B": 1, "A_shared": 8, "B_shared": 8}, {"B_shared": 1})
+    assert wide.kernels[0]["aligned_buffers"] == k.meta["kernels"][0]["aligned_buffers"] == [
+        "A", "B"]
