@@ -240,8 +240,10 @@ def dl_dtype_of(dt) -> tuple[int, int, int]:
 _LIVE: dict[int, tuple] = {}
 
 
-def _delete(addr):
-    _LIVE.pop(addr, None)
+def _delete(addr, _live=_LIVE):
+    # Consumers may call this late (a JAX array freed at interpreter exit): it
+    # uses only what it was given, not module globals that teardown clears.
+    _live.pop(addr, None)
 
 
 _DELETE = DELETER(_delete)
@@ -253,10 +255,10 @@ _raw_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_
     ("PyCapsule_GetPointer", _api))
 
 
-def _destroy_capsule(cap):
+def _destroy_capsule(cap, _valid=_raw_is_valid, _pointer=_raw_get_pointer, _delete=_delete):
     for name in (b"dltensor", b"dltensor_versioned"):
-        if _raw_is_valid(cap, name):  # never consumed: nobody else will call the deleter
-            _delete(_raw_get_pointer(cap, name))
+        if _valid(cap, name):  # never consumed: nobody else will call the deleter
+            _delete(_pointer(cap, name))
 
 
 _DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_destroy_capsule)

@@ -71,6 +71,9 @@ try:
     raise AssertionError("no error for a float16 input")
 except tcomp.CudaError as e:
     assert "input 'A' is float16 but the kernel takes float32" in str(e), str(e)
+del c
+import gc
+gc.collect()
 print("jax dlpack ok")
 """
 
@@ -101,7 +104,7 @@ a = torch.randn(45, 31, device="cuda"); b = torch.randn(31, 27, device="cuda")
 want = tcomp.evaluate(op, a.cpu().numpy(), b.cpu().numpy())
 
 t = D.consume("A", Capsuled(a))
-assert t.ptr == a.data_ptr() and t.versioned and t.shape == (45, 31), t
+assert t.ptr == a.data_ptr() and t.shape == (45, 31) and t.device == (D.kDLCUDA, 0), t
 t.release()
 
 c = k(Capsuled(a), Capsuled(b))
@@ -135,6 +138,10 @@ for bad, msg in ((lambda: k(Capsuled(a.t()), b), "not contiguous"),
         raise AssertionError("no error for " + msg)
     except tcomp.CudaError as e:
         assert msg in str(e), str(e)
+del ct, cai, c2, on_s
+import gc
+gc.collect()
+torch.cuda.synchronize()
 print("torch dlpack ok")
 """
 
