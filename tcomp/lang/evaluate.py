@@ -7,7 +7,7 @@ convolutions), any other read is a gather whose indices are bounds-checked.
 `+=` reductions of a product of reads go through `np.einsum`; other boxes
 larger than CHUNK elements are split along their longest axis.
 
-Semantics pinned here (and documented in API.md / the README):
+Semantics pinned here (and documented in docs/language.md and the README):
   * outputs start zero-filled; a statement writes its spatial range;
   * a statement's right-hand side sees the state before the statement;
   * ternaries, `&&` and `||` are lazy: a read in a branch not taken may be out
