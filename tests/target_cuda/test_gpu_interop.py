@@ -176,7 +176,8 @@ assert cnt.frame_count == 1, cnt.frame_count  # one graph, no break, no recompil
 
 # the operator passes torch's own consistency checks (schema, fake vs real, AOT)
 a = torch.randn(12, 5, device="cuda"); b = torch.randn(5, 7, device="cuda")
-torch.library.opcheck(mm, (a, b))
+torch.library.opcheck(mm, (a, b), test_utils=("test_schema", "test_faketensor",
+                                              "test_aot_dispatch_dynamic"))
 print("torch compile ok")
 """
 

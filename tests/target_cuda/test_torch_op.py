@@ -146,3 +146,41 @@ def test_torch_is_imported_lazily():
             "print('torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip() == "False", r.stderr
+
+
+# ------------------------------------------------------------------ end to end on the CPU
+class CpuKernel:
+    """A stand-in for a CUDA kernel that runs on the CPU (the NumPy oracle): the
+    operator only needs `meta`, `cubin` and a call, so torch's own checks and an
+    executing torch.compile backend can run here."""
+
+    def __init__(self, k, op):
+        self.meta, self.cubin, self.op = k.meta, k.cubin + b"cpu", op
+        self.calls = 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        assert all(a.is_contiguous() for a in args)
+        out = tcomp.evaluate(self.op, *[a.numpy() for a in args])
+        return torch.from_numpy(out)
+
+
+def test_opcheck_and_compiled_execution():
+    s = tiled_matmul()
+    stub = CpuKernel(build(s), s.op)
+    mm = tcomp.target_cuda.torch_op.torch_op(stub)
+    a, b = torch.randn(12, 5), torch.randn(5, 7)
+    torch.library.opcheck(mm, (a, b), test_utils=("test_schema", "test_faketensor",
+                                                  "test_aot_dispatch_dynamic"))
+    from torch._dynamo.testing import CompileCounterWithBackend
+    cnt = CompileCounterWithBackend("aot_eager")
+
+    def f(x, b):
+        return torch.relu(mm(x.t() * 2, b)) + 1  # a non-contiguous view goes in
+
+    cf = torch.compile(f, backend=cnt, fullgraph=True, dynamic=True)
+    for m, kk, n in ((45, 31, 27), (64, 16, 40), (33, 7, 9)):
+        x, b = torch.randn(kk, m), torch.randn(kk, n)
+        want = torch.relu((x.t() * 2).double() @ b.double()).float() + 1
+        torch.testing.assert_close(cf(x, b), want, rtol=1e-4, atol=1e-4)
+    assert cnt.frame_count == 1
