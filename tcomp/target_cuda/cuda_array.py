@@ -42,6 +42,9 @@ class CudaArray:
     def __del__(self):
         if self.ptr:
             try:
+                # a DLPack consumer may drop the last reference from a thread of its own,
+                # where tcomp's context is not current yet
+                cuda_api.device().activate()
                 cuda_api.mem_free(self.ptr)
             except Exception:  # pragma: no cover - interpreter shutdown
                 pass
