@@ -264,8 +264,8 @@ class CudaKernel:
 
     def _select_variant(self, sizes: dict, shapes: dict) -> Variant:
         """The variant these sizes need (index_width.index_bits_for), loaded."""
-        launches = [(kd["name"], [eval_size(g, sizes) for g in kd["grid"]], kd["block"])
-                    for kd in self.meta["kernels"]]
+        launches = [(kd["name"], [eval_size(g, sizes) for g in kd["grid"]],
+                     [eval_size(b, sizes) for b in kd["block"]]) for kd in self.meta["kernels"]]
         bits, _ = index_bits_for(shapes, launches, sizes)
         if bits < self.index_bits:
             bits = self.index_bits  # a 64-bit-only kernel (sizes fixed at build) runs as is
