@@ -711,7 +711,7 @@ def bool_ops(float(N) A, float(N) B, bool(N) mask) -> (G, E, C, cnt, anyg) {
     G(i) = A(i) > B(i)
     E(i) = mask(i) && !G(i) || A(i) <= -1.0
     C(i) = float(mask(i)) * A(i)
-    cnt +=! mask(i)
+    cnt +=! int32(mask(i))
     anyg max=! G(i) && mask(i)
 }
 """, _bool_inputs,
@@ -725,29 +725,31 @@ def half_ops(half(M, N) A, half(M, N) B) -> (O, H, R, S) {
     O(i, j) = A(i, j) * B(i, j) + A(i, j)    # stays half
     H(i, j) = A(i, j) * half(0.5) - B(i, j)  # stays half
     R(i, j) = A(i, j) * 2.0                  # a float literal is float32: float32
-    S(i) +=! A(i, j)                         # half reductions accumulate in float32
+    S(i) +=! A(i, j)                         # half: accumulates in float32, stored as half
 }
 """, lambda rng, big: (normal(rng, 5, 9, dtype=np.float16), normal(rng, 5, 9, dtype=np.float16)),
      lambda A, B: (lambda A, B: (A * B + A, A * 0.5 - B, A * 2, A.sum(1)))(*f64(A, B)),
-     rtol=1e-5, atol=1e-5, dtypes=("float16", "float16", "float32", "float32"))
+     rtol=1e-5, atol=1e-5, dtypes=("float16", "float16", "float32", "float16"))
 
 case("half_matmul", """
 def half_matmul(float16(M, K) A, float16(K, N) B) -> (C) {
     C(m, n) +=! A(m, k) * B(k, n)
 }
 """, lambda rng, big: (normal(rng, 7, 29, dtype=np.float16), normal(rng, 29, 5, dtype=np.float16)),
-     lambda A, B: f64(A) @ f64(B), rtol=1e-5, atol=1e-5, dtypes=("float32",))
+     lambda A, B: f64(A) @ f64(B), rtol=1e-5, atol=1e-5, dtypes=("float16",))
 
 case("bf16_ops", """
-def bf16_ops(bfloat16(M, K) A, bfloat16(K, N) B, bfloat16(N) bias) -> (C, Y, Z) {
-    C(m, n) +=! A(m, k) * B(k, n)
-    Y(m, n) = C(m, n) + bias(n)
+def bf16_ops(bfloat16(M, K) A, bfloat16(K, N) B, bfloat16(N) bias) -> (C, Y, Z, float(M, N) F) {
+    C(m, n) +=! A(m, k) * B(k, n)            # accumulates in float32, stored as bfloat16
+    Y(m, n) = C(m, n) + bias(n)              # reads the rounded C
     Z(n) = bias(n) * bias(n) - bias(n)
+    F(m, n) +=! A(m, k) * B(k, n)            # a typed output keeps the float32 sum
 }
 """, lambda rng, big: (normal(rng, 5, 13, dtype=BF16), normal(rng, 13, 6, dtype=BF16),
                        normal(rng, 6, dtype=BF16)),
-     lambda A, B, b: (lambda A, B, b: (A @ B, A @ B + b, b * b - b))(*f64(A, B, b)),
-     rtol=1e-5, atol=1e-5, dtypes=("float32", "float32", "bfloat16"))
+     lambda A, B, b: (lambda A, B, b: (A @ B, f64((A @ B).astype(BF16)) + b, b * b - b, A @ B))(
+         *f64(A, B, b)),
+     rtol=1e-5, atol=1e-5, dtypes=("bfloat16", "bfloat16", "bfloat16", "float32"))
 
 case("typed_outputs", """
 def typed_outputs(float(M, N) A, int32(M, N) I) -> (int32(M, N) O, half(M) H, double(M) D) {
