@@ -271,7 +271,13 @@ class Stage:
         return f
 
     def unroll(self, ax: Axis):
-        """Unroll a loop (its extent must be constant when lowered)."""
+        """Unroll a loop: a constant extent (at most 128 iterations) is expanded into
+        copies of the body; an extent known only at run time stays a loop with an
+        unroll hint (`#pragma unroll` in CUDA).
+
+        for j in 0:4: B(j)  --unroll(j)-->  B(0); B(1); B(2); B(3)
+        for j in 0:N: B(j)  --unroll(j)-->  #pragma unroll / for j in 0:N: B(j)
+        """
         p = "unroll"
         self._not_inline(p)
         name = self._leaf(ax, p)
