@@ -68,7 +68,7 @@ class _Emitter:
 
     def dim(self, axis: int) -> str:
         n = self.dims[axis]
-        return str(n) if n is not None else f"blockDim.{'xyz'[axis]}"
+        return str(n) if n is not None else f"(int)blockDim.{'xyz'[axis]}"
 
     def comb(self, a: str, b: str) -> str:
         op, dt = self.s.op, self.s.dtype
@@ -98,8 +98,9 @@ class _Emitter:
         if t is not None and t < 32:
             return f"{(1 << t) - 1:#x}u"
         m = f"{self.v}_mask"
-        self.emit(f"const int {m}_lanes = {self.dim(0)} * {self.dim(1)} * {self.dim(2)} - "
-                  f"({self.tid()} & ~31);")
+        threads = str(t) if t is not None else " * ".join(
+            self.dim(a) for a in range(3) if self.dims[a] != 1)
+        self.emit(f"const int {m}_lanes = {threads} - ({self.tid()} & ~31);")
         self.emit(f"const unsigned {m} = {m}_lanes >= 32 ? 0xffffffffu : "
                   f"((1u << {m}_lanes) - 1u);")
         return m
@@ -119,8 +120,11 @@ class _Emitter:
         s, v, bx = self.s, self.v, self.dims[0]
         self.gen.emit("{", self.d)
         self.emit(f"{self.ct} {v} = {s.buffer}[0];")
-        self.emit(f"const int {self.tid()} = threadIdx.x + {self.dim(0)} * (threadIdx.y + "
-                  f"{self.dim(1)} * threadIdx.z);")
+        if self.dims[1:] == [1, 1]:
+            self.emit(f"const int {self.tid()} = threadIdx.x;")
+        else:
+            self.emit(f"const int {self.tid()} = threadIdx.x + {self.dim(0)} * (threadIdx.y + "
+                      f"{self.dim(1)} * threadIdx.z);")
         if bx is not None and bx <= 32 and 32 % bx == 0:
             if bx > 1:
                 self.butterfly(self.declare_mask(), bx // 2)
