@@ -367,7 +367,7 @@ class Builder:
         try:
             allocs, producers = [], []
             for p in attached:
-                a, prod = self.attach(p, stage, st, i, domains[p], info.ctx)
+                a, prod = self.attach(p, stage, st, i, domains[p], info.ctx, consumer=info)
                 allocs += a
                 if self.sched.states[p].scope == "global":
                     # Other threads of the block may read what this producer wrote (and
@@ -404,7 +404,8 @@ class Builder:
                                 f"copies only, but '{others[0]}' is also computed there")
         allocs, loads, stores = [], [], []
         for p in shared:
-            a, prod = self.attach(p, stage, st, i, domains[p], info.ctx, double=var)
+            a, prod = self.attach(p, stage, st, i, domains[p], info.ctx, double=var,
+                                  consumer=info)
             allocs += a
             regs = info.ctx.fresh(f"{_ident(self.sched.states[p].tensor)}_prefetch",
                                   _ident(stage))
@@ -489,10 +490,11 @@ class Builder:
             domain[v] = (base, width)
         return domain
 
-    def attach(self, pname, cname, cst, level, domain, ctx, double=None):
+    def attach(self, pname, cname, cst, level, domain, ctx, double=None, consumer=None):
         """Build stage `pname` at leaf `level` of `cname` over `domain`. With
         `double` (the loop variable), a shared buffer gets two halves and the
-        consumer reads half `double % 2`."""
+        consumer reads half `double % 2`. `consumer`: the consumer's loops (for
+        messages)."""
         pst = self.sched.states[pname]
         pd = pst.definition
         offsets = [domain[v][0] for v in pd.spatial]
@@ -506,7 +508,8 @@ class Builder:
                     raise LoweringError(f"stage '{pname}' ({pst.scope}) computed at "
                                         f"'{cname}.{cst.leaves[level]}' needs a region of "
                                         f"non-constant extent {show(w)} in dimension {k}; split "
-                                        f"the consumer's loops by constants inside that loop")
+                                        f"the consumer's loops by constants inside that loop"
+                                        f"{_runtime_threads(pst.scope, cst, level, ctx, consumer)}")
                 shape.append(int(w.value))
             perm = None
             if pst.storage is not None:
@@ -599,6 +602,27 @@ class Builder:
             v = ctx.views[tensor]
             return ir.Load(v.buffer, v.subscripts(args), dtype)
         return ir.Load(tensor, args, dtype)
+
+
+def _runtime_threads(scope, cst, level, ctx, consumer) -> str:
+    """A message's note on the thread loops of runtime extent that a buffer
+    computed at `level` of `cst` must cover: every thread loop of the block for
+    a shared buffer, the consumer's loops inside the attach point for a local one."""
+    loops = []
+    if consumer is not None:
+        for j, leaf in enumerate(cst.leaves):
+            tag = cst.bind.get(leaf, "")
+            if tag.startswith("threadIdx") and (j > level or scope == "shared"):
+                loops.append((consumer.loopvar[leaf], consumer.ext[leaf], tag))
+    if scope == "shared":
+        loops += [t for t in ctx.thread_loops if t[0] not in {v for v, _, _ in loops}]
+    runtime = [f"'{v}' bound to {tag} runs {show(e)} threads" for v, e, tag in loops
+               if not isinstance(e, ir.Imm)]
+    if not runtime:
+        return ""
+    return (f" ({', '.join(runtime)}, known only at launch, and a {scope} buffer needs a "
+            f"constant size for the threads it serves: split that loop by a constant and bind "
+            f"the inner part)")
 
 
 def _same(a, b) -> bool:

@@ -50,10 +50,6 @@ def launch_problem(kernel: str, grid, block, limits: LaunchLimits = CUDA_LIMITS,
 
     remedy = ("; split the loops bound to threads by constant factors (and bind the outer "
               "parts to blocks or loop over them), or run smaller sizes")
-    for axis, (n, most) in enumerate(zip(block, limits.block)):
-        if n > most:
-            return (f"kernel {kernel}: block dimension {'xyz'[axis]} is {n}{where()}, but the "
-                    f"device allows at most {most}{remedy}")
     threads = block[0] * block[1] * block[2]
     dims = "x".join(str(n) for n in block)
     if threads > limits.threads_per_block:
@@ -63,6 +59,10 @@ def launch_problem(kernel: str, grid, block, limits: LaunchLimits = CUDA_LIMITS,
         return (f"kernel {kernel}: a block of {dims} = {threads} threads{where()} exceeds the "
                 f"{limits.kernel_threads} threads per block this compiled kernel can run (its "
                 f"register use limits it){remedy}")
+    for axis, (n, most) in enumerate(zip(block, limits.block)):
+        if n > most:
+            return (f"kernel {kernel}: block dimension {'xyz'[axis]} is {n}{where()}, but the "
+                    f"device allows at most {most}{remedy}")
     for axis, (n, most) in enumerate(zip(grid, limits.grid)):
         if n > most:
             return (f"kernel {kernel}: grid dimension {'xyz'[axis]} is {n} blocks, but the "
