@@ -61,6 +61,7 @@ class _Emitter:
         self.v = f"tc_red{len(gen.lines)}"
         block = gen.k.block
         self.dims = [int(b.value) if isinstance(b, ir.Imm) else None for b in block]
+        self.have_tid = False
 
     # ------------------------------------------------------------- pieces
     def emit(self, line: str, depth: int = 1):
@@ -106,8 +107,19 @@ class _Emitter:
         return m
 
     def tid(self) -> str:
-        """The block's linear thread index (threadIdx.x fastest)."""
-        return f"{self.v}_tid"
+        """The block's linear thread index (threadIdx.x fastest), declared at first use."""
+        if self.dims[1:] == [1, 1]:
+            return "threadIdx.x"
+        name = f"{self.v}_tid"
+        if not self.have_tid:
+            self.have_tid = True
+            self.emit(f"const int {name} = threadIdx.x + {self.dim(0)} * (threadIdx.y + "
+                      f"{self.dim(1)} * threadIdx.z);")
+        return name
+
+    def warps_per_block(self) -> int:
+        t = self.total()
+        return t // 32 if t is not None else 32
 
     def butterfly(self, mask: str, first: int):
         v = self.v
@@ -120,11 +132,6 @@ class _Emitter:
         s, v, bx = self.s, self.v, self.dims[0]
         self.gen.emit("{", self.d)
         self.emit(f"{self.ct} {v} = {s.buffer}[0];")
-        if self.dims[1:] == [1, 1]:
-            self.emit(f"const int {self.tid()} = threadIdx.x;")
-        else:
-            self.emit(f"const int {self.tid()} = threadIdx.x + {self.dim(0)} * (threadIdx.y + "
-                      f"{self.dim(1)} * threadIdx.z);")
         if bx is not None and bx <= 32 and 32 % bx == 0:
             if bx > 1:
                 self.butterfly(self.declare_mask(), bx // 2)
@@ -141,18 +148,24 @@ class _Emitter:
         self.butterfly(full, 16)
         if per_group == 1:
             return
-        part = f"{v}_part"
-        self.emit(f"__shared__ {self.ct} {part}[32];")
-        self.emit(f"if (({self.tid()} & 31) == 0) {part}[{self.tid()} >> 5] = {v};")
+        part, tid = f"{v}_part", self.tid()
+        self.emit(f"__shared__ {self.ct} {part}[{self.warps_per_block()}];")
+        self.emit(f"if (({tid} & 31) == 0) {part}[{tid} >> 5] = {v};")
         self.emit("__syncthreads();")
-        # lane i of every warp of a group takes the group's i-th warp value
-        # (the identity past the group's warps), and the butterfly over the
-        # whole warp leaves the total in every lane
-        ident = self.gen.imm(identity(self.s.op, self.s.dtype))
-        first = f"(({self.tid()} >> 5) - (threadIdx.x >> 5))"
-        self.emit(f"{v} = (threadIdx.x & 31) < {per_group} ? {part}[{first} + (threadIdx.x & 31)] "
-                  f": {ident};")
-        self.butterfly(full, 16)
+        # the group's first warp
+        first = "" if tid == "threadIdx.x" else f"(({tid} >> 5) - (threadIdx.x >> 5)) + "
+        if per_group & (per_group - 1) == 0:
+            # lane i takes the value of the group's warp i % per_group; a butterfly
+            # over per_group lanes leaves the total in every lane
+            self.emit(f"{v} = {part}[{first}(threadIdx.x & {per_group - 1})];")
+            self.butterfly(full, per_group // 2)
+        else:
+            # lane i takes the group's i-th warp value (the identity past the
+            # group's warps); a butterfly over the whole warp leaves the total
+            ident = self.gen.imm(identity(self.s.op, self.s.dtype))
+            self.emit(f"{v} = (threadIdx.x & 31) < {per_group} ? {part}[{first}"
+                      f"(threadIdx.x & 31)] : {ident};")
+            self.butterfly(full, 16)
         self.emit("__syncthreads();")  # the slots are free again for the next reduction
 
     def segmented(self):
