@@ -45,7 +45,7 @@ def launch_problem(kernel: str, grid, block, limits: LaunchLimits = CUDA_LIMITS,
             return ""
         parts = [f"{tag}: {e} = {n}" for tag, e, n in
                  zip(("blockDim.x", "blockDim.y", "blockDim.z"), block_exprs, block)
-                 if str(e) != str(n)]
+                 if not str(e).isdigit()]  # (a constant needs no explanation)
         return f" ({', '.join(parts)})" if parts else ""
 
     remedy = ("; split the loops bound to threads by constant factors (and bind the outer "
