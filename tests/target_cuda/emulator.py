@@ -6,8 +6,9 @@ arrays static (blocks run one after another). A shuffle whose mask is not
 exactly the lanes that exist in the warp aborts the run: the masks are part of
 what is tested.
 
-Only what the generated kernels of these tests use is provided (float32 and
-int32 buffers, the shuffle intrinsics, fmaxf/fminf, __int_as_float).
+Only what the generated kernels of these tests use is provided (float32,
+float64 and int32 buffers, the shuffle intrinsics, the math of <cmath>,
+__int_as_float, __longlong_as_double).
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ static thread_local tc_warp* tc_my_warp;
 static thread_local int tc_my_lane;
 inline void __syncthreads() { tc_block_barrier->arrive_and_wait(); }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
 static void tc_check_mask(unsigned mask) {
   unsigned want = tc_my_warp->lanes >= 32 ? 0xffffffffu : ((1u << tc_my_warp->lanes) - 1u);
   if (mask != want) {
