@@ -312,3 +312,21 @@ def test_vectorize_runtime_extent_message():
                                                   r"N; split it by a constant factor and "
                                                   r"vectorize the inner loop"):
         unroll.run(k, None)
+
+
+# ------------------------------------------------------------------ compiled, emulated
+@pytest.mark.parametrize("split_w", [4, None])
+def test_runtime_block_compiled_and_emulated(split_w):
+    """The CUDA kernel, compiled by NVRTC and run on the CPU by the emulator of
+    tests/target_cuda/emulator.py, at sizes giving 1, 5 and 0 rows of threads."""
+    from tests.target_cuda.emulator import HAVE_CXX, run_emulated
+    k = tcomp.build(conv_rows_on_threads(split_w), target="cuda:sm_90a")
+    assert k.cubin[:4] == b"\x7fELF"
+    if not HAVE_CXX:
+        pytest.skip("no host C++ compiler (g++) to emulate CUDA with")
+    for H, W in ((3, 3), (7, 9), (2, 5)):
+        args = inputs_for(CONV, {"N": 2, "C": 2, "H": H, "W": W, "K": 3, "KH": 3, "KW": 2})
+        got = run_emulated(k, *args)
+        want = tcomp.evaluate(CONV, *args)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

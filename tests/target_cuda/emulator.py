@@ -133,7 +133,7 @@ import numpy as np
 d = sys.argv[1]
 plan = json.load(open(d + "/plan.json"))
 env = {n: np.load(d + "/" + n + ".npy") for n in plan["buffers"]}
-so = ctypes.CDLL(d + "/k.so")
+so = ctypes.CDLL(sys.argv[2])
 for symbol, dims, params in plan["launches"]:
     args = [ctypes.c_int(v) for v in dims]
     for kind, v in params:
@@ -144,20 +144,34 @@ for n in plan["outputs"]:
 """
 
 
+_BUILT: dict[str, str] = {}  # source -> shared library (one build per source and process)
+_BUILD_DIR = None
+
+
+def _compile(source: str) -> str:
+    global _BUILD_DIR
+    if source not in _BUILT:
+        if _BUILD_DIR is None:
+            _BUILD_DIR = tempfile.TemporaryDirectory(prefix="tcomp_emulator_")
+        base = os.path.join(_BUILD_DIR.name, f"k{len(_BUILT)}")
+        with open(base + ".cpp", "w") as f:
+            f.write(source)
+        r = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
+                            "-o", base + ".so", base + ".cpp"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-4000:]
+        _BUILT[source] = base + ".so"
+    return _BUILT[source]
+
+
 def run_emulated(kernel, *arrays, timeout: int = 300):
     """Run a tcomp CUDA kernel (from `tcomp.build(..., target="cuda")`) on the
     CPU in a separate process (a failed mask check aborts it, a barrier not
     every thread reaches hangs it); returns its outputs like calling it on a
     GPU would."""
     meta = kernel.meta
-    source = PRELUDE + kernel.source + "".join(_launcher(kd, meta) for kd in meta["kernels"])
+    lib = _compile(PRELUDE + kernel.source +
+                   "".join(_launcher(kd, meta) for kd in meta["kernels"]))
     with tempfile.TemporaryDirectory() as d:
-        src, lib = os.path.join(d, "k.cpp"), os.path.join(d, "k.so")
-        with open(src, "w") as f:
-            f.write(source)
-        r = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
-                            "-o", lib, src], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-4000:]
         sizes = dict(meta["bound_sizes"])
         env = {}
         for spec, a in zip(meta["inputs"], arrays):
@@ -182,7 +196,7 @@ def run_emulated(kernel, *arrays, timeout: int = 300):
         outputs = [spec["name"] for spec in meta["outputs"]]
         with open(os.path.join(d, "plan.json"), "w") as f:
             json.dump({"buffers": list(env), "launches": launches, "outputs": outputs}, f)
-        r = subprocess.run([sys.executable, "-c", _RUNNER, d], capture_output=True, text=True,
+        r = subprocess.run([sys.executable, "-c", _RUNNER, d, lib], capture_output=True, text=True,
                            timeout=timeout)
         assert r.returncode == 0, f"emulated kernel failed ({r.returncode}): {r.stderr[-4000:]}"
         outs = tuple(np.load(os.path.join(d, n + ".npy")) for n in outputs)
