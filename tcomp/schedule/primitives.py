@@ -194,6 +194,11 @@ class Stage:
         """Spread a loop over GPU blocks or threads.
 
         for m_o in 0:64  --bind(m_o, "blockIdx.x")-->  m_o = blockIdx.x  (one block each)
+
+        The loop's extent may depend on the sizes (`h` in 0:H - KH + 1 bound to
+        threadIdx.y): the grid or block is then sized at launch, and a launch
+        beyond the device's limits (1024 threads per block; block dimensions
+        1024, 1024, 64; grid y and z 65535) raises an error naming the sizes.
         """
         p = "bind"
         self._not_inline(p)

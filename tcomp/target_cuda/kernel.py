@@ -96,7 +96,8 @@ def describe_program(prog: ir.Program, op, smem: dict, arch: str) -> dict:
         "sizes": list(prog.sizes), "bound_sizes": dict(prog.bound_sizes),
         "size_sources": sources,
         "kernels": [{"name": k.name, "grid": [size_to_json(g) for g in k.grid],
-                     "block": [size_to_json(b) for b in k.block], "dynamic_smem": smem[k.name]["dynamic_smem"],
+                     "block": [size_to_json(b) for b in k.block],
+                     "dynamic_smem": smem[k.name]["dynamic_smem"],
                      "aligned_buffers": smem[k.name]["aligned"],
                      "params": [{"buffer": b} for b in k.buffers] + [{"size": s} for s in k.sizes]}
                     for k in prog.kernels],
