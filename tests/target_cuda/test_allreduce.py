@@ -31,6 +31,8 @@ ROWRED = {
     ("max", "int32"): "def rmax(int32(M,N) A) -> (O) { O(i) max=! A(i, j) }",
     ("min", "float64"): "def rmin(double(M,N) A) -> (O) { O(i) min=! A(i, j) }",
     ("*", "float32"): "def rprod(float(M,N) A) -> (O) { O(i) *=! A(i, j) }",
+    ("max", "int8"): "def rmax8(int8(M,N) A) -> (O) { O(i) max=! A(i, j) }",
+    ("+", "int64"): "def rsum64(int64(M,N) A) -> (O) { O(i) +=! A(i, j) }",
 }
 NRM = tcomp.op("""def nrm(float(M,N) A) -> (O) {
   S(i) +=! A(i, j)
@@ -87,7 +89,8 @@ def data(op, m: int, n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     dt = op.inputs[0].dtype.numpy
     if np.issubdtype(dt, np.integer):
-        return rng.integers(-1000, 1000, (m, n)).astype(dt)
+        most = min(1000, np.iinfo(dt).max)  # (int8 values travel through int shuffles)
+        return rng.integers(-most, most, (m, n)).astype(dt)
     if op.name == "rprod":
         return rng.uniform(0.9, 1.1, (m, n)).astype(dt)
     return rng.standard_normal((m, n)).astype(dt)
@@ -117,6 +120,8 @@ CASES += [
     pytest.param(("rowred", ("max", "int32"), None, 24), id="max-int32-24"),
     pytest.param(("rowred", ("min", "float64"), None, 100), id="min-float64-100"),
     pytest.param(("rowred", ("*", "float32"), None, 33), id="prod-33"),
+    pytest.param(("rowred", ("max", "int8"), None, 24), id="max-int8-24"),
+    pytest.param(("rowred", ("+", "int64"), 3, 33), id="sum-int64-33x3rows"),
     pytest.param(("nrm", None, None, 24), id="nrm-24"),
     pytest.param(("nrm", None, None, 100), id="nrm-100"),
     pytest.param(("nrm", None, None, None), id="nrm-N"),
