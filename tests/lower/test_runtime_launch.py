@@ -22,7 +22,7 @@ from tcomp.target_cuda.kernel import check_launch, size_text
 
 from .util import inputs_for, run_sim
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parent / "golden" / "runtime_launch"  # (not examples of test_golden_ir)
 
 CONV = tcomp.op("""def conv(float(N,C,H,W) I, float(K,C,KH,KW) Wt) -> (O) {
   O(n, k, h, w) +=! I(n, c, h + r, w + s) * Wt(k, c, r, s)
