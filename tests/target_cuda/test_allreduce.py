@@ -217,7 +217,8 @@ def test_emulator_checks_masks():
     broken = re.sub(r"__shfl_xor_sync\(\w+_mask,", "__shfl_xor_sync(0xffffffffu,", k.source)
     assert broken != k.source
     k.source = broken
-    with pytest.raises(AssertionError, match="shuffle mask 0xffffffff, but the warp has lanes 0xff"):
+    with pytest.raises(AssertionError,
+                       match="shuffle mask 0xffffffff, but the warp has lanes 0xff"):
         run_emulated(k, data(s.op, 11, 8))
 
 
