@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import SimError
 from ..lang import npfuncs
 from ..lower import ir
+from ..lower.launch import launch_problem
 from ..lower.printer import expr as expr_text
 from ..lower.rewriter import walk_stmts
 from .races import GlobalRaces
@@ -66,7 +67,15 @@ class _Kernel:
         k = self.k
         scope = {n: np.int64(v) for n, v in self.sizes.items()}
         grid = [int(self.eval(g, scope, None)) for g in k.grid]
-        bx, by, bz = k.block
+        self.block = [int(self.eval(b, scope, None)) for b in k.block]
+        if min(grid) <= 0 or min(self.block) <= 0:
+            return  # an empty launch runs nothing, as on the GPU
+        # The limits every CUDA device has, so that what runs here launches there.
+        problem = launch_problem(k.name, grid, self.block,
+                                 block_exprs=[expr_text(b) for b in k.block])
+        if problem is not None:
+            raise SimError(problem)
+        bx, by, bz = self.block
         t = bx * by * bz
         self.nthreads = t
         tid = np.arange(t)
@@ -155,11 +164,12 @@ class _Kernel:
             if not loc.written[:, 0].all():
                 raise SimError(f"kernel {self.k.name}: cross-thread reduction of {s.buffer} "
                                f"before every thread wrote it")
-            bx, by, bz = self.k.block
+            bx, by, bz = self.block
             vals = loc.data[:, 0].reshape(bz, by, bx)
             axis = {"x": 2, "y": 1, "z": 0}[s.tag[-1]]
-            if vals.shape[axis] != s.extent:
-                raise SimError(f"kernel {self.k.name}: reduction over {s.extent} threads along "
+            extent = int(self.eval(s.extent, env, None))
+            if vals.shape[axis] != extent:
+                raise SimError(f"kernel {self.k.name}: reduction over {extent} threads along "
                                f"{s.tag}, but the block has {vals.shape[axis]}")
             if s.op == "+":
                 r = vals.sum(axis=axis, keepdims=True, dtype=vals.dtype)
@@ -213,7 +223,7 @@ class _Kernel:
                                f"thread {self._thread(lane)}")
 
     def _thread(self, lane):
-        bx, by, _ = self.k.block
+        bx, by, _ = self.block
         return (lane % bx, (lane // bx) % by, lane // (bx * by))
 
     def _where(self, name):
