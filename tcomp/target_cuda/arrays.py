@@ -124,8 +124,9 @@ def import_dlpack_only(names, args) -> list:
     """`args` with each DLPack-only object replaced by a `DLPackArg`."""
     out = []
     try:
-        for name, x in zip(names, args):
-            if (hasattr(x, "__dlpack__") and not hasattr(x, "dtype")
+        for i, x in enumerate(args):
+            name = names[i] if i < len(names) else f"#{i}"
+            if i < len(names) and (hasattr(x, "__dlpack__") and not hasattr(x, "dtype")
                     and _cuda_array_interface(name, x) is None):
                 x = DLPackArg(name, x)
             out.append(x)
