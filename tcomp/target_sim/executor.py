@@ -1,158 +1,336 @@
 """The "sim" target: execute Kernel IR on the CPU with GPU semantics.
 
-Blocks run one after another; the threads of a block run in lock-step as
-NumPy vectors (one lane per thread). `if` on a thread-dependent condition
-masks lanes; `for` bounds must be the same for every active thread.
-Shared memory is per block, local memory per thread; both start unwritten.
-The executor raises `SimError` for what a GPU would get wrong: an access
-outside a buffer dimension, a read of shared/local memory nobody wrote, a
-thread reading shared memory another thread wrote since the last barrier (or
-two threads writing different values there), and a barrier that not every
-thread reaches. The same race check applies to global memory within a block
-(blocks run one after another, so races between blocks are not seen).
+The blocks of a launch run together, in batches: a batch of `nb` blocks of
+`T` threads is `nb * T` lanes of NumPy vectors executed in lock-step (lane
+`l` is thread `l % T` of the batch's block `l // T`). A batch holds at most
+MAX_LANES lanes and about MAX_BATCH_BYTES of shared and local memory; a
+large grid runs as several batches, one after another. `if` on a lane-
+dependent condition masks lanes; `for` bounds must be the same for every
+active thread of a block (blocks may differ: a block whose loop has ended
+sits out the remaining iterations). Shared memory is per block, local memory
+per thread; both start unwritten.
+
+The executor raises `SimError` for what a GPU would get wrong:
+  * an access outside a buffer dimension (each subscript against its own
+    dimension), naming the block and thread;
+  * a read of shared/local memory nobody wrote;
+  * within a block, since its last barrier, on shared and global memory: a
+    thread reading an element another thread wrote (RAW), overwriting one
+    another thread read (WAR), or writing a different value than another
+    thread wrote (WAW; identical values are no race);
+  * between the blocks of one launch, on global memory (blocks run in any
+    order and never wait for each other): two blocks writing one element, or
+    one block reading an element another block writes in the same launch;
+  * a barrier or cross-thread reduction that only some threads of a block reach.
 Ternaries, `&&` and `||` are lazy, as in the language.
 
+The statements and expressions of a kernel are compiled once per launch into
+closures (expressions.py); memory accesses and their checks are in memory.py.
 It runs the pipeline up to, not including, storage flattening, so that each
 subscript is checked against its own dimension.
 """
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from ..errors import SimError
-from ..lang import npfuncs
 from ..lower import ir
 from ..lower.printer import expr as expr_text
+from ..lower.rewriter import walk_stmts
+from .expressions import Expressions
+from .memory import GlobalTrack, Local, Memory, Shared
 
-
-class _Shared:
-    def __init__(self, buf: ir.Buffer, shape):
-        self.data = np.zeros(shape, buf.dtype.numpy)
-        self.written = np.zeros(shape, bool)
-        self.writer = np.full(shape, -1, np.int64)  # -1 nobody, -2 several (same value)
-        self.reader = np.full(shape, -1, np.int64)  # -1 nobody, -2 several threads
-        self.buf = buf
-
-
-class _Local:
-    def __init__(self, buf: ir.Buffer, shape, nthreads):
-        self.data = np.zeros((nthreads,) + shape, buf.dtype.numpy)
-        self.written = np.zeros((nthreads,) + shape, bool)
-        self.buf = buf
+MAX_LANES = 1 << 15          # lanes (threads) of one batch of blocks
+MAX_BATCH_BYTES = 256 << 20  # shared + local memory (with its tracking) of one batch
 
 
 def run_program(prog: ir.Program, env: dict, sizes: dict) -> None:
     """Run every kernel of `prog` on the global arrays in `env` (in place)."""
     with np.errstate(all="ignore"):
         for k in prog.kernels:
-            _Kernel(k, env, sizes).run()
+            _Launch(k, env, sizes).run()
 
 
-class _Kernel:
+class _Launch(Memory, Expressions):
     def __init__(self, k: ir.Kernel, env: dict, sizes: dict):
         self.k, self.globals, self.sizes = k, env, sizes
+        self.scope = {n: np.int64(v) for n, v in sizes.items()}
+        self.T = int(np.prod(k.block))
+        self.mem: dict = {}
+        self.invariant = set(self.scope) | {f"{v}.{a}" for v in ("threadIdx", "blockIdx")
+                                            for a in "xyz"}
+        self.batch = object()  # the batch running (invariant values are per batch)
 
     def run(self):
         k = self.k
-        scope = {n: np.int64(v) for n, v in self.sizes.items()}
-        grid = [int(self.eval(g, scope, None)) for g in k.grid]
+        grid = [int(self.compile_expr(g)(self.scope, None)) for g in k.grid]
+        self.grid = grid
+        nblocks = max(grid[0], 0) * max(grid[1], 0) * max(grid[2], 0)
+        body = self.compile_stmt(k.body)
+        stored = {s.buffer for s in walk_stmts(k.body) if isinstance(s, ir.Store)}
+        arrays = {n: a for n, a in self.globals.items() if isinstance(a, np.ndarray)}
+        self.track = {n: GlobalTrack(a.size) for n, a in arrays.items() if n in stored}
+        self.flat_globals = {n: a.reshape(-1) for n, a in arrays.items()
+                             if a.flags.c_contiguous}
+        per_batch = self._batch_size(nblocks)
+        for first in range(0, nblocks, per_batch):
+            self._run_batch(body, first, min(per_batch, nblocks - first))
+
+    def _batch_size(self, nblocks):
+        """Blocks per batch: bounded by MAX_LANES and by the memory its
+        allocations need (shapes that depend on more than the sizes count as 0)."""
+        per_block = 0
+        for s in walk_stmts(self.k.body):
+            if isinstance(s, ir.Alloc):
+                try:
+                    n = int(np.prod([int(self.compile_expr(d)(self.scope, None))
+                                     for d in s.buffer.shape]))
+                except SimError:
+                    continue
+                item = s.buffer.dtype.numpy.itemsize
+                per_block += n * (self.T * (item + 1) if s.buffer.scope == "local" else item + 9)
+        by_mem = MAX_BATCH_BYTES // max(per_block, 1)
+        return max(1, min(nblocks, MAX_LANES // max(self.T, 1), by_mem))
+
+    def _run_batch(self, body, first, nb):
+        k, T = self.k, self.T
         bx, by, bz = k.block
-        t = bx * by * bz
-        self.nthreads = t
-        tid = np.arange(t)
-        self.tid = tid
-        threads = {"threadIdx.x": (tid % bx).astype(np.int32),
-                   "threadIdx.y": ((tid // bx) % by).astype(np.int32),
-                   "threadIdx.z": (tid // (bx * by)).astype(np.int32)}
-        full = np.ones(t, bool)
-        # Global memory written since the last barrier: buffer -> (writer array, dirty offsets).
-        self.gwriter = {n: np.full(a.size, -1, np.int64) for n, a in self.globals.items()
-                        if isinstance(a, np.ndarray)}
-        self.gdirty: dict[str, list] = {}
-        for gz, gy, gx in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
-            self._reset_global()
-            env = dict(scope)
-            env.update(threads)
-            env.update({"blockIdx.x": np.int32(gx), "blockIdx.y": np.int32(gy),
-                        "blockIdx.z": np.int32(gz)})
-            self.block_id = (gx, gy, gz)
-            self.mem: dict = {}
-            self.stmt(k.body, env, full)
+        self.first_block, self.nb, self.L = first, nb, nb * T
+        self.lane = np.arange(self.L, dtype=np.int64)
+        self.tid = (self.lane % T).astype(np.int32)
+        self.blk = self.lane // T
+        self.gblock = (self.blk + first).astype(np.int32)
+        tid = self.tid
+        env = dict(self.scope)
+        env.update({"threadIdx.x": (tid % bx).astype(np.int32),
+                    "threadIdx.y": ((tid // bx) % by).astype(np.int32),
+                    "threadIdx.z": (tid // (bx * by)).astype(np.int32)})
+        gx, gy, _ = self.grid
+        ids = np.arange(first, first + nb)
+        coords = {"blockIdx.x": ids % gx, "blockIdx.y": (ids // gx) % gy,
+                  "blockIdx.z": ids // (gx * gy)}
+        for name, c in coords.items():
+            env[name] = np.int32(c[0]) if nb == 1 else np.repeat(c, T).astype(np.int32)
+        self.mem = {}
+        self.batch = object()  # invalidates the values of invariant expressions
+        for g in self.track.values():  # a new batch: new blocks, none has written yet
+            if g.dirty:
+                g.lane[np.concatenate(g.dirty)] = -1
+                g.dirty = []
+        body(env, None)
+
+    # ------------------------------------------------------------ messages
+    def _thread(self, lane):
+        bx, by, _ = self.k.block
+        t = int(lane) % self.T
+        return (t % bx, (t // bx) % by, t // (bx * by))
+
+    def _block(self, lane):
+        return self._block_of(self.first_block + int(lane) // self.T)
+
+    def _block_of(self, gid):
+        gx, gy, _ = self.grid
+        return (gid % gx, (gid // gx) % gy, gid // (gx * gy))
 
     # ------------------------------------------------------------ statements
-    def stmt(self, s: ir.Stmt, env: dict, mask):
-        if isinstance(s, ir.Seq):
-            for x in s.stmts:
-                self.stmt(x, env, mask)
-        elif isinstance(s, ir.Store):
-            self.store(s, env, mask)
-        elif isinstance(s, ir.For):
-            lo = self.uniform(s.lo, env, mask, s.var)
-            ext = self.uniform(s.extent, env, mask, s.var)
-            for i in range(lo, lo + max(ext, 0)):
-                env[s.var] = np.int32(i)
-                self.stmt(s.body, env, mask)
-            env.pop(s.var, None)
-        elif isinstance(s, ir.If):
-            c = self.eval(s.cond, env, mask)
+    def compile_stmt(self, s: ir.Stmt):
+        method = getattr(self, "_s_" + type(s).__name__, None)
+        if method is None:
+            kname, what = self.k.name, type(s).__name__
+
+            def unknown(env, mask):
+                raise SimError(f"kernel {kname}: cannot execute {what}")
+            return unknown
+        return method(s)
+
+    def _s_Seq(self, s):
+        fns = [self.compile_stmt(x) for x in s.stmts]
+
+        def seq(env, mask):
+            for f in fns:
+                f(env, mask)
+        return seq
+
+    def _s_Let(self, s):
+        value, inv = self._compile(s.value)
+        body, var = self._scoped(s.var, inv, s.body), s.var
+
+        def let(env, mask):
+            v = value(env, mask)
+            if isinstance(v, np.ndarray) and v.base is not None:
+                v = v.copy()  # a view of memory that later stores would change
+            old = env.get(var, _UNSET)
+            env[var] = v
+            body(env, mask)
+            _restore(env, var, old)
+        return let
+
+    def _scoped(self, var, invariant, body):
+        """Compile `body` where `var` is bound to an invariant value or not."""
+        was = var in self.invariant
+        (self.invariant.add if invariant else self.invariant.discard)(var)
+        try:
+            return self.compile_stmt(body)
+        finally:
+            (self.invariant.add if was else self.invariant.discard)(var)
+
+    def _s_For(self, s):
+        lo, ext, body, var = (self.compile_expr(s.lo), self.compile_expr(s.extent),
+                              self._scoped(s.var, False, s.body), s.var)
+
+        def loop(env, mask):
+            a = self._block_uniform(lo(env, mask), mask, s, s.lo)
+            n = self._block_uniform(ext(env, mask), mask, s, s.extent)
+            old = env.get(var, _UNSET)
+            if np.ndim(a) == 0 and np.ndim(n) == 0:
+                for i in range(int(a), int(a) + max(int(n), 0)):
+                    env[var] = np.int32(i)
+                    body(env, mask)
+            else:  # bounds differ between blocks: each block takes its own iterations
+                a = np.broadcast_to(np.asarray(a, np.int64), (self.L,))
+                end = a + np.maximum(np.broadcast_to(np.asarray(n, np.int64), (self.L,)), 0)
+                live = np.ones(self.L, bool) if mask is None else mask
+                if live.any():
+                    for i in range(int(a[live].min()), int(end[live].max())):
+                        m = live & (a <= i) & (i < end)
+                        if m.any():
+                            env[var] = np.int32(i)
+                            body(env, None if m.all() else m)
+            _restore(env, var, old)
+        return loop
+
+    def _block_uniform(self, v, mask, s, e):
+        """A loop bound: one value per block (a scalar if all blocks agree)."""
+        if np.ndim(v) == 0:
+            return v
+        m = np.ones(self.L, bool) if mask is None else mask
+        vals = v[m]
+        if not vals.size or (vals == vals[0]).all():
+            return vals[0] if vals.size else np.int32(0)
+        rows, active = v.reshape(self.nb, self.T), m.reshape(self.nb, self.T)
+        first = rows[np.arange(self.nb), np.argmax(active, axis=1)]
+        if (active & (rows != first[:, None])).any():
+            raise SimError(f"kernel {self.k.name}: bounds of loop '{s.var}' differ between "
+                           f"threads ({expr_text(e)})")
+        return np.repeat(first, self.T)
+
+    def _s_If(self, s):
+        cond, then = self.compile_expr(s.cond), self.compile_stmt(s.then)
+        else_ = self.compile_stmt(s.else_) if s.else_ is not None else None
+
+        def branch(env, mask):
+            c = cond(env, mask)
             if np.ndim(c) == 0:
                 if c:
-                    self.stmt(s.then, env, mask)
-                elif s.else_ is not None:
-                    self.stmt(s.else_, env, mask)
+                    then(env, mask)
+                elif else_ is not None:
+                    else_(env, mask)
+                return
+            m1 = c if mask is None else mask & c
+            if m1.any():
+                then(env, None if m1.all() else m1)
+            if else_ is not None:
+                m2 = ~c if mask is None else mask & ~c
+                if m2.any():
+                    else_(env, None if m2.all() else m2)
+        return branch
+
+    def _s_Alloc(self, s):
+        # Like CUDA's static shared arrays, an allocation lives for the whole block:
+        # entering it again (in a loop) keeps its race-tracking state, so races
+        # between loop iterations are seen; its contents count as unwritten again
+        # (for the lanes/blocks entering), so reading a value left over from an
+        # earlier iteration is caught too.
+        b, body = s.buffer, self.compile_stmt(s.body)
+        dims = [self.compile_expr(d) for d in b.shape]
+        if b.scope not in ("shared", "local"):
+            kname = self.k.name
+
+            def bad(env, mask):
+                raise SimError(f"kernel {kname}: cannot allocate {b.scope} buffer '{b.name}'")
+            return bad
+
+        def alloc(env, mask):
+            h = self.mem.get(b.name)
+            if h is None:
+                shape = tuple(int(d(env, None)) for d in dims)
+                h = self.mem[b.name] = (Shared(b, shape, self.nb) if b.scope == "shared"
+                                        else Local(b, shape, self.L))
+            elif mask is None:
+                h.written[...] = False
+                if b.scope == "local":
+                    h.full.clear()
+            elif b.scope == "local":
+                h.written[mask] = False
+                h.full.clear()
             else:
-                m1 = mask & c
-                if m1.any():
-                    self.stmt(s.then, env, m1)
-                if s.else_ is not None:
-                    m2 = mask & ~c
-                    if m2.any():
-                        self.stmt(s.else_, env, m2)
-        elif isinstance(s, ir.Let):
-            env[s.var] = self.eval(s.value, env, mask)
-            self.stmt(s.body, env, mask)
-            env.pop(s.var, None)
-        elif isinstance(s, ir.Alloc):
-            # Like CUDA's static shared arrays, an allocation lives for the whole block:
-            # entering it again (in a loop) keeps its race-tracking state, so races
-            # between loop iterations are seen; its contents count as unwritten again,
-            # so reading a value left over from an earlier iteration is caught too.
-            b = s.buffer
-            shape = tuple(int(self.eval(d, env, None)) for d in b.shape)
-            if b.name in self.mem:
-                self.mem[b.name].written[...] = False
+                h.written[mask.reshape(self.nb, self.T).any(axis=1)] = False
+            body(env, mask)
+        return alloc
+
+    def _s_Store(self, s):
+        name = s.buffer
+        where = f" (computing the statement at {s.loc})" if s.loc is not None else ""
+        idx = [self.compile_expr(i) for i in s.indices]
+        value = self.compile_expr(s.value)
+
+        def store(env, mask):
+            vals = [f(env, mask) for f in idx]
+            v = value(env, mask)
+            h = self.mem.get(name)
+            dest = h if h is not None else self.globals.get(name)
+            if dest is None:
+                raise SimError(f"kernel {self.k.name}: unknown buffer '{name}'")
+            shape = dest.shape
+            scalar, subs = self.subscripts(name, vals, shape, mask, "write to", where)
+            data = dest.data if h is not None else dest
+            if v.dtype != data.dtype:
+                v = v.astype(data.dtype)
+            if type(h) is Local:
+                self.store_local(h, subs, scalar, v, mask)
+            elif h is not None:
+                self.store_shared(name, h, subs, v, mask, data.dtype)
             else:
-                if b.scope == "shared":
-                    self.mem[b.name] = _Shared(b, shape)
-                elif b.scope == "local":
-                    self.mem[b.name] = _Local(b, shape, self.nthreads)
-                else:
-                    raise SimError(f"kernel {self.k.name}: cannot allocate {b.scope} buffer "
-                                   f"'{b.name}'")
-            self.stmt(s.body, env, mask)
-        elif isinstance(s, ir.Barrier):
-            if not mask.all():
-                idle = int((~mask).sum())
-                raise SimError(f"kernel {self.k.name}: barrier reached by only some threads of "
-                               f"block {self.block_id} ({idle} threads skip it)")
-            for m in self.mem.values():
-                if isinstance(m, _Shared):
-                    m.writer[...] = -1
-                    m.reader[...] = -1
-            self._reset_global()
-        elif isinstance(s, ir.AllReduce):
-            if not mask.all():
-                raise SimError(f"kernel {self.k.name}: cross-thread reduction reached by only "
-                               f"some threads of block {self.block_id}")
+                self.store_global(name, dest, subs, v, mask)
+        return store
+
+    def _s_Barrier(self, s):
+        def barrier(env, mask):
+            blocks = self._whole_blocks(mask, "barrier reached by only some threads of block "
+                                              "{block} ({idle} threads skip it)")
+            self.reset_trackers(blocks)
+        return barrier
+
+    def _whole_blocks(self, mask, message):
+        """The blocks taking part (None: all): a block takes part with all its threads or none."""
+        if mask is None:
+            return None
+        count = mask.reshape(self.nb, self.T).sum(axis=1)
+        partial = (count > 0) & (count < self.T)
+        if partial.any():
+            b = int(np.argmax(partial))
+            raise SimError(f"kernel {self.k.name}: " + message.format(
+                block=self._block_of(self.first_block + b), idle=int(self.T - count[b])))
+        return count == self.T
+
+    def _s_AllReduce(self, s):
+        axis = {"x": 3, "y": 2, "z": 1}[s.tag[-1]]
+        f = None
+        if s.op not in ("+", "*"):
+            f = {"max": np.fmax, "min": np.fmin} if s.dtype.is_float else \
+                {"max": np.maximum, "min": np.minimum}
+            f = f[s.op]
+
+        def allreduce(env, mask):
+            self._whole_blocks(mask, "cross-thread reduction reached by only some threads of "
+                                     "block {block}")
             loc = self.mem[s.buffer]
-            if not loc.written[:, 0].all():
+            w = loc.written[:, 0] if mask is None else loc.written[mask, 0]
+            if not w.all():
                 raise SimError(f"kernel {self.k.name}: cross-thread reduction of {s.buffer} "
                                f"before every thread wrote it")
             bx, by, bz = self.k.block
-            vals = loc.data[:, 0].reshape(bz, by, bx)
-            axis = {"x": 2, "y": 1, "z": 0}[s.tag[-1]]
+            vals = loc.data[:, 0].reshape(self.nb, bz, by, bx)
             if vals.shape[axis] != s.extent:
                 raise SimError(f"kernel {self.k.name}: reduction over {s.extent} threads along "
                                f"{s.tag}, but the block has {vals.shape[axis]}")
@@ -161,293 +339,27 @@ class _Kernel:
             elif s.op == "*":
                 r = vals.prod(axis=axis, keepdims=True, dtype=vals.dtype)
             else:
-                f = {"max": np.fmax, "min": np.fmin} if vals.dtype.kind == "f" else \
-                    {"max": np.maximum, "min": np.minimum}
-                r = f[s.op].reduce(vals, axis=axis, keepdims=True)
-            loc.data[:, 0] = np.broadcast_to(r, vals.shape).reshape(-1)
-        elif isinstance(s, ir.Evaluate):
-            raise SimError(f"kernel {self.k.name}: the sim target has no meaning for intrinsic "
-                           f"'{s.call.fn}'")
-        else:
-            raise SimError(f"kernel {self.k.name}: cannot execute {type(s).__name__}")
+                r = f.reduce(vals, axis=axis, keepdims=True)
+            r = np.broadcast_to(r, vals.shape).reshape(-1)
+            if mask is None:
+                loc.data[:, 0] = r
+            else:
+                loc.data[mask, 0] = r[mask]
+        return allreduce
 
-    def _reset_global(self):
-        for name, offs in self.gdirty.items():
-            for o in offs:
-                self.gwriter[name][o] = -1
-        self.gdirty = {}
+    def _s_Evaluate(self, s):
+        kname, fn = self.k.name, s.call.fn
 
-    def _global_read_race(self, name, arr, safe, m):
-        """A thread reading global memory another thread of its block wrote
-        since the last barrier (blocks run one at a time, so only races inside
-        a block are visible)."""
-        if name not in self.gdirty or arr.ndim == 0:
-            return
-        flat = np.ravel_multi_index(safe, arr.shape)
-        self._read_race(name, self.gwriter[name][flat], safe, m)
+        def evaluate(env, mask):
+            raise SimError(f"kernel {kname}: the sim target has no meaning for intrinsic '{fn}'")
+        return evaluate
 
-    def _read_race(self, what, writers, safe, m):
-        """Raise when a lane reads an element another thread wrote since the last barrier."""
-        race = m & (writers >= 0) & (writers != self.tid)
-        if race.any():
-            lane = int(np.argmax(race))
-            raise SimError(f"kernel {self.k.name}: thread {self._thread(lane)} reads {what}"
-                           f"{[int(i[lane]) for i in safe]} written by thread "
-                           f"{self._thread(int(writers[lane]))} since the last barrier (missing "
-                           f"barrier) in block {self.block_id}")
 
-    def _global_write(self, name, arr, sub, lanes, vals):
-        if arr.ndim == 0 or not len(lanes):
-            return
-        flat = np.ravel_multi_index(sub, arr.shape)
-        w = self.gwriter[name]
-        prior = w[flat]
-        other = ((prior >= 0) & (prior != lanes)) | (prior == -2)
-        if other.any():
-            same = arr.reshape(-1)[flat] == vals
-            bad = other & ~same
-            if bad.any():
-                j = int(np.argmax(bad))
-                raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lanes[j]))} "
-                               f"overwrites {name} at offset {int(flat[j])} with a different "
-                               f"value than another thread wrote since the last barrier")
-        w[flat] = np.where(other, -2, lanes)
-        order = np.argsort(flat, kind="stable")
-        f, v = flat[order], np.asarray(vals)[order]
-        dup = f[1:] == f[:-1]
-        if dup.any():  # several threads store to one address in this step
-            if (dup & (v[1:] != v[:-1])).any():
-                j = int(np.argmax(dup & (v[1:] != v[:-1])))
-                raise SimError(f"kernel {self.k.name}: threads write different values to {name} "
-                               f"at offset {int(f[j])} in the same step")
-            w[f[1:][dup]] = -2
-        self.gdirty.setdefault(name, []).append(flat)
+_UNSET = object()
 
-    def uniform(self, e, env, mask, var) -> int:
-        v = self.eval(e, env, mask)
-        if np.ndim(v):
-            vals = v[mask]
-            if vals.size and not (vals == vals[0]).all():
-                raise SimError(f"kernel {self.k.name}: bounds of loop '{var}' differ between "
-                               f"threads ({expr_text(e)})")
-            v = vals[0] if vals.size else 0
-        return int(v)
 
-    # ------------------------------------------------------------ memory
-    def _lanes(self, idx, mask):
-        """Per-lane integer subscripts (T,) for each dimension."""
-        t = self.nthreads
-        return [np.broadcast_to(np.asarray(i, np.int64), (t,)) for i in idx]
-
-    def _check(self, name, idx, shape, mask, what):
-        for d, (i, n) in enumerate(zip(idx, shape)):
-            bad = mask & ((i < 0) | (i >= n))
-            if bad.any():
-                lane = int(np.argmax(bad))
-                sub = tuple(int(x[lane]) for x in idx)
-                raise SimError(f"kernel {self.k.name}: {what} {name}{list(sub)} out of bounds "
-                               f"(shape {tuple(shape)}, dimension {d}) in block {self.block_id}, "
-                               f"thread {self._thread(lane)}")
-
-    def _thread(self, lane):
-        bx, by, _ = self.k.block
-        return (lane % bx, (lane // bx) % by, lane // (bx * by))
-
-    def _where(self, name):
-        if name in self.mem:
-            return self.mem[name]
-        if name in self.globals:
-            return self.globals[name]
-        raise SimError(f"kernel {self.k.name}: unknown buffer '{name}'")
-
-    def load(self, e: ir.Load, env, mask):
-        store = self._where(e.buffer)
-        idx = self._lanes([self.eval(i, env, mask) for i in e.indices], mask)
-        m = mask if mask is not None else np.ones(self.nthreads, bool)
-        if isinstance(store, _Local):
-            shape = store.data.shape[1:]
-        elif isinstance(store, _Shared):
-            shape = store.data.shape
-        else:
-            shape = store.shape
-        if len(idx) != len(shape):
-            raise SimError(f"kernel {self.k.name}: {e.buffer} has {len(shape)} dimensions, "
-                           f"indexed with {len(idx)}")
-        self._check(e.buffer, idx, shape, m, "read of")
-        safe = tuple(np.where(m, i, 0) for i in idx)
-        if isinstance(store, _Local):
-            key = (self.tid,) + safe
-            unwritten = m & ~store.written[key]
-            if unwritten.any():
-                raise SimError(f"kernel {self.k.name}: read of local {e.buffer} before any write "
-                               f"(thread {self._thread(int(np.argmax(unwritten)))})")
-            return store.data[key]
-        if isinstance(store, _Shared):
-            unwritten = m & ~store.written[safe]
-            if unwritten.any():
-                lane = int(np.argmax(unwritten))
-                raise SimError(f"kernel {self.k.name}: read of shared {e.buffer}"
-                               f"{[int(i[lane]) for i in safe]} that no thread wrote (block "
-                               f"{self.block_id}, thread {self._thread(lane)})")
-            self._read_race(f"shared {e.buffer}", store.writer[safe], safe, m)
-            r = store.reader[safe]
-            store.reader[safe] = np.where(m, np.where((r == -1) | (r == self.tid), self.tid, -2),
-                                          r)
-            return store.data[safe]
-        self._global_read_race(e.buffer, store, safe, m)
-        return store[safe]
-
-    def store(self, s: ir.Store, env, mask):
-        dest = self._where(s.buffer)
-        idx = self._lanes([self.eval(i, env, mask) for i in s.indices], mask)
-        value = self.eval(s.value, env, mask)
-        shape = dest.data.shape[1:] if isinstance(dest, _Local) else (
-            dest.data.shape if isinstance(dest, _Shared) else dest.shape)
-        if len(idx) != len(shape):
-            raise SimError(f"kernel {self.k.name}: {s.buffer} has {len(shape)} dimensions, "
-                           f"indexed with {len(idx)}")
-        try:
-            self._check(s.buffer, idx, shape, mask, "write to")
-        except SimError as err:
-            if s.loc is not None:
-                raise SimError(f"{err} (computing the statement at {s.loc})") from None
-            raise
-        lanes = np.nonzero(mask)[0]
-        sub = tuple(i[lanes] for i in idx)
-        data = dest.data if isinstance(dest, (_Local, _Shared)) else dest
-        vals = np.broadcast_to(np.asarray(value), (self.nthreads,))[lanes].astype(data.dtype)
-        if not idx and not isinstance(dest, _Local):
-            # A 0-d buffer: every active thread writes the one element.
-            if vals.size and not (vals == vals[0]).all():
-                raise SimError(f"kernel {self.k.name}: threads write different values to "
-                               f"{s.buffer} in the same step")
-            sub = ()
-            vals = vals[0] if vals.size else data[()]
-            lanes = lanes[:1]
-        if isinstance(dest, _Local):
-            key = (lanes,) + sub
-            dest.data[key] = vals
-            dest.written[key] = True
-            return
-        if isinstance(dest, _Shared):
-            self._shared_race(s.buffer, dest, sub, lanes, vals)
-            dest.written[sub] = True
-        else:
-            self._global_write(s.buffer, data, sub, lanes, vals)
-        data[sub] = vals
-
-    def _shared_race(self, name, dest, sub, lanes, vals):
-        flat = np.ravel_multi_index(sub, dest.data.shape)
-        order = np.argsort(flat, kind="stable")
-        f, v, ln = flat[order], vals[order], lanes[order]
-        dup = f[1:] == f[:-1]
-        if dup.any():
-            differ = dup & (v[1:] != v[:-1]) & ~(np.isnan(v[1:].astype(float)) &
-                                                  np.isnan(v[:-1].astype(float)))
-            if differ.any():
-                j = int(np.argmax(differ))
-                raise SimError(f"kernel {self.k.name}: threads {self._thread(int(ln[j]))} and "
-                               f"{self._thread(int(ln[j + 1]))} write different values to shared "
-                               f"{name} at offset {int(f[j])} in the same step")
-        r = dest.reader.reshape(-1)[flat]
-        war = (r == -2) | ((r >= 0) & (r != lanes))
-        if war.any():
-            j = int(np.argmax(war))
-            who = "several threads" if r[j] == -2 else f"thread {self._thread(int(r[j]))}"
-            raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lanes[j]))} overwrites "
-                           f"shared {name} at offset {int(flat[j])} that {who} read since the "
-                           f"last barrier (missing barrier)")
-        w = dest.writer.reshape(-1)
-        d = dest.data.reshape(-1)
-        written = dest.written.reshape(-1)
-        prior = w[flat]
-        other = (prior >= 0) & (prior != lanes) | (prior == -2)
-        if other.any():
-            same = written[flat] & (d[flat] == vals)
-            bad = other & ~same
-            if bad.any():
-                j = int(np.argmax(bad))
-                raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lanes[j]))} "
-                               f"overwrites shared {name} at offset {int(flat[j])}, written by "
-                               f"another thread since the last barrier (missing barrier)")
-        w[flat] = np.where(other, -2, lanes)
-        if dup.any():
-            w[f[1:][dup]] = -2
-
-    # ------------------------------------------------------------ expressions
-    def eval(self, e: ir.Expr, env: dict, mask):
-        if isinstance(e, ir.Imm):
-            return e.dtype.numpy.type(e.value)
-        if isinstance(e, ir.Var):
-            try:
-                return env[e.name]
-            except KeyError:
-                raise SimError(f"kernel {self.k.name}: variable '{e.name}' is not bound") from None
-        if isinstance(e, ir.Load):
-            return self.load(e, env, mask)
-        if isinstance(e, ir.Cast):
-            x = self.eval(e.x, env, mask)
-            if e.dtype.is_bool:
-                return np.asarray(x) != 0
-            return np.asarray(x).astype(e.dtype.numpy)
-        if isinstance(e, ir.Un):
-            x = self.eval(e.x, env, mask)
-            if e.op == "!":
-                return np.logical_not(x)
-            return np.negative(x)
-        if isinstance(e, ir.Select):
-            c = self.eval(e.cond, env, mask)
-            if np.ndim(c) == 0:
-                return self.eval(e.a if c else e.b, env, mask)
-            m = mask if mask is not None else np.ones(self.nthreads, bool)
-            a = self.eval(e.a, env, m & c) if (m & c).any() else np.zeros((), e.dtype.numpy)
-            b = self.eval(e.b, env, m & ~c) if (m & ~c).any() else np.zeros((), e.dtype.numpy)
-            return np.where(c, a, b).astype(e.dtype.numpy)
-        if isinstance(e, ir.Bin):
-            return self.binary(e, env, mask)
-        if isinstance(e, ir.Call):
-            args = [np.asarray(self.eval(a, env, mask)).astype(e.dtype.numpy) for a in e.args]
-            return npfuncs.apply(e.fn, args, True)
-        raise SimError(f"kernel {self.k.name}: cannot evaluate {type(e).__name__}")
-
-    def binary(self, e: ir.Bin, env, mask):
-        if e.op in ("&&", "||"):
-            a = self.eval(e.a, env, mask)
-            if np.ndim(a) == 0:
-                if (e.op == "&&") != bool(a):
-                    return np.bool_(a)
-                return self.eval(e.b, env, mask)
-            m = mask if mask is not None else np.ones(self.nthreads, bool)
-            sub = m & (a if e.op == "&&" else ~a)
-            b = self.eval(e.b, env, sub) if sub.any() else np.bool_(False)
-            return (a & b) if e.op == "&&" else (a | b)
-        a, b = self.eval(e.a, env, mask), self.eval(e.b, env, mask)
-        op = e.op
-        if op in ("<", "<=", ">", ">=", "==", "!="):
-            f = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-                 "==": np.equal, "!=": np.not_equal}[op]
-            return f(a, b)
-        dt = e.dtype.numpy
-        a, b = np.asarray(a).astype(dt, copy=False), np.asarray(b).astype(dt, copy=False)
-        if op == "+":
-            return np.add(a, b)
-        if op == "-":
-            return np.subtract(a, b)
-        if op == "*":
-            return np.multiply(a, b)
-        if op in ("min", "max"):
-            if dt.kind == "f":
-                return (np.fmin if op == "min" else np.fmax)(a, b)
-            return (np.minimum if op == "min" else np.maximum)(a, b)
-        if dt.kind == "f":
-            return np.divide(a, b) if op == "/" else np.fmod(a, b)
-        zero = b == 0
-        if np.any(zero):
-            live = zero if np.ndim(zero) else np.full(self.nthreads, bool(zero))
-            if mask is not None:
-                live = live & mask
-            if np.any(live):
-                raise SimError(f"kernel {self.k.name}: integer division by zero in "
-                               f"{expr_text(e)}")
-            b = np.where(zero, np.ones((), dt), b)
-        return np.floor_divide(a, b) if op == "/" else np.mod(a, b)
+def _restore(env, var, old):
+    if old is _UNSET:
+        env.pop(var, None)
+    else:
+        env[var] = old
