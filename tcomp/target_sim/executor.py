@@ -273,16 +273,25 @@ class _Launch(Memory, Expressions):
         where = f" (computing the statement at {s.loc})" if s.loc is not None else ""
         idx = [self.compile_expr(i) for i in s.indices]
         value = self.compile_expr(s.value)
+        key = tuple(int(i.value) for i in s.indices) if all(
+            isinstance(i, ir.Imm) for i in s.indices) else None
+        at = (slice(None),) + key if key is not None else None
 
         def store(env, mask):
-            vals = [f(env, mask) for f in idx]
             v = value(env, mask)
             h = self.mem.get(name)
+            if key is not None and type(h) is Local and key in h.full:
+                # registers every lane has written (so in bounds): just the values
+                if mask is None:
+                    h.data[at] = v
+                else:
+                    h.data[at][mask] = v if np.ndim(v) == 0 else v[mask]
+                return
+            vals = [f(env, mask) for f in idx]
             dest = h if h is not None else self.globals.get(name)
             if dest is None:
                 raise SimError(f"kernel {self.k.name}: unknown buffer '{name}'")
-            shape = dest.shape
-            scalar, subs = self.subscripts(name, vals, shape, mask, "write to", where)
+            scalar, subs = self.subscripts(name, vals, dest.shape, mask, "write to", where)
             data = dest.data if h is not None else dest
             if v.dtype != data.dtype:
                 v = v.astype(data.dtype)

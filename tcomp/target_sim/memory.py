@@ -15,6 +15,9 @@ import numpy as np
 from ..errors import SimError
 
 NOBODY, SEVERAL = -1, -2
+# a negative subscript seen as unsigned is huge: one comparison checks both ends
+_UNSIGNED = {np.dtype(np.int32): np.uint32, np.dtype(np.int64): np.uint64,
+             np.dtype(np.uint32): np.uint32, np.dtype(np.uint64): np.uint64}
 
 
 class Local:
@@ -79,45 +82,42 @@ class Memory:
     # ------------------------------------------------------------ subscripts
     def subscripts(self, name, vals, shape, mask, what, where=""):
         """Check per-dimension bounds of the active lanes; returns (scalar, subs):
-        Python ints when every subscript is the same for all lanes, else int64
-        arrays over the lanes, with inactive out-of-bounds lanes moved to 0.
-        `where` ends an out-of-bounds message (the statement's source location)."""
+        subscripts the same for all lanes are Python ints (scalar: all are),
+        the others integer arrays over the lanes, their inactive out-of-bounds
+        lanes moved to 0. `where` ends an out-of-bounds message."""
         if len(vals) != len(shape):
             raise SimError(f"kernel {self.k.name}: {name} has {len(shape)} dimensions, "
                            f"indexed with {len(vals)}")
-        if all(np.ndim(v) == 0 for v in vals):
-            subs = [int(v) for v in vals]
-            for d, (i, n) in enumerate(zip(subs, shape)):
+        subs = [v if type(v) is np.ndarray and v.ndim else int(v) for v in vals]
+        scalar = True
+        for d, (i, n) in enumerate(zip(subs, shape)):
+            if type(i) is int:
                 if not 0 <= i < n:
                     lane = 0 if mask is None else int(np.argmax(mask))
-                    self._out_of_bounds(name, what, where, shape, d, lane, [lambda _l, x=x: x
-                                                                      for x in subs])
-            return True, subs
-        subs = [np.broadcast_to(np.asarray(v, np.int64), (self.L,)) for v in vals]
-        clamp = False
-        for d, (i, n) in enumerate(zip(subs, shape)):
-            bad = i.view(np.uint64) >= n  # negative subscripts wrap to huge ones
-            if mask is not None:
-                if bad.any():
-                    clamp = True
-                    bad &= mask
+                    self._out_of_bounds(name, what, where, shape, d, lane, subs)
+                continue
+            scalar = False
+            u = _UNSIGNED.get(i.dtype)
+            bad = i.view(u) >= n if u is not None else (i < 0) | (i >= n)
             if bad.any():
-                lane = int(np.argmax(bad))
-                self._out_of_bounds(name, what, where, shape, d, lane, [lambda l, x=x: int(x[l])
-                                                                  for x in subs])
-        if clamp:
-            subs = [np.where(mask, i, 0) for i in subs]
-        return False, subs
+                if mask is not None:
+                    bad &= mask
+                    if not bad.any():  # only guarded (inactive) lanes are outside
+                        subs[d] = np.where(mask, i, 0)
+                        continue
+                self._out_of_bounds(name, what, where, shape, d, int(np.argmax(bad)), subs)
+        return scalar, subs
 
     def _out_of_bounds(self, name, what, where, shape, d, lane, subs):
-        sub = [f(lane) for f in subs]
+        sub = self._sub_at(subs, lane)
         raise SimError(f"kernel {self.k.name}: {what} {name}{sub} out of bounds (shape "
                        f"{tuple(shape)}, dimension {d}) in block {self._block(lane)}, thread "
                        f"{self._thread(lane)}{where}")
 
     @staticmethod
     def flatten(subs, shape):
-        flat = subs[0] if subs else 0
+        """Row-major offsets (int64) of per-dimension subscripts (ints or arrays)."""
+        flat = np.asarray(subs[0], np.int64) if subs else np.int64(0)
         for i, n in zip(subs[1:], shape[1:]):
             flat = flat * n + i
         return flat
@@ -159,7 +159,7 @@ class Memory:
                 h.written[idx][mask] = True
             return
         lanes = self.lane if mask is None else np.flatnonzero(mask)
-        idx = (lanes,) + tuple(s if mask is None else s[lanes] for s in subs)
+        idx = (lanes,) + tuple(s if mask is None or type(s) is int else s[lanes] for s in subs)
         h.data[idx] = vals if np.ndim(vals) == 0 or mask is None else vals[lanes]
         h.written[idx] = True
 
@@ -184,17 +184,19 @@ class Memory:
                            f"{self._sub_at(subs, lane)} that no thread wrote (block "
                            f"{self._block(lane)}, thread {self._thread(lane)})")
         writer = h.fwriter[f]
-        race = (writer >= 0) & (writer != tid)
-        if race.any():
-            j = int(np.argmax(race))
-            lane = int(lanes[j])
-            self._read_race(f"shared {name}{self._sub_at(subs, lane)}", lane,
-                            lane - int(tid[j]) + int(writer[j]))
+        race = writer != tid
+        if race.any() and writer.max() >= 0:  # else nobody or several (same value) wrote
+            race &= writer >= 0
+            if race.any():
+                j = int(np.argmax(race))
+                lane = int(lanes[j])
+                self._read_race(f"shared {name}{self._sub_at(subs, lane)}", lane,
+                                lane - int(tid[j]) + int(writer[j]))
         # The reader of each element: this thread, or SEVERAL when another thread
         # read it too (now or since the last barrier). Lanes of one step that read
         # one element all store their index and one wins: the others mark SEVERAL.
         r = h.freader[f]
-        new = np.where((r == NOBODY) | (r == tid), tid, SEVERAL).astype(np.int32)
+        new = np.where((r == NOBODY) | (r == tid), tid, np.int32(SEVERAL))
         h.freader[f] = new
         several = h.freader[f] != new
         if several.any():
@@ -287,7 +289,7 @@ class Memory:
             lanes = np.flatnonzero(mask)
             flat, me = flat[lanes], me[lanes]
         r = g.rblock[flat]
-        new = np.where((r == NOBODY) | (r == me), me, SEVERAL).astype(np.int32)
+        new = np.where((r == NOBODY) | (r == me), me, np.int32(SEVERAL))
         g.rblock[flat] = new
         several = g.rblock[flat] != new
         if several.any():
