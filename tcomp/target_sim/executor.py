@@ -31,6 +31,8 @@ subscript is checked against its own dimension.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..errors import SimError
@@ -48,53 +50,82 @@ def run_program(prog: ir.Program, env: dict, sizes: dict) -> None:
     """Run every kernel of `prog` on the global arrays in `env` (in place)."""
     with np.errstate(all="ignore"):
         for k in prog.kernels:
-            _Launch(k, env, sizes).run()
+            _compiled(k).run(env, sizes)
+
+
+# Compiled kernels by id(kernel), while the kernel lives: a kernel built once
+# and called many times (SimKernel, the tests) compiles once.
+_CACHE: dict = {}
+
+
+def _compiled(k: ir.Kernel) -> "_Launch":
+    hit = _CACHE.get(id(k))
+    if hit is not None and hit[0]() is k and not hit[1].running:
+        return hit[1]
+    launch = _Launch(k)
+    if hit is None or hit[0]() is not k:
+        _CACHE[id(k)] = (weakref.ref(k), launch)
+        weakref.finalize(k, _CACHE.pop, id(k), None)
+    return launch
 
 
 class _Launch(Memory, Expressions):
-    def __init__(self, k: ir.Kernel, env: dict, sizes: dict):
-        self.k, self.globals, self.sizes = k, env, sizes
-        self.scope = {n: np.int64(v) for n, v in sizes.items()}
-        self.T = int(np.prod(k.block))
-        self.mem: dict = {}
-        self.invariant = set(self.scope) | {f"{v}.{a}" for v in ("threadIdx", "blockIdx")
-                                            for a in "xyz"}
-        self.batch = object()  # the batch running (invariant values are per batch)
+    """A kernel compiled to closures (holding no reference to the kernel, so
+    that the cache entry dies with it), and the state of the run in progress."""
 
-    def run(self):
-        k = self.k
-        grid = [int(self.compile_expr(g)(self.scope, None)) for g in k.grid]
+    def __init__(self, k: ir.Kernel):
+        self.kname, self.block = k.name, tuple(k.block)
+        self.T = int(np.prod(k.block))
+        self.invariant = set(k.sizes) | {f"{v}.{a}" for v in ("threadIdx", "blockIdx")
+                                         for a in "xyz"}
+        self.batch = object()  # the batch running (invariant values are per batch)
+        self.running = False
+        self.grid_fns = [self.compile_expr(g) for g in k.grid]
+        self.body = self.compile_stmt(k.body)
+        self.stored = {s.buffer for s in walk_stmts(k.body) if isinstance(s, ir.Store)}
+        self.allocs = [(s.buffer.scope, s.buffer.dtype.numpy.itemsize,
+                        [self.compile_expr(d) for d in s.buffer.shape])
+                       for s in walk_stmts(k.body) if isinstance(s, ir.Alloc)]
+
+    def run(self, env: dict, sizes: dict):
+        self.running = True
+        try:
+            self._run(env, sizes)
+        finally:
+            self.running = False
+            self.mem, self.globals, self.track, self.flat_globals = {}, {}, {}, {}
+
+    def _run(self, env, sizes):
+        self.globals = env
+        self.scope = {n: np.int64(v) for n, v in sizes.items()}
+        self.batch = object()
+        grid = [int(g(self.scope, None)) for g in self.grid_fns]
         self.grid = grid
         nblocks = max(grid[0], 0) * max(grid[1], 0) * max(grid[2], 0)
-        body = self.compile_stmt(k.body)
-        stored = {s.buffer for s in walk_stmts(k.body) if isinstance(s, ir.Store)}
-        arrays = {n: a for n, a in self.globals.items() if isinstance(a, np.ndarray)}
-        self.track = {n: GlobalTrack(a.size) for n, a in arrays.items() if n in stored}
+        arrays = {n: a for n, a in env.items() if isinstance(a, np.ndarray)}
+        self.track = {n: GlobalTrack(a.size) for n, a in arrays.items() if n in self.stored}
         self.flat_globals = {n: a.reshape(-1) for n, a in arrays.items()
                              if a.flags.c_contiguous}
         per_batch = self._batch_size(nblocks)
         for first in range(0, nblocks, per_batch):
-            self._run_batch(body, first, min(per_batch, nblocks - first))
+            self._run_batch(self.body, first, min(per_batch, nblocks - first))
 
     def _batch_size(self, nblocks):
         """Blocks per batch: bounded by MAX_LANES and by the memory its
         allocations need (shapes that depend on more than the sizes count as 0)."""
         per_block = 0
-        for s in walk_stmts(self.k.body):
-            if isinstance(s, ir.Alloc):
-                try:
-                    n = int(np.prod([int(self.compile_expr(d)(self.scope, None))
-                                     for d in s.buffer.shape]))
-                except SimError:
-                    continue
-                item = s.buffer.dtype.numpy.itemsize
-                per_block += n * (self.T * (item + 1) if s.buffer.scope == "local" else item + 9)
+        for scope, item, dims in self.allocs:
+            try:
+                n = int(np.prod([int(d(self.scope, None)) for d in dims]))
+            except SimError:
+                continue
+            per_block += n * (self.T * (item + 1) if scope == "local" else item + 9)
         by_mem = MAX_BATCH_BYTES // max(per_block, 1)
         return max(1, min(nblocks, MAX_LANES // max(self.T, 1), by_mem))
 
     def _run_batch(self, body, first, nb):
-        k, T = self.k, self.T
-        bx, by, bz = k.block
+        T = self.T
+        bx, by, bz = self.block
         self.first_block, self.nb, self.L = first, nb, nb * T
         self.lane = np.arange(self.L, dtype=np.int64)
         self.tid = (self.lane % T).astype(np.int32)
@@ -121,7 +152,7 @@ class _Launch(Memory, Expressions):
 
     # ------------------------------------------------------------ messages
     def _thread(self, lane):
-        bx, by, _ = self.k.block
+        bx, by, _ = self.block
         t = int(lane) % self.T
         return (t % bx, (t // bx) % by, t // (bx * by))
 
@@ -136,7 +167,7 @@ class _Launch(Memory, Expressions):
     def compile_stmt(self, s: ir.Stmt):
         method = getattr(self, "_s_" + type(s).__name__, None)
         if method is None:
-            kname, what = self.k.name, type(s).__name__
+            kname, what = self.kname, type(s).__name__
 
             def unknown(env, mask):
                 raise SimError(f"kernel {kname}: cannot execute {what}")
@@ -210,7 +241,7 @@ class _Launch(Memory, Expressions):
         rows, active = v.reshape(self.nb, self.T), m.reshape(self.nb, self.T)
         first = rows[np.arange(self.nb), np.argmax(active, axis=1)]
         if (active & (rows != first[:, None])).any():
-            raise SimError(f"kernel {self.k.name}: bounds of loop '{s.var}' differ between "
+            raise SimError(f"kernel {self.kname}: bounds of loop '{s.var}' differ between "
                            f"threads ({expr_text(e)})")
         return np.repeat(first, self.T)
 
@@ -244,7 +275,7 @@ class _Launch(Memory, Expressions):
         b, body = s.buffer, self.compile_stmt(s.body)
         dims = [self.compile_expr(d) for d in b.shape]
         if b.scope not in ("shared", "local"):
-            kname = self.k.name
+            kname = self.kname
 
             def bad(env, mask):
                 raise SimError(f"kernel {kname}: cannot allocate {b.scope} buffer '{b.name}'")
@@ -290,7 +321,7 @@ class _Launch(Memory, Expressions):
             vals = [f(env, mask) for f in idx]
             dest = h if h is not None else self.globals.get(name)
             if dest is None:
-                raise SimError(f"kernel {self.k.name}: unknown buffer '{name}'")
+                raise SimError(f"kernel {self.kname}: unknown buffer '{name}'")
             scalar, subs = self.subscripts(name, vals, dest.shape, mask, "write to", where)
             data = dest.data if h is not None else dest
             if v.dtype != data.dtype:
@@ -318,7 +349,7 @@ class _Launch(Memory, Expressions):
         partial = (count > 0) & (count < self.T)
         if partial.any():
             b = int(np.argmax(partial))
-            raise SimError(f"kernel {self.k.name}: " + message.format(
+            raise SimError(f"kernel {self.kname}: " + message.format(
                 block=self._block_of(self.first_block + b), idle=int(self.T - count[b])))
         return count == self.T
 
@@ -336,12 +367,12 @@ class _Launch(Memory, Expressions):
             loc = self.mem[s.buffer]
             w = loc.written[:, 0] if mask is None else loc.written[mask, 0]
             if not w.all():
-                raise SimError(f"kernel {self.k.name}: cross-thread reduction of {s.buffer} "
+                raise SimError(f"kernel {self.kname}: cross-thread reduction of {s.buffer} "
                                f"before every thread wrote it")
-            bx, by, bz = self.k.block
+            bx, by, bz = self.block
             vals = loc.data[:, 0].reshape(self.nb, bz, by, bx)
             if vals.shape[axis] != s.extent:
-                raise SimError(f"kernel {self.k.name}: reduction over {s.extent} threads along "
+                raise SimError(f"kernel {self.kname}: reduction over {s.extent} threads along "
                                f"{s.tag}, but the block has {vals.shape[axis]}")
             if s.op == "+":
                 r = vals.sum(axis=axis, keepdims=True, dtype=vals.dtype)
@@ -357,7 +388,7 @@ class _Launch(Memory, Expressions):
         return allreduce
 
     def _s_Evaluate(self, s):
-        kname, fn = self.k.name, s.call.fn
+        kname, fn = self.kname, s.call.fn
 
         def evaluate(env, mask):
             raise SimError(f"kernel {kname}: the sim target has no meaning for intrinsic '{fn}'")

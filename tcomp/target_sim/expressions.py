@@ -49,7 +49,7 @@ class Expressions:
         """(closure, invariant)."""
         method = getattr(self, "_x_" + type(e).__name__, None)
         if method is None:
-            raise SimError(f"kernel {self.k.name}: cannot evaluate {type(e).__name__}")
+            raise SimError(f"kernel {self.kname}: cannot evaluate {type(e).__name__}")
         f, inv = method(e)
         if inv and not isinstance(e, (ir.Imm, ir.Var)):
             f = self._once_per_batch(f)
@@ -70,7 +70,7 @@ class Expressions:
         return (lambda env, mask: v), True
 
     def _x_Var(self, e):
-        name, kname = e.name, self.k.name
+        name, kname = e.name, self.kname
 
         def var(env, mask):
             try:
@@ -91,7 +91,7 @@ class Expressions:
             if h is None:
                 arr = self.globals.get(name)
                 if arr is None:
-                    raise SimError(f"kernel {self.k.name}: unknown buffer '{name}'")
+                    raise SimError(f"kernel {self.kname}: unknown buffer '{name}'")
                 return self.load_global(name, arr, vals, mask)
             if type(h) is Local:
                 return self.load_local(name, h, vals, mask)
@@ -111,7 +111,7 @@ class Expressions:
             if h is None:
                 arr = self.globals.get(name)
                 if arr is None:
-                    raise SimError(f"kernel {self.k.name}: unknown buffer '{name}'")
+                    raise SimError(f"kernel {self.kname}: unknown buffer '{name}'")
                 return self.load_global(name, arr, subs, mask)
             if type(h) is Local:
                 return self.load_local(name, h, subs, mask)
@@ -173,7 +173,7 @@ class Expressions:
             f = np.divide if e.op == "/" else np.fmod
             conv = _converter(dt)
         else:
-            raise SimError(f"kernel {self.k.name}: unknown operator '{e.op}'")
+            raise SimError(f"kernel {self.kname}: unknown operator '{e.op}'")
         return self._binary(e, f, conv)
 
     def _binary(self, e, f, conv):
@@ -215,7 +215,7 @@ class Expressions:
                 if mask is not None:
                     live = live & mask
                 if np.any(live):
-                    raise SimError(f"kernel {self.k.name}: integer division by zero in {text}")
+                    raise SimError(f"kernel {self.kname}: integer division by zero in {text}")
                 b = np.where(zero, one, b)
             return f(a, b)
         return div, False

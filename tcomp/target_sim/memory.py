@@ -86,7 +86,7 @@ class Memory:
         the others integer arrays over the lanes, their inactive out-of-bounds
         lanes moved to 0. `where` ends an out-of-bounds message."""
         if len(vals) != len(shape):
-            raise SimError(f"kernel {self.k.name}: {name} has {len(shape)} dimensions, "
+            raise SimError(f"kernel {self.kname}: {name} has {len(shape)} dimensions, "
                            f"indexed with {len(vals)}")
         subs = [v if type(v) is np.ndarray and v.ndim else int(v) for v in vals]
         scalar = True
@@ -110,7 +110,7 @@ class Memory:
 
     def _out_of_bounds(self, name, what, where, shape, d, lane, subs):
         sub = self._sub_at(subs, lane)
-        raise SimError(f"kernel {self.k.name}: {what} {name}{sub} out of bounds (shape "
+        raise SimError(f"kernel {self.kname}: {what} {name}{sub} out of bounds (shape "
                        f"{tuple(shape)}, dimension {d}) in block {self._block(lane)}, thread "
                        f"{self._thread(lane)}{where}")
 
@@ -143,7 +143,7 @@ class Memory:
 
     def _unwritten_local(self, name, unwritten):
         if unwritten.any():
-            raise SimError(f"kernel {self.k.name}: read of local {name} before any write "
+            raise SimError(f"kernel {self.kname}: read of local {name} before any write "
                            f"(thread {self._thread(int(np.argmax(unwritten)))})")
 
     def store_local(self, h, subs, scalar, vals, mask):
@@ -180,7 +180,7 @@ class Memory:
         w = h.fwritten[f]
         if not w.all():
             lane = int(lanes[int(np.argmax(~w))])
-            raise SimError(f"kernel {self.k.name}: read of shared {name}"
+            raise SimError(f"kernel {self.kname}: read of shared {name}"
                            f"{self._sub_at(subs, lane)} that no thread wrote (block "
                            f"{self._block(lane)}, thread {self._thread(lane)})")
         writer = h.fwriter[f]
@@ -218,7 +218,7 @@ class Memory:
             differ = dup & ~same_values(v[1:], v[:-1])
             if differ.any():
                 j = int(np.argmax(differ))
-                raise SimError(f"kernel {self.k.name}: threads {self._thread(int(ln[j]))} and "
+                raise SimError(f"kernel {self.kname}: threads {self._thread(int(ln[j]))} and "
                                f"{self._thread(int(ln[j + 1]))} write different values to shared "
                                f"{name} at offset {int(f[j]) % h.size} in the same step (block "
                                f"{self._block(int(ln[j]))})")
@@ -228,7 +228,7 @@ class Memory:
             j = int(np.argmax(war))
             who = "several threads" if r[j] == SEVERAL else \
                 f"thread {self._thread(int(lanes[j]) - int(tid[j]) + int(r[j]))}"
-            raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lanes[j]))} overwrites "
+            raise SimError(f"kernel {self.kname}: thread {self._thread(int(lanes[j]))} overwrites "
                            f"shared {name} at offset {int(flat[j]) % h.size} that {who} read since "
                            f"the last barrier (missing barrier) in block "
                            f"{self._block(int(lanes[j]))}")
@@ -238,7 +238,7 @@ class Memory:
             bad = other & ~(h.fwritten[flat] & same_values(h.fdata[flat], vals))
             if bad.any():
                 j = int(np.argmax(bad))
-                raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lanes[j]))} "
+                raise SimError(f"kernel {self.kname}: thread {self._thread(int(lanes[j]))} "
                                f"overwrites shared {name} at offset {int(flat[j]) % h.size}, "
                                f"written by another thread since the last barrier (missing "
                                f"barrier) in block {self._block(int(lanes[j]))}")
@@ -270,7 +270,7 @@ class Memory:
                 other &= mask
             if other.any():
                 lane = int(np.argmax(other))
-                raise SimError(f"kernel {self.k.name}: thread {self._thread(lane)} of block "
+                raise SimError(f"kernel {self.kname}: thread {self._thread(lane)} of block "
                                f"{self._block(lane)} reads {name}"
                                f"{self._unflat(flat[lane], arr.shape)} written by block "
                                f"{self._block_of(int(wb[lane]))} in the same launch (blocks run "
@@ -296,7 +296,7 @@ class Memory:
             g.rblock[flat[several]] = SEVERAL
 
     def _read_race(self, what, lane, writer):
-        raise SimError(f"kernel {self.k.name}: thread {self._thread(lane)} reads {what} written "
+        raise SimError(f"kernel {self.kname}: thread {self._thread(lane)} reads {what} written "
                        f"by thread {self._thread(writer)} since the last barrier (missing "
                        f"barrier) in block {self._block(lane)}")
 
@@ -330,7 +330,7 @@ class Memory:
             bad = other & ~same_values(current, vals)
             if bad.any():
                 j = int(np.argmax(bad))
-                raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lanes[j]))} "
+                raise SimError(f"kernel {self.kname}: thread {self._thread(int(lanes[j]))} "
                                f"overwrites {name} at offset {int(flat[j])} with a different "
                                f"value than another thread wrote since the last barrier (block "
                                f"{self._block(int(lanes[j]))})")
@@ -347,7 +347,7 @@ class Memory:
             if differ.any():
                 j = int(np.argmax(differ))
                 what = f"{name} at offset {int(f[j])}" if arr.ndim else name
-                raise SimError(f"kernel {self.k.name}: threads write different values to {what} "
+                raise SimError(f"kernel {self.kname}: threads write different values to {what} "
                                f"in the same step (threads {self._thread(int(ln[j]))} and "
                                f"{self._thread(int(ln[j + 1]))} of block "
                                f"{self._block(int(ln[j]))})")
@@ -364,7 +364,7 @@ class Memory:
 
     def _block_race(self, name, lane, flat, shape, did, other):
         who = "several other blocks" if other is None else f"block {self._block_of(other)}"
-        raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lane))} of block "
+        raise SimError(f"kernel {self.kname}: thread {self._thread(int(lane))} of block "
                        f"{self._block(int(lane))} writes {name}{self._unflat(flat, shape)} that "
                        f"{who} {did} in the same launch (blocks run in any order and cannot wait "
                        f"for each other: a race between blocks; give each element to one block, "
