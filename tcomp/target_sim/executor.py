@@ -16,16 +16,20 @@ The executor raises `SimError` for what a GPU would get wrong:
   * a read of shared/local memory nobody wrote;
   * within a block, since its last barrier, on shared and global memory: a
     thread reading an element another thread wrote (RAW), overwriting one
-    another thread read (WAR), or writing a different value than another
-    thread wrote (WAW; identical values are no race);
+    another thread read (WAR; shared memory), or writing a different value
+    than another thread wrote (WAW; identical values are no race);
   * between the blocks of one launch, on global memory (blocks run in any
-    order and never wait for each other): two blocks writing one element, or
-    one block reading an element another block writes in the same launch;
+    order and never wait for each other): a block writing an element another
+    block wrote or read in the same launch, or reading one another block
+    wrote; a store of the value the element already holds is no race (blocks
+    that compute the same halo element give the same result in any order),
+    and an element several blocks wrote (all the same value) may be read;
   * a barrier or cross-thread reduction that only some threads of a block reach.
 Ternaries, `&&` and `||` are lazy, as in the language.
 
-The statements and expressions of a kernel are compiled once per launch into
-closures (expressions.py); memory accesses and their checks are in memory.py.
+The statements and expressions of a kernel are compiled once into
+closures (expressions.py), cached while the kernel object lives; memory
+accesses and their checks are in memory.py.
 It runs the pipeline up to, not including, storage flattening, so that each
 subscript is checked against its own dimension.
 """
@@ -241,8 +245,10 @@ class _Launch(Memory, Expressions):
         rows, active = v.reshape(self.nb, self.T), m.reshape(self.nb, self.T)
         first = rows[np.arange(self.nb), np.argmax(active, axis=1)]
         if (active & (rows != first[:, None])).any():
+            b = int(np.argmax((active & (rows != first[:, None])).any(axis=1)))
             raise SimError(f"kernel {self.kname}: bounds of loop '{s.var}' differ between "
-                           f"threads ({expr_text(e)})")
+                           f"threads ({expr_text(e)}) of block "
+                           f"{self._block_of(self.first_block + b)}")
         return np.repeat(first, self.T)
 
     def _s_If(self, s):

@@ -52,10 +52,12 @@ class GlobalTrack:
     """Race tracking of a global buffer the kernel writes.
 
     Within a block (since its last barrier): `lane` is the lane that wrote an
-    element, NOBODY, or SEVERAL (several threads of the element's block wrote
-    the same value); `dirty` lists the offsets to clear at barriers.
+    element, NOBODY, or SEVERAL - b (several threads of the batch's block b
+    wrote the same value); `dirty` lists the offsets to clear at barriers.
     Between blocks (the whole launch, all batches): `wblock` is the block that
-    wrote an element, `rblock` the block that read it (or SEVERAL blocks)."""
+    wrote an element (SEVERAL: several blocks, the same value), `rblock` the
+    block that read it (SEVERAL: several blocks). Blocks are numbered over the
+    launch (x fastest), lanes within the batch."""
 
     def __init__(self, size):
         self.lane = np.full(size, NOBODY, np.int32)
@@ -71,6 +73,17 @@ def same_values(a, b):
     if a.dtype.kind == "f" or getattr(b, "dtype", a.dtype).kind == "f":
         eq = eq | (np.isnan(np.asarray(a, np.float64)) & np.isnan(np.asarray(b, np.float64)))
     return eq
+
+
+def _record(who, flat, me):
+    """who[flat] = me, or SEVERAL where a different block is already recorded
+    (also for two lanes of different blocks at one offset in this step)."""
+    r = who[flat]
+    new = np.where((r == NOBODY) | (r == me), me, np.int32(SEVERAL))
+    who[flat] = new
+    several = who[flat] != new
+    if several.any():
+        who[flat[several]] = SEVERAL
 
 
 class Memory:
@@ -278,7 +291,7 @@ class Memory:
                                f"blocks; write it in another kernel, or in the block that reads "
                                f"it)")
             w = g.lane[flat]
-            race = (w >= 0) & (w != self.lane)
+            race = (w >= 0) & (w != self.lane) & (w // self.T == self.blk)
             if mask is not None:
                 race &= mask
             if race.any():
@@ -288,12 +301,7 @@ class Memory:
         if mask is not None:
             lanes = np.flatnonzero(mask)
             flat, me = flat[lanes], me[lanes]
-        r = g.rblock[flat]
-        new = np.where((r == NOBODY) | (r == me), me, np.int32(SEVERAL))
-        g.rblock[flat] = new
-        several = g.rblock[flat] != new
-        if several.any():
-            g.rblock[flat[several]] = SEVERAL
+        _record(g.rblock, flat, me)
 
     def _read_race(self, what, lane, writer):
         raise SimError(f"kernel {self.kname}: thread {self._thread(lane)} reads {what} written "
@@ -308,53 +316,57 @@ class Memory:
         if mask is not None:
             lanes = np.flatnonzero(mask)
             flat, vals = flat[lanes], vals[lanes]
-        me = self.gblock[lanes]
+        me, blk = self.gblock[lanes], self.blk[lanes]
         shape = arr.shape
-        if g.any_write:
-            wb = g.wblock[flat]
-            other = (wb >= 0) & (wb != me)
-            if other.any():
-                j = int(np.argmax(other))
-                self._block_race(name, lanes[j], flat[j], shape, "wrote", int(wb[j]))
+        data = self.flat_globals.get(name)
+        current = data[flat] if data is not None else arr[np.unravel_index(flat, shape)]
+        changes = ~same_values(current, vals)
+        # between blocks (the whole launch): another block wrote or read the element
+        wb = g.wblock[flat]
+        other = (wb != NOBODY) & (wb != me) & changes
+        if other.any():
+            j = int(np.argmax(other))
+            self._block_race(name, lanes[j], flat[j], shape, "wrote",
+                             None if wb[j] == SEVERAL else int(wb[j]))
         rb = g.rblock[flat]
-        war = (rb == SEVERAL) | ((rb >= 0) & (rb != me))
+        war = (rb != NOBODY) & (rb != me) & changes
         if war.any():
             j = int(np.argmax(war))
             self._block_race(name, lanes[j], flat[j], shape, "read",
                              None if rb[j] == SEVERAL else int(rb[j]))
-        data = self.flat_globals.get(name)
+        # within the block, since its last barrier
         prior = g.lane[flat]
-        other = ((prior >= 0) & (prior != lanes)) | (prior == SEVERAL)
-        if other.any():
-            current = data[flat] if data is not None else arr[np.unravel_index(flat, shape)]
-            bad = other & ~same_values(current, vals)
-            if bad.any():
-                j = int(np.argmax(bad))
-                raise SimError(f"kernel {self.kname}: thread {self._thread(int(lanes[j]))} "
-                               f"overwrites {name} at offset {int(flat[j])} with a different "
-                               f"value than another thread wrote since the last barrier (block "
-                               f"{self._block(int(lanes[j]))})")
+        mine = ((prior >= 0) & (prior // self.T == blk) & (prior != lanes)) | \
+            (prior == SEVERAL - blk)
+        bad = mine & changes
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise SimError(f"kernel {self.kname}: thread {self._thread(int(lanes[j]))} "
+                           f"overwrites {name} at offset {int(flat[j])} with a different "
+                           f"value than another thread wrote since the last barrier (block "
+                           f"{self._block(int(lanes[j]))})")
         order = np.argsort(flat, kind="stable")
         f, v, ln = flat[order], vals[order], lanes[order]
         dup = f[1:] == f[:-1]
         if dup.any():  # several threads store to one address in this step
-            cross = dup & (self.gblock[ln[1:]] != self.gblock[ln[:-1]])
-            if cross.any():
-                j = int(np.argmax(cross))
-                self._block_race(name, ln[j + 1], f[j], shape, "wrote",
-                                 int(self.gblock[ln[j]]))
             differ = dup & ~same_values(v[1:], v[:-1])
             if differ.any():
                 j = int(np.argmax(differ))
+                a, b = int(ln[j]), int(ln[j + 1])
+                if self.gblock[a] != self.gblock[b]:
+                    self._block_race(name, b, f[j], shape, "wrote", int(self.gblock[a]))
                 what = f"{name} at offset {int(f[j])}" if arr.ndim else name
                 raise SimError(f"kernel {self.kname}: threads write different values to {what} "
-                               f"in the same step (threads {self._thread(int(ln[j]))} and "
-                               f"{self._thread(int(ln[j + 1]))} of block "
-                               f"{self._block(int(ln[j]))})")
-        g.lane[flat] = np.where(other, SEVERAL, lanes)
+                               f"in the same step (threads {self._thread(a)} and "
+                               f"{self._thread(b)} of block {self._block(a)})")
+        # The writer: this lane, or "several threads of this block" (SEVERAL - block)
+        # when another thread of the block wrote the element too; a write by another
+        # block (of the same value) is tracked between blocks, not here.
+        g.lane[flat] = np.where(mine, SEVERAL - blk, lanes)
         if dup.any():
-            g.lane[f[1:][dup]] = SEVERAL
-        g.wblock[flat] = me
+            same_blk = dup & (self.blk[ln[1:]] == self.blk[ln[:-1]])
+            g.lane[f[1:][same_blk]] = SEVERAL - self.blk[ln[1:][same_blk]]
+        _record(g.wblock, flat, me)
         g.any_write = True
         g.dirty.append(flat)
         if data is not None:
@@ -363,7 +375,7 @@ class Memory:
             arr[np.unravel_index(flat, shape)] = vals
 
     def _block_race(self, name, lane, flat, shape, did, other):
-        who = "several other blocks" if other is None else f"block {self._block_of(other)}"
+        who = "several blocks" if other is None else f"block {self._block_of(other)}"
         raise SimError(f"kernel {self.kname}: thread {self._thread(int(lane))} of block "
                        f"{self._block(int(lane))} writes {name}{self._unflat(flat, shape)} that "
                        f"{who} {did} in the same launch (blocks run in any order and cannot wait "
@@ -391,8 +403,8 @@ class Memory:
                 g.dirty = []
                 continue
             w = g.lane[offs]
-            blk = np.where(w >= 0, w // self.T, g.wblock[offs] - self.first_block)
-            done = blocks[blk]
+            owner = np.where(w >= 0, w // self.T, SEVERAL - w)
+            done = (w == NOBODY) | blocks[np.clip(owner, 0, self.nb - 1)]
             g.lane[offs[done]] = NOBODY
             g.dirty = [offs[~done]]
 
