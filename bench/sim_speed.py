@@ -40,11 +40,11 @@ S = _schedules()
 CASES = {
     "gemm 256^3 frag+warp+pad+pipe": (S.gemm, S.gemm_variant("frag+warp+pad+pipe"),
                                       {"M": 256, "N": 256, "K": 256}),
-    "softmax 64x4096 512t smem": (S.softmax, {"threads": 512, "shared_row": True},
-                                  {"N": 64, "D": 4096}),
-    "layernorm 64x4096 256t smem vec4": (S.layernorm, {"threads": 256, "shared_row": True,
+    "softmax 256x4096 512t smem": (S.softmax, {"threads": 512, "shared_row": True},
+                                  {"N": 256, "D": 4096}),
+    "layernorm 256x4096 256t smem vec4": (S.layernorm, {"threads": 256, "shared_row": True,
                                                        "vec": 4},
-                                         {"N": 64, "D": 4096}),
+                                         {"N": 256, "D": 4096}),
 }
 
 
