@@ -24,9 +24,24 @@ COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_
 ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply}
 
 
+_NP: dict = {}      # DType -> NumPy dtype (DType.numpy builds one per call)
+_CONV: dict = {}    # NumPy dtype -> converter
+
+
+def _np(dtype):
+    dt = _NP.get(dtype)
+    if dt is None:
+        dt = _NP[dtype] = dtype.numpy
+    return dt
+
+
 def _converter(dt):
-    def conv(x):
-        return x if x.dtype == dt else x.astype(dt)
+    """x as dtype `dt` (unchanged when it already is)."""
+    conv = _CONV.get(dt)
+    if conv is None:
+        def conv(x):
+            return x if x.dtype == dt else x.astype(dt)
+        _CONV[dt] = conv
     return conv
 
 
@@ -47,10 +62,13 @@ class Expressions:
 
     def _compile(self, e: ir.Expr):
         """(closure, invariant)."""
-        method = getattr(self, "_x_" + type(e).__name__, None)
+        method = _X.get(type(e))
         if method is None:
-            raise SimError(f"kernel {self.kname}: cannot evaluate {type(e).__name__}")
-        f, inv = method(e)
+            method = getattr(Expressions, "_x_" + type(e).__name__, None)
+            if method is None:
+                raise SimError(f"kernel {self.kname}: cannot evaluate {type(e).__name__}")
+            _X[type(e)] = method
+        f, inv = method(self, e)
         if inv and not isinstance(e, (ir.Imm, ir.Var)):
             f = self._once_per_batch(f)
         return f, inv
@@ -66,7 +84,7 @@ class Expressions:
         return cached
 
     def _x_Imm(self, e):
-        v = e.dtype.numpy.type(e.value)
+        v = _np(e.dtype).type(e.value)
         return (lambda env, mask: v), True
 
     def _x_Var(self, e):
@@ -122,7 +140,7 @@ class Expressions:
         x, inv = self._compile(e.x)
         if e.dtype.is_bool:
             return (lambda env, mask: np.asarray(x(env, mask)) != 0), inv
-        conv = _converter(e.dtype.numpy)
+        conv = _converter(_np(e.dtype))
         return (lambda env, mask: conv(x(env, mask))), inv
 
     def _x_Un(self, e):
@@ -132,7 +150,7 @@ class Expressions:
 
     def _x_Select(self, e):
         (cond, i1), (a, i2), (b, i3) = (self._compile(x) for x in (e.cond, e.a, e.b))
-        dt = e.dtype.numpy
+        dt = _np(e.dtype)
         zero = np.zeros((), dt)
 
         def select(env, mask):
@@ -149,7 +167,7 @@ class Expressions:
     def _x_Call(self, e):
         compiled = [self._compile(a) for a in e.args]
         args = [f for f, _ in compiled]
-        dt, fn = e.dtype.numpy, e.fn
+        dt, fn = _np(e.dtype), e.fn
         return (lambda env, mask: npfuncs.apply(
             fn, [np.asarray(f(env, mask)).astype(dt) for f in args], True)), \
             all(inv for _, inv in compiled)
@@ -158,7 +176,7 @@ class Expressions:
     def _x_Bin(self, e):
         if e.op in ("&&", "||"):
             return self._logic(e)
-        dt = e.dtype.numpy
+        dt = _np(e.dtype)
         if e.op in COMPARE:
             f, conv = COMPARE[e.op], None
         elif e.op in ARITH:
@@ -192,13 +210,13 @@ class Expressions:
 
     @staticmethod
     def _const(e: ir.Imm):
-        return e.dtype.numpy.type(e.value)
+        return _np(e.dtype).type(e.value)
 
     def _int_division(self, e):
         """Integer `/` and `%` (floor semantics); a division by zero on an active
         lane is an error, on an inactive one (a guarded lane) no matter."""
         (fa, ia), (fb, _) = self._compile(e.a), self._compile(e.b)
-        dt = e.dtype.numpy
+        dt = _np(e.dtype)
         conv = _converter(dt)
         f = np.floor_divide if e.op == "/" else np.mod
         if isinstance(e.b, ir.Imm) and e.b.value != 0:
@@ -239,6 +257,7 @@ class Expressions:
 
 
 _NEVER = object()
+_X: dict = {}  # node type -> compiling method
 
 
 def _identity(x):
