@@ -35,6 +35,8 @@ subscript is checked against its own dimension.
 """
 from __future__ import annotations
 
+import gc
+import itertools
 import weakref
 
 import numpy as np
@@ -66,7 +68,16 @@ def _compiled(k: ir.Kernel) -> "_Launch":
     hit = _CACHE.get(id(k))
     if hit is not None and hit[0]() is k and not hit[1].running:
         return hit[1]
-    launch = _Launch(k)
+    # Compiling allocates many small, long-lived objects (closures): with the
+    # cyclic GC on, they trigger full collections of the whole heap (in a test
+    # process, 30-150 ms each) that find nothing to free.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        launch = _Launch(k)
+    finally:
+        if enabled:
+            gc.enable()
     if hit is None or hit[0]() is not k:
         _CACHE[id(k)] = (weakref.ref(k), launch)
         weakref.finalize(k, _CACHE.pop, id(k), None)
@@ -84,12 +95,14 @@ class _Launch(Memory, Expressions):
                                          for a in "xyz"}
         self.batch = object()  # the batch running (invariant values are per batch)
         self.running = False
+        self.compiled, self.scope_id, self.scopes = {}, 0, itertools.count(1)
         self.grid_fns = [self.compile_expr(g) for g in k.grid]
         self.body = self.compile_stmt(k.body)
         self.stored = {s.buffer for s in walk_stmts(k.body) if isinstance(s, ir.Store)}
         self.allocs = [(s.buffer.scope, s.buffer.dtype.numpy.itemsize,
                         [self.compile_expr(d) for d in s.buffer.shape])
                        for s in walk_stmts(k.body) if isinstance(s, ir.Alloc)]
+        del self.compiled, self.scopes  # keyed by id(): only valid while compiling
 
     def run(self, env: dict, sizes: dict):
         self.running = True
@@ -202,12 +215,14 @@ class _Launch(Memory, Expressions):
 
     def _scoped(self, var, invariant, body):
         """Compile `body` where `var` is bound to an invariant value or not."""
-        was = var in self.invariant
+        was, outer = var in self.invariant, self.scope_id
         (self.invariant.add if invariant else self.invariant.discard)(var)
+        self.scope_id = next(self.scopes)
         try:
             return self.compile_stmt(body)
         finally:
             (self.invariant.add if was else self.invariant.discard)(var)
+            self.scope_id = outer
 
     def _s_For(self, s):
         lo, ext, body, var = (self.compile_expr(s.lo), self.compile_expr(s.extent),
@@ -335,7 +350,7 @@ class _Launch(Memory, Expressions):
             if type(h) is Local:
                 self.store_local(h, subs, scalar, v, mask)
             elif h is not None:
-                self.store_shared(name, h, subs, v, mask, data.dtype)
+                self.store_shared(name, h, subs, v, mask)
             else:
                 self.store_global(name, dest, subs, v, mask)
         return store

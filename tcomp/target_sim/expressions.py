@@ -55,13 +55,20 @@ class Expressions:
     lane). Its value is computed once per batch, for all lanes, and reused:
     the index arithmetic of a tile (e.g. `tx / 4 % 8 * 8`) is not recomputed
     in every iteration of the loops around it. `self.invariant` holds the
-    names of invariant variables at the point being compiled."""
+    names of invariant variables at the point being compiled, `self.scope_id`
+    numbers that scope (the closures of a scope are reused: `self.compiled`)."""
 
     def compile_expr(self, e: ir.Expr):
         return self._compile(e)[0]
 
     def _compile(self, e: ir.Expr):
-        """(closure, invariant)."""
+        """(closure, invariant). A node object met again in the same scope (the
+        rewriters share unchanged subtrees, e.g. between unrolled copies of a
+        loop body) gets the same closure, and so one cached invariant value."""
+        key = (id(e), self.scope_id)
+        hit = self.compiled.get(key)
+        if hit is not None:
+            return hit
         method = _X.get(type(e))
         if method is None:
             method = getattr(Expressions, "_x_" + type(e).__name__, None)
@@ -71,6 +78,7 @@ class Expressions:
         f, inv = method(self, e)
         if inv and not isinstance(e, (ir.Imm, ir.Var)):
             f = self._once_per_batch(f)
+        self.compiled[key] = f, inv
         return f, inv
 
     def _once_per_batch(self, f):

@@ -70,7 +70,7 @@ class GlobalTrack:
 def same_values(a, b):
     """Elementwise equality where NaN equals NaN (a second identical store of a NaN is no race)."""
     eq = a == b
-    if a.dtype.kind == "f" or getattr(b, "dtype", a.dtype).kind == "f":
+    if a.dtype.kind not in "biu":  # floats, also bfloat16 (an ml_dtypes kind 'V')
         eq = eq | (np.isnan(np.asarray(a, np.float64)) & np.isnan(np.asarray(b, np.float64)))
     return eq
 
@@ -216,7 +216,7 @@ class Memory:
             h.freader[f[several]] = SEVERAL
         return h.fdata[flat]
 
-    def store_shared(self, name, h, subs, vals, mask, dtype):
+    def store_shared(self, name, h, subs, vals, mask):
         flat = self._shared_flat(h, subs)
         lanes = self.lane
         vals = np.broadcast_to(vals, (self.L,))
