@@ -279,3 +279,74 @@ def test_a_kernel_compiles_once_per_program(monkeypatch):
     first = k(*args)
     np.testing.assert_array_equal(k(*args), first)
     assert compiled == ["mm_C"], compiled
+
+
+def test_overwrite_of_what_several_blocks_wrote(batches):
+    bufs = {"T": (1,)}
+    body = ir.seq(ir.If(lt(BX, c(2)), ir.Store("T", (c(0),), f(1))),
+                  ir.If(eq(BX, c(2)), ir.Store("T", (c(0),), f(2))))
+    with pytest.raises(tcomp.SimError, match=r"thread \(0, 0, 0\) of block \(2, 0, 0\) writes "
+                                             r"T\[0\] that several blocks wrote in the same launch"):
+        run(program(body, 3, 1, bufs), bufs)
+
+
+# ----------------------------------------------------------------- global races in a block
+def test_threads_of_a_block_writing_different_values_in_one_step():
+    prog = program(ir.Store("O", (BX,), ir.Cast(F32, TX)), 2, 4, {"O": (2,)})
+    with pytest.raises(tcomp.SimError, match=r"kernel k: threads write different values to O at "
+                                             r"offset 0 in the same step \(threads \(0, 0, 0\) "
+                                             r"and \(1, 0, 0\) of block \(0, 0, 0\)\)"):
+        run(prog, {"O": (2,)})
+
+
+def test_threads_writing_different_values_to_a_0d_buffer():
+    prog = program(ir.Store("O", (), ir.Cast(F32, TX)), 1, 2, {"O": ()})
+    with pytest.raises(tcomp.SimError, match=r"threads write different values to O in the same "
+                                             r"step \(threads \(0, 0, 0\) and \(1, 0, 0\) of "
+                                             r"block \(0, 0, 0\)\)"):
+        run(prog, {"O": ()})
+
+
+def test_thread_overwriting_another_threads_global_store():
+    def only(t, v):
+        cond = ir.Bin("&&", eq(BX, c(1)), eq(TX, c(t)), ir.bool_)
+        return ir.If(cond, ir.Store("O", (BX,), f(v)))
+    prog = program(ir.seq(only(0, 1), only(1, 2)), 2, 4, {"O": (2,)})
+    with pytest.raises(tcomp.SimError, match=r"kernel k: thread \(1, 0, 0\) overwrites O at offset "
+                                             r"1 with a different value than another thread wrote "
+                                             r"since the last barrier \(block \(1, 0, 0\)\)"):
+        run(prog, {"O": (2,)})
+
+
+# ----------------------------------------------------------------- cross-thread reductions
+def _allreduce(value, where=None):
+    """R[0] = value per thread; allreduce(+) over the 4 threads (under `where`); O[b, t] = R[0]."""
+    R = ir.Buffer("R", F32, (c(1),), "local")
+    red = ir.AllReduce("+", "R", F32, "threadIdx.x", 4)
+    body = ir.seq(ir.Store("R", (c(0),), value), red if where is None else ir.If(where, red),
+                  ir.Store("O", (BX, TX), ir.Load("R", (c(0),), F32)))
+    return program(ir.Alloc(R, body), 3, 4, {"O": (3, 4)})
+
+
+def test_allreduce_per_block(batches):
+    value = ir.Cast(F32, add(ir.Bin("*", BX, c(10), ir.int32), TX))
+    env = run(_allreduce(value), {"O": (3, 4)})
+    np.testing.assert_array_equal(env["O"], [[40 * b + 6] * 4 for b in range(3)])
+    env = run(_allreduce(value, eq(BX, c(1))), {"O": (3, 4)})  # block 1 only
+    np.testing.assert_array_equal(env["O"], [[0, 1, 2, 3], [46] * 4, [20, 21, 22, 23]])
+
+
+def test_allreduce_reached_by_some_threads_of_a_block():
+    where = ir.Bin("||", lt(BX, c(1)), lt(TX, c(2)), ir.bool_)
+    with pytest.raises(tcomp.SimError, match=r"kernel k: cross-thread reduction reached by only "
+                                             r"some threads of block \(1, 0, 0\)"):
+        run(_allreduce(f(1), where), {"O": (3, 4)})
+
+
+def test_allreduce_before_every_thread_wrote():
+    R = ir.Buffer("R", F32, (c(1),), "local")
+    body = ir.seq(ir.If(lt(TX, c(2)), ir.Store("R", (c(0),), f(1))),
+                  ir.AllReduce("+", "R", F32, "threadIdx.x", 4))
+    with pytest.raises(tcomp.SimError, match=r"kernel k: cross-thread reduction of R before every "
+                                             r"thread wrote it"):
+        run(program(ir.Alloc(R, body), 2, 4, {"O": (2,)}), {"O": (2,)})
