@@ -1,7 +1,8 @@
 """tcomp: a schedule-based tensor compiler.
 
 Write what a kernel computes as a tensor comprehension, how it runs as a
-schedule; tcomp lowers the pair to loop IR and CUDA. See API.md for the contract.
+schedule; tcomp lowers the pair to loop IR and CUDA. The user's reference is
+the repository's docs/ (docs/README.md is its index).
 """
 from .build import build, load, lower
 from .errors import CudaError, LangError, LoweringError, ScheduleError, SimError, TcompError

@@ -52,12 +52,7 @@ class SimKernel:
     def __call__(self, *arrays):
         from .target_sim import run_program
         op = self.op
-        env, sizes = bind_inputs(op, arrays)
-        for name, v in self.sizes.items():
-            if sizes.get(name, v) != v:
-                raise LoweringError(f"'{op.name}' was compiled for {name}={v}, but the inputs "
-                                    f"have {name}={sizes[name]}")
-        sizes.update(self.sizes)
+        env, sizes = bind_inputs(op, arrays, self.sizes)
         for b in self.program.buffers:
             if b.role == "input":
                 continue

@@ -1,11 +1,16 @@
-"""The `tcomp` command line.
+"""The `tcomp` command line (docs/cli.md).
 
   tcomp compile FILE.tc [--entry NAME] [--schedule S.json] [--sizes M=1024,N=512]
                 [--arch sm_90a] -o OUT.cubin      (also writes OUT.cu, OUT.ptx, OUT.json)
-  tcomp run FILE.tc [--entry NAME] [--schedule S.json] --sizes M=...,N=...
-                [--target auto|cuda|sim] [--repeat N]
+  tcomp run FILE.tc [--entry NAME] [--schedule S.json] [--sizes M=...,N=...]
+                [--input NAME=FILE.npy ...] [--target auto|cuda|sim] [--repeat N] [--seed S]
       compiles, runs on the GPU when there is one (else on sim), checks the
-      result against tcomp.evaluate on random data, and prints time and check.
+      result against tcomp.evaluate on the given or random inputs, and prints
+      time and check.
+
+A user error (bad flags, unreadable files, a TcompError from the compiler)
+prints `tcomp: <message>` on stderr and exits with status 2; a `run` whose
+result does not match `tcomp.evaluate` exits with status 1.
 """
 from __future__ import annotations
 
@@ -17,93 +22,98 @@ import numpy as np
 
 from .errors import TcompError
 
+EXIT_MISMATCH, EXIT_ERROR = 1, 2
 
-def _sizes(text: str | None) -> dict[str, int]:
-    out = {}
-    if not text:
-        return out
-    for item in text.split(","):
-        if "=" not in item:
-            raise TcompError(f"--sizes: expected NAME=INT, got '{item}'")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = int(v)
-        except ValueError:
-            raise TcompError(f"--sizes: {k.strip()} must be an integer, got '{v}'") from None
-    return out
+DESCRIPTION = """\
+tcomp: tensor comprehensions to CUDA. Compile a def of a .tc file with a
+schedule to a .cubin (no GPU needed), or run it and check it against the
+NumPy reference tcomp.evaluate."""
+
+COMPILE_HELP = "compile a def to OUT.cubin, OUT.cu, OUT.ptx and OUT.json (no GPU needed)"
+COMPILE_EPILOG = """\
+Sizes left out of --sizes stay symbolic: the kernel reads them from its
+arguments at run time. OUT.json describes the kernel for tcomp.load (docs/export.md).
+example: tcomp compile tutorials/matmul.tc --schedule tutorials/matmul_schedule.json \\
+             --sizes K=64 -o out/matmul.cubin"""
+
+RUN_HELP = "compile and run a def, and check the result against tcomp.evaluate"
+RUN_EPILOG = """\
+Inputs not given with --input are random: floats standard normal, bools
+uniform; an integer input used as a subscript of another tensor (a gather)
+gets values in range of the dimension it indexes, other integers 0..99.
+Exit status: 0 when the check passes, 1 when it fails, 2 on an error.
+example: tcomp run tutorials/matmul.tc --sizes M=96,N=80,K=64 --target sim"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors in tcomp's one-line form."""
+
+    def error(self, message):
+        self.exit(EXIT_ERROR, f"tcomp: {message} (see '{self.prog} --help')\n")
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
+    return n
+
+
+def _read_text(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise TcompError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise TcompError(f"cannot read {what} {path}: not UTF-8 text (byte {e.start})") from None
 
 
 def _load(args):
+    """(op, schedule) from FILE.tc, --entry and --schedule."""
     from . import lang
     from .schedule import Schedule
-    try:
-        with open(args.file) as f:
-            text = f.read()
-    except OSError as e:
-        raise TcompError(f"cannot read {args.file}: {e.strerror}") from None
-    op = lang.parse(text, name=args.file)[args.entry] if args.entry else _only(text, args.file)
-    if args.schedule:
-        try:
-            with open(args.schedule) as f:
-                s = Schedule.from_json(op, f.read())
-        except OSError as e:
-            raise TcompError(f"cannot read {args.schedule}: {e.strerror}") from None
+    text = _read_text(args.file, "source")
+    prog = lang.parse(text, name=args.file)
+    if args.entry:
+        op = prog[args.entry]
+    elif len(prog) != 1:
+        raise TcompError(f"{args.file} has {len(prog)} defs ({', '.join(prog.ops) or 'none'}); "
+                         f"choose one with --entry")
     else:
-        s = Schedule(op)
-    return op, s
-
-
-def _only(text, filename):
-    from . import lang
-    prog = lang.parse(text, name=filename)
-    if len(prog) != 1:
-        raise TcompError(f"{filename} has {len(prog)} defs ({', '.join(prog.ops)}); choose one "
-                         f"with --entry")
-    return next(iter(prog))
+        op = next(iter(prog))
+    if not args.schedule:
+        return op, Schedule(op)
+    text = _read_text(args.schedule, "schedule")
+    try:
+        return op, Schedule.from_json(op, text)
+    except TcompError as e:
+        raise TcompError(f"{args.schedule}: {e}") from None
 
 
 def cmd_compile(args) -> int:
+    from .cli_inputs import parse_sizes
     from .target_cuda.kernel import CudaKernel
-    op, s = _load(args)
-    k = CudaKernel.from_schedule(s, _sizes(args.sizes), f"cuda:{args.arch}")
     out = args.output
     if not out.endswith(".cubin"):
         raise TcompError(f"-o must name a .cubin file, got '{out}'")
-    k.export(out)
+    op, s = _load(args)
+    k = CudaKernel.from_schedule(s, parse_sizes(args.sizes, op), f"cuda:{args.arch}")
     base = out[:-len(".cubin")]
-    with open(base + ".cu", "w") as f:
-        f.write(k.source)
-    with open(base + ".ptx", "w") as f:
-        f.write(k.ptx)
+    try:
+        k.export(out)
+        with open(base + ".cu", "w") as f:
+            f.write(k.source)
+        with open(base + ".ptx", "w") as f:
+            f.write(k.ptx)
+    except OSError as e:
+        where = f": {e.filename}" if e.filename else ""
+        raise TcompError(f"cannot write {out}: {e.strerror or e}{where}") from None
     print(f"wrote {out} ({len(k.cubin)} bytes, {args.arch}), {base}.cu, {base}.ptx, {base}.json")
     return 0
-
-
-def random_inputs(op, sizes: dict, rng) -> list:
-    from .lang.symbolic import eval_int
-    arrays = []
-    for t in op.inputs:
-        missing = [d for d in t.shape if any(n not in sizes for n in _names(d))]
-        if missing:
-            names = sorted({n for d in missing for n in _names(d)})
-            raise TcompError(f"run: give the size(s) {', '.join(names)} with --sizes")
-        shape = tuple(eval_int(d, sizes) for d in t.shape)
-        dt = t.dtype
-        if dt.is_float:
-            a = rng.standard_normal(shape).astype(dt.numpy)
-        elif dt.is_bool:
-            a = rng.random(shape) < 0.5
-        else:
-            hi = min(np.iinfo(dt.numpy).max, 100)
-            lo = 0 if dt.kind == "u" else -hi
-            a = rng.integers(lo, hi, shape, endpoint=True).astype(dt.numpy)
-        arrays.append(a)
-    return arrays
-
-
-def _names(e):
-    from .lang.ast import Size, walk
-    return [x.name for x in walk(e) if isinstance(x, Size)]
 
 
 def tolerance(dt) -> float:
@@ -133,54 +143,86 @@ def compare(op, got, want) -> tuple[bool, str]:
 
 def cmd_run(args) -> int:
     from . import build, evaluate
+    from .cli_inputs import bind_sizes, load_array, make_inputs, parse_input_flags, parse_sizes
     from .target_cuda import cuda_api
     op, s = _load(args)
-    sizes = _sizes(args.sizes)
+    sizes = parse_sizes(args.sizes, op)
+    files = parse_input_flags(args.input, op)
+    given = {t.name: load_array(t.name, files[t.name], t.dtype)
+             for t in op.inputs if t.name in files}
+    sizes = bind_sizes(op, given, sizes)
+    arrays = make_inputs(op, given, sizes, np.random.default_rng(args.seed))
+    want = evaluate(op, *arrays)  # first: invalid data is reported before compiling
     target = args.target
     if target == "auto":
         target = "cuda" if cuda_api.have_device() else "sim"
-    rng = np.random.default_rng(args.seed)
-    arrays = random_inputs(op, sizes, rng)
     t0 = time.perf_counter()
     k = build(s, target=target, sizes=sizes if target == "cuda" else None)
     t_build = time.perf_counter() - t0
     got = k(*arrays)
     times = []
-    for _ in range(max(args.repeat, 1)):
+    for _ in range(args.repeat):
         t = time.perf_counter()
         k(*arrays)
         times.append(time.perf_counter() - t)
-    want = evaluate(op, *arrays)
     ok, detail = compare(op, got, want)
     where = cuda_api.device().name if target == "cuda" else "sim (CPU)"
     print(f"{op.name} on {where}: build {t_build * 1e3:.1f} ms, run {np.median(times) * 1e3:.3f} ms "
           f"(median of {len(times)}, host-timed, includes copies)")
     print(f"check vs tcomp.evaluate: {'PASS' if ok else 'FAIL'} — {detail}")
-    return 0 if ok else 1
+    return 0 if ok else EXIT_MISMATCH
+
+
+def parser() -> argparse.ArgumentParser:
+    from . import __version__
+    ap = _Parser(prog="tcomp", description=DESCRIPTION,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"tcomp {__version__}",
+                    help="print tcomp's version and exit")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
+                            parser_class=_Parser)
+    for name, help_, epilog in (("compile", COMPILE_HELP, COMPILE_EPILOG),
+                                ("run", RUN_HELP, RUN_EPILOG)):
+        p = sub.add_parser(name, help=help_, description=help_[0].upper() + help_[1:] + ".",
+                           epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("file", metavar="FILE.tc", help="a .tc source file with one or more defs")
+        p.add_argument("--entry", metavar="NAME",
+                       help="the def to use when the file has several")
+        p.add_argument("--schedule", metavar="S.json",
+                       help="a schedule written by Schedule.to_json (default: the default "
+                            "schedule, correct and serial)")
+        if name == "compile":
+            p.add_argument("--sizes", metavar="M=1024,N=512",
+                           help="size variables to fix at compile time; the others stay "
+                                "kernel parameters")
+            p.add_argument("--arch", default="sm_90a", metavar="SM",
+                           help="the GPU architecture to compile for (default: sm_90a)")
+            p.add_argument("-o", "--output", required=True, metavar="OUT.cubin",
+                           help="the .cubin to write; OUT.cu, OUT.ptx and OUT.json go beside it")
+        else:
+            p.add_argument("--sizes", metavar="M=1024,N=512",
+                           help="size variables; needed for each size of an input that is "
+                                "not given with --input")
+            p.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                           help="read input NAME from a .npy file (repeatable); the other "
+                                "inputs are random")
+            p.add_argument("--target", default="auto", choices=("auto", "cuda", "sim"),
+                           help="where to run: cuda, sim (the CPU simulator) or auto (cuda "
+                                "when a GPU is present, else sim; the default)")
+            p.add_argument("--repeat", type=_positive, default=3, metavar="N",
+                           help="timed runs after the first (default: 3); the median is shown")
+            p.add_argument("--seed", type=int, default=None, metavar="S",
+                           help="seed of the random inputs (default: a fresh seed each run)")
+    return ap
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="tcomp", description="tcomp: tensor comprehensions to CUDA")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("compile", "run"):
-        p = sub.add_parser(name)
-        p.add_argument("file", help="a .tc file with one or more defs")
-        p.add_argument("--entry", help="the def to compile (when the file has several)")
-        p.add_argument("--schedule", help="a schedule JSON file (Schedule.to_json)")
-        p.add_argument("--sizes", help="size bindings, e.g. M=1024,N=512")
-        if name == "compile":
-            p.add_argument("--arch", default="sm_90a")
-            p.add_argument("-o", "--output", required=True, help="OUT.cubin")
-        else:
-            p.add_argument("--target", default="auto", choices=("auto", "cuda", "sim"))
-            p.add_argument("--repeat", type=int, default=3)
-            p.add_argument("--seed", type=int, default=None)
-    args = ap.parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         return cmd_compile(args) if args.cmd == "compile" else cmd_run(args)
     except TcompError as e:
         print(f"tcomp: {e}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -31,4 +31,5 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
-                     help="rewrite the golden files of tests/lang/golden from the current output")
+                     help="rewrite the golden files (tests/lang/golden, tests/lower/golden) and the "
+                          "output blocks of docs/ and the README from the current output")

@@ -16,12 +16,18 @@ ranges.py), and derives each output's dtype and shape. Rules enforced here:
     its rank;
   * subscripts are integers; ternary conditions and logic operands are bool
     or integer; typed outputs accept a statement's type only where no
-    information is lost (cast explicitly otherwise).
+    information is lost (cast explicitly otherwise);
+  * a tensor has its right-hand side's type unless declared (or defined
+    earlier); a reduction accumulates in the tensor's type, float16/bfloat16
+    in float32 (rounded once, on store); `+=`/`*=` on a bool tensor is an
+    error (`max=`/`min=` are logical or/and);
+  * a tensor's shape comes from its last statement; an earlier statement
+    writing beyond it is an error when provable, else an `Op.write_checks`
+    entry checked at every call (signature.py).
 """
 from __future__ import annotations
 
 import dataclasses
-
 
 from ..errors import LangError
 from . import builtins, dtypes
@@ -30,8 +36,10 @@ from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, Let
 from .dtypes import DType
 from .op import Op, Range, Statement, Tensor
 from .parser import MAX_DEPTH
+from .printer import expr_to_text
 from .ranges import infer_ranges
-from .symbolic import NotSymbolic, from_sympy, to_sympy
+from .signature import WriteCheck
+from .symbolic import NotSymbolic, from_sympy, provably_le, to_sympy
 
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 LOGIC = ("&&", "||")
@@ -91,6 +99,7 @@ class _Checker:
         for o in d.outputs:
             if o.name not in self.written:
                 raise LangError(f"output '{o.name}' is declared but never written", o.loc)
+        write_checks = self.write_bounds(checked)
 
         inputs = tuple(Tensor(p.name, self.inputs[p.name][0], self.inputs[p.name][1], True)
                        for p in d.inputs)
@@ -104,7 +113,40 @@ class _Checker:
                       for n in self.temporaries)
         definition = dataclasses.replace(d, stmts=tuple(stmts))
         return Op(d.name, inputs, tuple(outputs), tuple(checked), tuple(self.sizes), definition,
-                  temps)
+                  temps, write_checks)
+
+    def write_bounds(self, checked: list[Statement]) -> tuple[WriteCheck, ...]:
+        """A tensor's shape comes from its last statement; an earlier statement may
+        not write beyond it. Provably beyond (for every size): an error here, at that
+        statement; provably inside: nothing; undecided: a check at every call."""
+        last = {st.tensor: st for st in checked}
+        checks = []
+        for st in checked:
+            fin = last[st.tensor]
+            if st is fin:
+                continue
+            shape = self.written[st.tensor]["shape"]
+            for dim, (v, extent) in enumerate(zip(st.spatial, shape)):
+                r = st.range_of(v)
+                lo, hi = to_sympy(r.lo), to_sympy(r.hi)
+                if provably_le(hi, lo):
+                    continue  # an empty range writes nothing
+                inside = provably_le(hi, extent)
+                if inside:
+                    continue
+                ext = from_sympy(extent)
+                line, last_line = st.stmt.loc.line if st.stmt.loc else 0, \
+                    fin.stmt.loc.line if fin.stmt.loc else 0
+                if inside is False:
+                    lo_t, hi_t, ext_t = expr_to_text(r.lo), expr_to_text(r.hi), expr_to_text(ext)
+                    raise LangError(
+                        f"this statement writes '{st.tensor}' beyond its shape: {v} runs over "
+                        f"{lo_t}:{hi_t} here, but '{st.tensor}' has extent {ext_t} in dimension "
+                        f"{dim}, set by the last statement that writes it (line {last_line}); "
+                        f"restrict this statement with 'where {v} in {lo_t}:{ext_t}', or let the "
+                        f"last statement cover {lo_t}:{hi_t}", st.stmt.loc)
+                checks.append(WriteCheck(st.tensor, dim, v, r.lo, r.hi, ext, line, last_line))
+        return tuple(checks)
 
     def size_expr(self, e: Expr, what: str) -> Expr:
         """Resolve an expression that may use only size variables and integers."""
@@ -242,29 +284,32 @@ class _Checker:
         stmt = dataclasses.replace(s, rhs=rhs, where=tuple(resolved))
 
         # Types.
+        # Types, as in TC and cuBLAS: the tensor has the right-hand side's type unless it
+        # is declared (or was defined earlier); a reduction accumulates in the tensor's
+        # type (the tensor is the accumulator), except that float16/bfloat16 accumulate
+        # in float32 and are rounded once, when stored.
         value = rhs.dtype
-        if s.reduce_op is not None and (reduce or continues):
-            if value.is_bool and s.reduce_op in ("+", "*"):
-                acc = dtypes.int32
-            elif value.is_low_precision:
-                acc = dtypes.float32
-            else:
-                acc = value
-            result = acc
-        else:
-            acc = value.compute if not value.is_bool else value
-            result = value
+        reducing = s.reduce_op is not None and bool(reduce or continues)
         if decl.type_name is not None:
             tdtype, origin = dtypes.BY_NAME[decl.type_name], "declared"
         elif prior is not None:
             tdtype, origin = prior["dtype"], f"from its first definition, line {prior['line']}"
         else:
-            tdtype, origin = result, ""
-        if not dtypes.can_store(result, tdtype):
-            raise LangError(f"type mismatch: the statement computes {result} but '{name}' is "
+            tdtype, origin = value, ""
+        if not dtypes.can_store(value, tdtype):
+            raise LangError(f"type mismatch: the statement computes {value} but '{name}' is "
                             f"{tdtype} ({origin}); cast explicitly, e.g. {tdtype}(...)", s.loc)
-        if continues and not tdtype.is_bool and acc != tdtype.compute and acc.is_float != tdtype.is_float:
-            acc = dtypes.promote(acc, tdtype.compute)
+        if reducing and tdtype.is_bool and s.reduce_op in ("+", "*"):
+            bang = "!" if s.init else ""
+            what, fix = ("or", "max") if s.reduce_op == "+" else ("and", "min")
+            raise LangError(f"'{s.op}{bang}' on bool values of '{name}' is ambiguous: write "
+                            f"'{fix}={bang}' for a logical {what}, or accumulate in an integer "
+                            f"(cast the right-hand side, e.g. int32(...), or declare '{name}' "
+                            f"as int32)", s.loc)
+        if reducing:
+            acc = tdtype.compute
+        else:
+            acc = value.compute if not value.is_bool else value
 
         # Ranges.
         shapes = {t: v[1] for t, v in self.inputs.items()}

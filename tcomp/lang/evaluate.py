@@ -7,14 +7,17 @@ convolutions), any other read is a gather whose indices are bounds-checked.
 `+=` reductions of a product of reads go through `np.einsum`; other boxes
 larger than CHUNK elements are split along their longest axis.
 
-Semantics pinned here (and documented in API.md / the README):
+Semantics pinned here (and documented in docs/language.md and the README):
   * outputs start zero-filled; a statement writes its spatial range;
   * a statement's right-hand side sees the state before the statement;
   * ternaries, `&&` and `||` are lazy: a read in a branch not taken may be out
     of bounds; a read that is taken and out of bounds raises `LangError`;
   * integer `/` and `%` floor toward negative infinity; division by zero
     raises; float `%` is C's fmod; integer overflow wraps;
-  * float16/bfloat16 arithmetic is done in float32 and rounded on store.
+  * float16/bfloat16 arithmetic is done in float32 and rounded on store; a
+    reduction accumulates in the statement's `acc_dtype` (float32 for them)
+    and is rounded once, when the result is stored;
+  * arguments are checked by signature.py, as on every target.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from . import builtins, dtypes, npfuncs
 from .ast import (Binary, Call, Cast, Const, Expr, Index, LetRef, Read, Select, Size, Unary)
 from .op import Op, Statement
 from .printer import expr_to_text
+from .signature import Signature
 from .symbolic import eval_int
 
 CHUNK = 1 << 22  # elements of the largest intermediate array
@@ -56,51 +60,16 @@ def evaluate(op: Op, *arrays):
     return outs[0] if len(outs) == 1 else outs
 
 
-def bind_inputs(op: Op, arrays) -> tuple[dict, dict]:
-    """Check arrays against the inputs; returns (tensor env, size bindings)."""
-    if len(arrays) != len(op.inputs):
-        names = ", ".join(t.name for t in op.inputs) or "none"
-        raise LangError(f"'{op.name}' takes {len(op.inputs)} input(s) ({names}), got "
-                        f"{len(arrays)}")
-    env, sizes, origin = {}, {}, {}
+def bind_inputs(op: Op, arrays, compiled: dict | None = None) -> tuple[dict, dict]:
+    """Check arrays against the inputs (signature.py: the checks and the dtype
+    policy every target shares); returns (tensor env, size bindings)."""
+    arrays, sizes = Signature.from_op(op).check_call(arrays, compiled)
+    env = {}
     for t, a in zip(op.inputs, arrays):
         try:
             a = np.asarray(a)
         except Exception as e:  # e.g. a GPU tensor without a host copy
             raise LangError(f"input '{t.name}' cannot be read as a NumPy array: {e}") from None
-        if a.ndim != t.ndim:
-            raise LangError(f"input '{t.name}' must have {t.ndim} dimension(s), got {a.ndim} "
-                            f"(shape {a.shape})")
-        want = t.dtype.numpy
-        if a.dtype != want:
-            if want.kind in "iu" and a.dtype.kind in "iub":
-                # Integers convert only when every value fits: NumPy's "same_kind"
-                # would let int64 [200] (a Python list) wrap to int8 -56.
-                info = np.iinfo(want)
-                if a.size and (a.min() < info.min or a.max() > info.max):
-                    raise LangError(f"input '{t.name}' is {t.dtype} but the {a.dtype} array "
-                                    f"holds values outside its range ({a.min()}..{a.max()})")
-            elif not np.can_cast(a.dtype, want, "same_kind"):
-                raise LangError(f"input '{t.name}' is {t.dtype} but the array is {a.dtype}")
-            if a.dtype.kind == "f" and want.kind == "f":
-                with np.errstate(all="ignore"):
-                    b = a.astype(want)
-                if (np.isinf(b) & np.isfinite(a)).any():
-                    raise LangError(f"input '{t.name}': values of the {a.dtype} array overflow "
-                                    f"{t.dtype}")
-                a = b
-            else:
-                a = a.astype(want)
-        for i, (d, n) in enumerate(zip(t.shape, a.shape)):
-            if isinstance(d, Size):
-                if d.name in sizes and sizes[d.name] != n:
-                    raise LangError(f"input '{t.name}' dimension {i} is {n}, but size {d.name} is "
-                                    f"{sizes[d.name]} from {origin[d.name]}")
-                sizes.setdefault(d.name, n)
-                origin.setdefault(d.name, f"input '{t.name}' dimension {i}")
-            elif eval_int(d, sizes) != n:
-                raise LangError(f"input '{t.name}' dimension {i} must be {eval_int(d, sizes)}, "
-                                f"got {n}")
         env[t.name] = np.require(a, requirements="C")  # keeps 0-d arrays 0-d
     return env, sizes
 

@@ -90,6 +90,9 @@ class Op:
     size_vars: tuple[str, ...]  # in order of first appearance in the inputs
     definition: Def  # the resolved def (for printing)
     temporaries: tuple[Tensor, ...] = ()  # written but not outputs: computed, not returned
+    # Writes range inference could not prove inside the tensor's shape (the shape comes
+    # from its last statement): signature.WriteCheck, evaluated at every call.
+    write_checks: tuple = ()
 
     @property
     def tensors(self) -> dict[str, Tensor]:

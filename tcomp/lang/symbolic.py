@@ -122,6 +122,55 @@ def _is_negative(t) -> bool:
     return bool(coef.is_negative)
 
 
+def provably_le(a, b) -> bool | None:
+    """For SymPy size expressions: True when a <= b for every positive size, False
+    when a > b for every positive size, None when SymPy cannot tell. min/max are
+    split into their arguments; floor/ceil are bounded by their argument."""
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    for f, every in ((sympy.Min, any), (sympy.Max, all)):
+        if isinstance(a, f):  # min(x, y) <= b if some x <= b; max needs all
+            r = [provably_le(x, b) for x in a.args]
+            if every(v is True for v in r):
+                return True
+            if (all if every is any else any)(v is False for v in r):
+                return False
+            return None
+    for f, every in ((sympy.Max, any), (sympy.Min, all)):
+        if isinstance(b, f):  # a <= max(x, y) if a <= some x; min needs all
+            r = [provably_le(a, y) for y in b.args]
+            if every(v is True for v in r):
+                return True
+            if (all if every is any else any)(v is False for v in r):
+                return False
+            return None
+    d = sympy.expand(a - b)
+    if d.is_nonpositive or d.is_positive is False:
+        return True
+    if d.is_positive:
+        return False
+    # floor(x) in (x - 1, x], ceiling(x) in [x, x + 1): bound each by its argument on the
+    # side that makes d largest (to prove <=) or smallest (to prove >).
+    rounded = [t for t in d.atoms(sympy.floor, sympy.ceiling)]
+    if rounded:
+        up, down = d, d
+        for t in rounded:
+            c = d.coeff(t)
+            if not c.is_number or (d - c * t).has(t):
+                return None
+            x = t.args[0]
+            num, den = sympy.fraction(sympy.together(x))
+            # with an integer numerator over a positive integer q, the slack is (q-1)/q
+            slack = 1 - 1 / den if den.is_Integer and den > 0 and num.is_integer else 1
+            hi, lo = (x, x - slack) if isinstance(t, sympy.floor) else (x + slack, x)
+            up = up.subs(t, hi if c > 0 else lo)
+            down = down.subs(t, lo if c > 0 else hi)
+        if sympy.expand(up).is_nonpositive:
+            return True
+        if sympy.expand(down).is_positive:
+            return False
+    return None
+
+
 def simplify(e: Expr) -> Expr:
     return from_sympy(to_sympy(e))
 

@@ -317,9 +317,16 @@ class Builder:
                     raise LoweringError(f"stage '{stage}': reduction axis '{leaf}' bound to "
                                         f"{st.bind[leaf]} has non-constant extent {show(n)}")
                 red = ir.AllReduce(d.reduce_op, acc_name, acc_dt, st.bind[leaf], int(n.value))
-                final = load_acc if d.init else combine(d.reduce_op, current(), load_acc, acc_dt)
+                if d.init:
+                    final, fg = load_acc, sg
+                else:
+                    # Continuing adds to the tensor's value: a read-modify-write that
+                    # one thread of the group does (all of them would race on it).
+                    final = combine(d.reduce_op, current(), load_acc, acc_dt)
+                    fg = _conj([c for k, c in guards if k == "spatial"] + [ir.Bin(
+                        "==", ir.Var(st.bind[leaf]), ir.const(0), ir.bool_)])
                 return ir.Alloc(acc, ir.seq(ir.Store(acc_name, a0, identity(d.reduce_op, acc_dt)),
-                                            inner, red, guarded(sg, store(final))))
+                                            inner, red, guarded(fg, store(final))))
             if i == len(st.leaves):
                 if reducing:
                     return guarded(allg, store(combine(d.reduce_op, current(), value(), acc_dt)))
@@ -534,7 +541,7 @@ class Builder:
         the output's whole ranges, and be complete itself."""
         from ..lang.ast import Index
         st = self.sched.states[pname]
-        if st.attach == ("root",) or pname in seen:
+        if st.attach[0] != "at" or pname in seen:  # (an inlined output is written at root too)
             return
         seen.add(pname)
         pd = st.definition
@@ -549,10 +556,12 @@ class Builder:
                         isinstance(a, Index) and _same(qd.ranges.get(a.name), pd.ranges[v])
                         for a, v in zip(r.args, pd.spatial))
                     if not ok:
+                        what = "output" if pd.tensor in {t.name for t in self.op.outputs} \
+                            else "global tensor"
                         raise LoweringError(
-                            f"stage '{pname}' writes output '{pd.tensor}' but is computed inside "
+                            f"stage '{pname}' writes {what} '{pd.tensor}' but is computed inside "
                             f"'{st.attach[1]}', and '{q}' does not read all of it: part of the "
-                            f"output could stay unwritten (compute it at root instead)")
+                            f"{what} could stay unwritten (compute it at root instead)")
             self._check_cover(q, seen)
 
     # ------------------------------------------------------------ reads

@@ -16,6 +16,7 @@ import dataclasses
 import os
 
 from ..errors import LoweringError, TcompError
+from ..schedule.args import as_int
 from . import barriers, bind_threads, flatten, unroll
 from .build import Builder
 from .ir import Program
@@ -48,8 +49,9 @@ def lower(schedule, sizes: dict | None = None, dump: str | None = None,
         if name not in schedule.op.size_vars:
             raise LoweringError(f"lower: '{name}' is not a size variable of '{schedule.op.name}' "
                                 f"(sizes: {', '.join(schedule.op.size_vars) or 'none'})")
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if as_int(v) is None or v < 0:
             raise LoweringError(f"lower: size {name} must be a non-negative int, got {v!r}")
+        sizes[name] = as_int(v)  # NumPy integers (a shape) become Python ints
     try:
         prog = Builder(schedule, sizes).program()
     except TcompError:
@@ -74,6 +76,13 @@ def lower(schedule, sizes: dict | None = None, dump: str | None = None,
 def _dump(folder, i, name, prog):
     if folder is None:
         return
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, f"{i:02d}_{name}.txt"), "w") as f:
-        f.write(str(prog))
+    if not isinstance(folder, (str, os.PathLike)):
+        raise LoweringError(f"lower: dump must be a folder path (str), got {folder!r}")
+    path = os.path.join(folder, f"{i:02d}_{name}.txt")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(str(prog))
+    except OSError as e:
+        raise LoweringError(f"lower: cannot write the IR dump {path!r}: "
+                            f"{e.strerror or e}; pass dump= a folder you can write to") from None

@@ -54,22 +54,26 @@ class Linear:
     def is_const(self) -> bool:
         return not self.terms
 
-    def to_expr(self) -> ir.Expr:
+    def to_expr(self, dtype=ir.int32) -> ir.Expr:
+        """The form as an expression of integer type `dtype` (int32 in the
+        passes; int64 for kernels whose indices were widened for CUDA)."""
+        def const(v):
+            return ir.Imm(int(v), dtype)
         pos = [(a, c) for a, c in self.terms.items() if c > 0]
         neg = [(a, -c) for a, c in self.terms.items() if c < 0]
         out = None
         for a, c in pos:
-            t = a if c == 1 else ir.Bin("*", a, ir.const(c), ir.int32)
-            out = t if out is None else ir.Bin("+", out, t, ir.int32)
+            t = a if c == 1 else ir.Bin("*", a, const(c), dtype)
+            out = t if out is None else ir.Bin("+", out, t, dtype)
         for a, c in neg:
-            t = a if c == 1 else ir.Bin("*", a, ir.const(c), ir.int32)
-            out = ir.Bin("-", out if out is not None else ir.const(0), t, ir.int32)
+            t = a if c == 1 else ir.Bin("*", a, const(c), dtype)
+            out = ir.Bin("-", out if out is not None else const(0), t, dtype)
         if out is None:
-            return ir.const(self.const)
+            return const(self.const)
         if self.const > 0:
-            out = ir.Bin("+", out, ir.const(self.const), ir.int32)
+            out = ir.Bin("+", out, const(self.const), dtype)
         elif self.const < 0:
-            out = ir.Bin("-", out, ir.const(-self.const), ir.int32)
+            out = ir.Bin("-", out, const(-self.const), dtype)
         return out
 
 
@@ -78,7 +82,13 @@ def _is_int32(e: ir.Expr) -> bool:
 
 
 class Simplifier(Rewriter):
-    def __init__(self, ranges: dict | None = None):
+    """`index_dtype`: the integer type whose arithmetic is analysed as linear
+    forms (int32, the type of index arithmetic in Kernel IR; the CUDA code
+    generator asks about kernels widened to int64 indices with int64). Only
+    the passes rewrite; with int64 the simplifier is used for queries."""
+
+    def __init__(self, ranges: dict | None = None, index_dtype=ir.int32):
+        self.index_dtype = index_dtype
         # var -> (lo, hi) inclusive integer bounds, when known
         self.ranges: dict[str, tuple] = dict(ranges or {})  # var -> (lo, hi) ints or None
         self.sym: dict[str, tuple] = {}  # var -> (lo, hi) inclusive as Linear forms
@@ -94,9 +104,9 @@ class Simplifier(Rewriter):
         return out
 
     def _linear(self, e: ir.Expr) -> Linear:
-        if isinstance(e, ir.Imm) and e.dtype == ir.int32:
+        if isinstance(e, ir.Imm) and e.dtype == self.index_dtype:
             return Linear({}, int(e.value))
-        if isinstance(e, ir.Bin) and e.dtype == ir.int32:
+        if isinstance(e, ir.Bin) and e.dtype == self.index_dtype:
             if e.op in "+-":
                 return self._merge_divmod(
                     self.linear(e.a).add(self.linear(e.b), 1 if e.op == "+" else -1))
@@ -106,7 +116,7 @@ class Simplifier(Rewriter):
                     return a.scale(b.const)
                 if a.is_const():
                     return b.scale(a.const)
-        if isinstance(e, ir.Un) and e.op == "-" and e.dtype == ir.int32:
+        if isinstance(e, ir.Un) and e.op == "-" and e.dtype == self.index_dtype:
             return self.linear(e.x).scale(-1)
         return Linear({_key(e): 1}, 0)
 
@@ -287,7 +297,7 @@ class Simplifier(Rewriter):
 
     def enter_let(self, var: str, value: ir.Expr):
         saved = self.ranges.get(var), self.sym.get(var)
-        if _is_int32(value):
+        if getattr(value, "dtype", None) == self.index_dtype:
             lin = self.linear(value)
             self.ranges[var] = self.bound(lin)
             self.sym[var] = (lin, lin)
@@ -299,7 +309,8 @@ class Simplifier(Rewriter):
     def _refine(self, cond: ir.Expr, saved: dict):
         """Tighten the upper bound of v from `v + c < e` or `v + c <= e` (one loop
         variable with coefficient 1, e bounded above)."""
-        if not (isinstance(cond, ir.Bin) and cond.op in ("<", "<=") and _is_int32(cond.a)):
+        if not (isinstance(cond, ir.Bin) and cond.op in ("<", "<=")
+                and getattr(cond.a, "dtype", None) == self.index_dtype):
             return
         lin = self.linear(cond.a).add(self.linear(cond.b), -1)  # lin < 0 (or <= 0)
         vars_ = [(a, k) for a, k in lin.terms.items() if isinstance(a, ir.Var)]
@@ -442,12 +453,12 @@ def simplify_expr(e: ir.Expr, ranges: dict | None = None) -> ir.Expr:
     return Simplifier(ranges).expr(e)
 
 
-def kernel_simplifier(k: ir.Kernel) -> Simplifier:
+def kernel_simplifier(k: ir.Kernel, index_dtype=ir.int32) -> Simplifier:
     """A simplifier that knows the kernel's thread/block index ranges and that
     size parameters are non-negative."""
     ranges = {f"threadIdx.{a}": (0, n - 1) for a, n in zip("xyz", k.block)}
     ranges.update({n: (0, None) for n in k.sizes})
-    s = Simplifier(ranges)
+    s = Simplifier(ranges, index_dtype)
     for a, g in zip("xyz", k.grid):
         name = f"blockIdx.{a}"
         s.ranges[name] = (0, int(g.value) - 1 if isinstance(g, ir.Imm) else None)

@@ -1,4 +1,4 @@
-"""Schedules: stages, axes and primitives (API.md "Schedules")."""
+"""Schedules: stages, axes and primitives (docs/schedules.md)."""
 from .directives import from_json, to_json
 from .schedule import Schedule, Stage
 from .stage import Axis, StageDef

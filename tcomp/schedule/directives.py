@@ -129,6 +129,11 @@ KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll,
                                          Pipeline)}
 
 
+# The version of the JSON format `to_json` writes (the field "tcomp_schedule").
+# Bump it when a directive's fields change meaning; `from_json` reads only this one.
+FORMAT_VERSION = 1
+
+
 def to_json(directives) -> str:
     items = []
     for d in directives:
@@ -137,13 +142,29 @@ def to_json(directives) -> str:
             v = getattr(d, f.name)
             item[f.name] = list(v) if isinstance(v, tuple) else v
         items.append(item)
-    return json.dumps({"tcomp_schedule": 1, "directives": items}, indent=1)
+    return json.dumps({"tcomp_schedule": FORMAT_VERSION, "directives": items}, indent=1)
 
 
 def from_json(text: str) -> list:
     from ..errors import ScheduleError
     try:
         data = json.loads(text)
+    except (ValueError, TypeError) as e:
+        raise ScheduleError(f"from_json: not a tcomp schedule ({type(e).__name__}: {e})") from None
+    if not isinstance(data, dict):
+        raise ScheduleError(f"from_json: not a tcomp schedule (expected a JSON object with "
+                            f"\"tcomp_schedule\" and \"directives\", got "
+                            f"{type(data).__name__})")
+    version = data.get("tcomp_schedule")
+    if version is None:
+        raise ScheduleError(f"from_json: not a tcomp schedule: it has no format version (the "
+                            f"field \"tcomp_schedule\"; this tcomp reads version "
+                            f"{FORMAT_VERSION})")
+    if isinstance(version, bool) or version != FORMAT_VERSION:
+        raise ScheduleError(f"from_json: schedule format version {version!r} is not supported; "
+                            f"this tcomp reads version {FORMAT_VERSION} (write the schedule "
+                            f"again with this tcomp's Schedule.to_json)")
+    try:
         items = data["directives"]
         out = []
         for item in items:

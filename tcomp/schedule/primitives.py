@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from . import directives as D
+from .args import as_int
+from .snapshot import check_placement
 from .stage import THREAD_TAGS, Axis, FuseRel, SplitRel
 
 
@@ -98,9 +100,10 @@ class Stage:
         if (factor is None) == (nparts is None):
             raise ScheduleError(f"{p}: give exactly one of factor= and nparts= (axis {ax!r})")
         n = factor if factor is not None else nparts
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if as_int(n) is None or as_int(n) < 1:
             what = "factor" if factor is not None else "nparts"
             raise ScheduleError(f"{p}: {what} must be a positive int, got {n!r}")
+        factor, nparts = (as_int(factor), None) if factor is not None else (None, as_int(nparts))
         s = self._s
         outer, inner = s.fresh(f"{name}_o"), s.fresh(f"{name}_i")
         self._sched.directives.append(D.Split(self.name, name, factor, nparts))
@@ -126,8 +129,9 @@ class Stage:
         if xn == yn:
             raise ScheduleError(f"{p}: x and y are the same axis {x!r}")
         for f, arg in ((x_factor, "x_factor"), (y_factor, "y_factor")):
-            if isinstance(f, bool) or not isinstance(f, int) or f < 1:
+            if as_int(f) is None or as_int(f) < 1:
                 raise ScheduleError(f"{p}: {arg} must be a positive int, got {f!r}")
+        x_factor, y_factor = as_int(x_factor), as_int(y_factor)
         n_dir = len(self._sched.directives)
         xo, xi = self.split(x, x_factor)
         yo, yi = self.split(y, y_factor)
@@ -241,8 +245,9 @@ class Stage:
         self._not_inline(p)
         r, c = self._leaf(rows, p, "rows"), self._leaf(cols, p, "cols")
         s = self._s
-        if not (isinstance(group, int) and not isinstance(group, bool) and group >= 1):
+        if as_int(group) is None or as_int(group) < 1:
             raise ScheduleError(f"{p}: group must be a positive int, got {group!r}")
+        group = as_int(group)
         if tag not in THREAD_TAGS or not tag.startswith("blockIdx"):
             raise ScheduleError(f"{p}: tag must be one of blockIdx.x, blockIdx.y, blockIdx.z, "
                                 f"got '{tag}'")
@@ -324,6 +329,13 @@ class Stage:
                                 f"global memory; only temporaries can change scope")
         if len(self._sched.writers(s.tensor)) != 1:
             raise ScheduleError(f"{p}: '{s.tensor}' is written by several statements")
+        if s.snapshot is not None and scope != "global":
+            src, reader = s.snapshot
+            raise ScheduleError(f"{p}: stage '{self.name}' is the snapshot of '{src}' that "
+                                f"'{reader}' reads (it updates '{src}' in place); it must be "
+                                f"complete before '{reader}' starts, so it stays in global "
+                                f"memory (cache_read '{s.tensor}' into {scope} memory for "
+                                f"'{reader}' instead)")
         dtype, shape, _ = self._sched.tensors[s.tensor]
         self._sched.directives.append(D.SetScope(self.name, scope))
         self._sched.tensors[s.tensor] = (dtype, shape, scope)
@@ -340,10 +352,11 @@ class Stage:
         s = self._s
         if name not in s.definition.spatial:
             raise ScheduleError(f"{p}: axis {ax!r} must be an original spatial axis of the stage")
-        if not (isinstance(factor, int) and factor > 0 and isinstance(offset, int) and
-                0 <= offset < factor):
+        f, o = as_int(factor), as_int(offset)
+        if f is None or o is None or not (f > 0 and 0 <= o < f):
             raise ScheduleError(f"{p}: need factor > 0 and 0 <= offset < factor, got "
-                                f"{factor}, {offset}")
+                                f"{factor!r}, {offset!r}")
+        factor, offset = f, o
         self._sched.directives.append(D.StorageAlign(self.name, name, factor, offset))
         s.align[name] = (factor, offset)
 
@@ -421,6 +434,7 @@ class Stage:
             if tag.startswith("blockIdx"):
                 raise ScheduleError(f"{p}: stage '{self.name}' binds {tag}; a stage computed "
                                     f"inside another cannot bind blocks")
+        check_placement(sched, p, {self.name: ("at", target.name, name)})
         sched.directives.append(D.ComputeAt(self.name, target.name, name))
         me.attach = ("at", target.name, name)
 
@@ -444,6 +458,7 @@ class Stage:
             if st.attach[0] == "at" and st.attach[1] == self.name:
                 raise ScheduleError(f"{p}: stage '{n}' is computed at '{self.name}'; move it "
                                     f"first")
+        check_placement(self._sched, p, {self.name: ("inline",)})
         self._sched.directives.append(D.ComputeInline(self.name))
         s.attach = ("inline",)
 
@@ -528,27 +543,31 @@ class Stage:
         self._not_inline(p)
         name = self._leaf(ax, p)
         s = self._s
-        if isinstance(stages, bool) or not isinstance(stages, int) or stages != 2:
+        if as_int(stages) != 2:
             raise ScheduleError(f"{p}: only stages=2 (double buffering) is supported, got "
                                 f"{stages!r}")
         if name in s.bind or name in s.unroll or name in s.vectorize:
             raise ScheduleError(f"{p}: axis {ax!r} must be a serial loop (it is bound, unrolled "
                                 f"or vectorized)")
-        self._sched.directives.append(D.Pipeline(self.name, name, stages))
-        s.pipeline[name] = stages
+        self._sched.directives.append(D.Pipeline(self.name, name, 2))
+        s.pipeline[name] = 2
 
 
 def _consumes(sched, stage: str, tensor: str) -> bool:
-    """Whether `stage` reads `tensor`, directly or through the stages it reads."""
+    """Whether `stage` reads `tensor`, directly or through the stages it reads.
+    A stage reads what the stages before it wrote (stages are in dependence
+    order): a later writer of a tensor it reads (an in-place update) is not
+    one of its producers."""
+    order = {n: i for i, n in enumerate(sched.states)}
     seen, todo = set(), [stage]
     while todo:
-        st = sched.states[todo.pop()]
-        reads = st.definition.reads()
+        cur = todo.pop()
+        reads = sched.states[cur].definition.reads()
         if tensor in reads:
             return True
         for t in reads:
             for w in sched.writers(t):
-                if w not in seen:
+                if w not in seen and order[w] < order[cur]:
                     seen.add(w)
                     todo.append(w)
     return False

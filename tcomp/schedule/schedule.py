@@ -13,6 +13,7 @@ from ..errors import ScheduleError
 from ..lang.ast import Index, Read
 from ..lang.op import Op
 from . import directives as D
+from .snapshot import add_snapshots, read_through_snapshot, snapshot_of
 from .stage import SCOPES, StageDef, StageState
 
 
@@ -24,7 +25,13 @@ def _stage_def(st) -> StageDef:
 
 class Schedule:
     """The default schedule: every stage at root, loops serial in statement
-    order — correct and unoptimised."""
+    order — correct and unoptimised.
+
+    A statement that updates its tensor in place and reads other elements of
+    it (or reduces while reading it) reads a copy made just before it: a
+    snapshot stage named after it ("O.1.snap", buffer "O_snap"), created here
+    (see `snapshot.py`) and schedulable like any stage, but kept at root.
+    """
 
     def __init__(self, op: Op):
         if not isinstance(op, Op):
@@ -40,6 +47,7 @@ class Schedule:
             while name in self.states:
                 name, i = f"{st.tensor}.{i}", i + 1
             self.states[name] = StageState(name, _stage_def(st))
+        add_snapshots(self)
 
     # ------------------------------------------------------------ access
     def __getitem__(self, name) -> "Stage":
@@ -156,6 +164,12 @@ class Schedule:
         for r in readers:
             st = self._state(r, p)
             if tensor not in st.definition.reads():
+                snap = snapshot_of(self, st.name, tensor)
+                if snap is not None:
+                    buf = self.states[snap].tensor
+                    raise ScheduleError(f"{p}: stage '{st.name}' updates '{tensor}' in place and "
+                                        f"reads its old values from the snapshot '{buf}' (stage "
+                                        f"'{snap}'); cache_read '{buf}' instead")
                 raise ScheduleError(f"{p}: stage '{st.name}' does not read '{tensor}'")
             names.append(st.name)
         if not names:
@@ -226,6 +240,13 @@ class Schedule:
         idx = [n for n, _ in items].index(st.name)
         items.insert(idx, (name, compute))
         self.states = dict(items)
+        if d.tensor in compute.definition.reads():
+            # An in-place statement that read only the elements it writes did so in the
+            # same step; now one stage reads them and another writes them: the reading
+            # stage reads a snapshot, made before it (see snapshot.py).
+            snap = read_through_snapshot(self, st.name, name)
+            items.insert(idx, (snap.name, snap))
+            self.states = dict(items)
         # The new stage is what reads the inputs now: stages computed at the old stage's
         # loops move to the same loops of the new one.
         for other in self.states.values():

@@ -75,7 +75,9 @@ class StageState:
         self.name = name
         self.definition = definition
         self.scope = scope  # where its tensor lives
-        self.origin = origin  # statement | cache_read | cache_write
+        self.origin = origin  # statement | cache_read | cache_write | snapshot
+        # A snapshot stage: (the tensor it copies, the in-place stage that reads the copy).
+        self.snapshot: tuple[str, str] | None = None
         self.kinds: dict[str, str] = {}
         for v in definition.spatial:
             self.kinds[v] = "spatial"

@@ -1,1 +1,1 @@
-"""tcomp.search: see DESIGN.md (in progress)."""
+"""tcomp.search: schedule search (not implemented yet; see docs/README.md)."""

@@ -1,1 +1,1 @@
-"""tcomp.target_cuda: see DESIGN.md (in progress)."""
+"""tcomp.target_cuda: CUDA C++ codegen, NVRTC, the driver runtime, export/load (docs/targets.md)."""

@@ -1,15 +1,24 @@
 """Arrays crossing into CUDA kernels: NumPy (copied to the device and back)
-and device arrays taken without copies (torch tensors, and any object with
-`__cuda_array_interface__` such as CuPy arrays)."""
+and device arrays taken without copies (torch tensors, any object with
+`__cuda_array_interface__` such as CuPy arrays, and any object with only
+`__dlpack__`, such as JAX arrays).
+
+Outputs take the kind of the first device input: torch tensors for torch,
+CuPy arrays for CuPy, JAX arrays for JAX (imported zero-copy through
+`jax.dlpack.from_dlpack`), and a `CudaArray` (cuda_array.py: DLPack and
+`__cuda_array_interface__` exporter) for any other DLPack producer. With only
+host inputs (NumPy, or DLPack tensors on the CPU, which are copied like NumPy
+arrays) outputs are NumPy arrays."""
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import CudaError
 from ..lang import dtypes
-from . import cuda_api
+from . import cuda_api, dlpack
 
 
 @dataclass
@@ -17,9 +26,11 @@ class DeviceArray:
     ptr: int
     shape: tuple[int, ...]
     dtype: str  # canonical tcomp dtype name
-    kind: str  # 'numpy', 'torch', 'cai'
+    kind: str  # 'numpy', 'torch', 'cai', 'dlpack'
     obj: object = None  # the user's object (kept alive), or the host array
     owned: bool = False  # we allocated ptr and must free it
+    imported: dlpack.Imported | None = None  # a DLPack tensor to hand back after the launches
+    as_jax: bool = False  # an output to return as a JAX array
 
 
 def _torch_like(x) -> bool:
@@ -44,7 +55,9 @@ def wrap_input(name: str, x, want) -> DeviceArray:
                             f"call .contiguous() first")
         _same_device(name, x.data_ptr() if x.numel() else None)
         return DeviceArray(int(x.data_ptr()), tuple(x.shape), dt, "torch", x)
-    cai = getattr(x, "__cuda_array_interface__", None)
+    # JAX arrays go through DLPack: their __cuda_array_interface__ has no bfloat16,
+    # and DLPack inputs give JAX arrays back.
+    cai = None if _is_jax(x) else _cuda_array_interface(name, x)
     if cai is not None:
         dt = dtypes.from_numpy(np.dtype(cai["typestr"]))
         if dt is None or dt != want:
@@ -62,19 +75,79 @@ def wrap_input(name: str, x, want) -> DeviceArray:
         ptr = int(cai["data"][0])
         _same_device(name, ptr if np.prod(shape) else None)
         return DeviceArray(ptr, shape, dt.name, "cai", x)
+    if hasattr(x, "__dlpack__") and not isinstance(x, (np.ndarray, np.generic)):
+        t = dlpack.consume(name, x)
+        try:
+            if t.device[0] != dlpack.kDLCPU:
+                check_device_tensor(name, t, want)
+                return DeviceArray(t.ptr, t.shape, want.name, "dlpack", x, imported=t)
+            x = host_copy(name, t)
+        except BaseException:
+            t.release()
+            raise
+        t.release()
     try:
         a = np.asarray(x)
     except Exception:
-        raise CudaError(f"input '{name}': cannot use a {describe(x)} (pass NumPy, torch or an "
-                        f"object with __cuda_array_interface__)") from None
-    if a.dtype != want.numpy:
-        if not np.can_cast(a.dtype, want.numpy, "same_kind"):
-            raise CudaError(f"input '{name}' is {a.dtype} but the kernel takes {want.name}")
-        a = a.astype(want.numpy)
+        raise CudaError(f"input '{name}': cannot use a {describe(x)} (pass NumPy, torch, or an "
+                        f"object with __cuda_array_interface__ or __dlpack__)") from None
+    if a.dtype != want.numpy:  # CudaKernel converted Python data already: never cast arrays
+        raise CudaError(f"input '{name}' is {a.dtype} but the kernel takes {want.name}")
     a = np.require(a, requirements="C")  # keeps 0-d arrays 0-d
     ptr = cuda_api.mem_alloc(a.nbytes)
     cuda_api.memcpy_htod(ptr, a.ctypes.data, a.nbytes)
     return DeviceArray(ptr, a.shape, want.name, "numpy", a, owned=True)
+
+
+def _cuda_array_interface(name: str, x):
+    """x's __cuda_array_interface__, or None (absent, or failing for an object
+    that also speaks DLPack)."""
+    try:
+        return getattr(x, "__cuda_array_interface__", None)
+    except Exception as e:
+        if hasattr(x, "__dlpack__"):
+            return None
+        raise CudaError(f"input '{name}': {describe(x)}.__cuda_array_interface__ failed: "
+                        f"{e}") from None
+
+
+def check_device_tensor(name: str, t: dlpack.Imported, want) -> None:
+    """A DLPack tensor a kernel may read in place: on CUDA device 0, of the
+    kernel's dtype, C-contiguous."""
+    if t.device[0] not in (dlpack.kDLCUDA, dlpack.kDLCUDAManaged):
+        raise CudaError(f"input '{name}' is a DLPack tensor on {dlpack.describe_device(t.device)}; "
+                        f"tcomp reads CUDA device memory (or copies CPU arrays)")
+    if t.device[1] != 0:
+        raise CudaError(f"input '{name}' is on device {t.device[1]}, but tcomp runs on device 0")
+    if t.dtype is None:
+        raise CudaError(f"input '{name}' has DLPack dtype {t.dtype_name()}, which tcomp does not "
+                        f"support; the kernel takes {want.name}")
+    if t.dtype != want:
+        raise CudaError(f"input '{name}' is {t.dtype.name} but the kernel takes {want.name}")
+    if not t.is_contiguous():
+        raise CudaError(f"input '{name}' is not contiguous (strides {t.strides} in elements); "
+                        f"make a contiguous copy first")
+
+
+def host_copy(name: str, t: dlpack.Imported) -> np.ndarray:
+    """A NumPy copy of a DLPack tensor in host memory (any strides)."""
+    if t.dtype is None:
+        raise CudaError(f"input '{name}' has DLPack dtype {t.dtype_name()}, which tcomp does not "
+                        f"support")
+    dt = t.dtype.numpy
+    if 0 in t.shape:
+        return np.empty(t.shape, dt)
+    strides = t.strides
+    if strides is None:
+        strides, acc = [], 1
+        for n in reversed(t.shape):
+            strides.insert(0, acc)
+            acc *= n
+    bstrides = [s * dt.itemsize for s in strides]
+    lo = sum(min(0, (n - 1) * s) for n, s in zip(t.shape, bstrides))
+    hi = sum(max(0, (n - 1) * s) for n, s in zip(t.shape, bstrides)) + dt.itemsize
+    buf = (ctypes.c_char * (hi - lo)).from_address(t.ptr + lo)
+    return np.array(np.ndarray(t.shape, dt, buffer=buf, offset=-lo, strides=bstrides), order="C")
 
 
 def _same_device(name, ptr):
@@ -100,6 +173,10 @@ def new_output(shape, dt, like: DeviceArray | None, zero: bool = True) -> Device
         import cupy
         c = (cupy.zeros if zero else cupy.empty)(shape, dtype=dt.numpy)
         return DeviceArray(int(c.data.ptr), tuple(shape), dt.name, "cai", c)
+    if like is not None and like.kind == "dlpack":
+        from .cuda_array import CudaArray
+        c = CudaArray(shape, dt, zero=zero)
+        return DeviceArray(c.ptr, tuple(shape), dt.name, "dlpack", c, as_jax=_is_jax(like.obj))
     n = int(np.prod(shape)) * dt.numpy.itemsize
     ptr = cuda_api.mem_alloc(n)
     if zero:
@@ -108,15 +185,36 @@ def new_output(shape, dt, like: DeviceArray | None, zero: bool = True) -> Device
     return DeviceArray(ptr, tuple(shape), dt.name, "numpy", host, owned=True)
 
 
+def _is_jax(x) -> bool:
+    return type(x).__module__.split(".")[0] in ("jax", "jaxlib")
+
+
 def finish_output(a: DeviceArray):
     if a.kind == "numpy":
         cuda_api.memcpy_dtoh(a.obj.ctypes.data, a.ptr, a.obj.nbytes)
         return a.obj
+    if a.as_jax:
+        import jax.dlpack
+        return jax.dlpack.from_dlpack(a.obj)
     return a.obj
 
 
 def release(arrays):
+    """Free what tcomp allocated and hand DLPack inputs back to their producers.
+    A producer may free or reuse a buffer as soon as its deleter runs, and our
+    launches are asynchronous: so the device is synchronized first."""
+    error = None
+    if any(a.imported is not None for a in arrays):
+        try:
+            cuda_api.synchronize()
+        except CudaError as e:
+            error = e
     for a in arrays:
         if a.owned:
             cuda_api.mem_free(a.ptr)
             a.owned = False
+        if a.imported is not None:
+            a.imported.release()
+            a.imported = None
+    if error is not None:
+        raise error

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 import struct
+from dataclasses import dataclass
 
 from ..errors import CudaError
 from ..lang import dtypes
 from ..lower import ir
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
+from .index_width import widen
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
          "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
@@ -56,10 +58,27 @@ def ctype(dt) -> str:
     return CTYPE[dt.name]
 
 
+@dataclass(frozen=True)
+class CodegenOptions:
+    """Choices that change the generated source (so the compile cache, keyed
+    by the source, tells the variants apart). index_bits: 32, or 64 for
+    tensors of 2^31 elements or more (index_width.py)."""
+    index_bits: int = 32
+
+    def __post_init__(self):
+        if self.index_bits not in (32, 64):
+            raise CudaError(f"codegen: index_bits must be 32 or 64, got {self.index_bits!r}")
+
+    @property
+    def index_dtype(self):
+        return dtypes.int64 if self.index_bits == 64 else dtypes.int32
+
+
 class _Kernel:
-    def __init__(self, k: ir.Kernel, prog: ir.Program):
-        self.k, self.prog = k, prog
-        self.simp = kernel_simplifier(k)
+    def __init__(self, k: ir.Kernel, prog: ir.Program, options: CodegenOptions = CodegenOptions()):
+        self.k, self.prog, self.options = k, prog, options
+        self.index_ctype = ctype(options.index_dtype)  # loop variables and size parameters
+        self.simp = kernel_simplifier(k, options.index_dtype)
         self.lines: list[str] = []
         self.scopes: list[set[str]] = [set()]
         self.vector_buffers: set[str] = set()  # buffers accessed with 8/16-byte vectors
@@ -99,6 +118,8 @@ class _Kernel:
                 p = 7
         elif isinstance(e, ir.Var):
             text, p = e.name.replace(".", "_") if e.name not in _BUILTIN_VARS else e.name, 9
+            if e.name in _BUILTIN_VARS and e.dtype != dtypes.int32:  # widened indices
+                text = f"(({ctype(e.dtype)}){text})"
         elif isinstance(e, ir.Load):
             text, p = f"{e.buffer}[{self.expr(e.indices[0])}]", 9
         elif isinstance(e, ir.Bin):
@@ -189,11 +210,13 @@ class _Kernel:
                 return
             v = _c(s.var)
             lo = self.expr(s.lo)
-            end = self.expr(ir.Bin("+", s.lo, s.extent, ir.int32)) if lo != "0" else self.expr(s.extent)
+            zero = isinstance(s.lo, ir.Imm) and s.lo.value == 0
+            end = self.expr(s.extent) if zero else self.expr(ir.Bin("+", s.lo, s.extent,
+                                                                    s.lo.dtype))
             if s.kind in ("unroll", "vectorize"):
                 self.emit("#pragma unroll", d)
             saved = self.simp.enter_loop(s.var, s.lo, s.extent)
-            self.emit(f"for (int {v} = {lo}; {v} < {end}; ++{v}) {{", d)
+            self.emit(f"for ({self.index_ctype} {v} = {lo}; {v} < {end}; ++{v}) {{", d)
             self.scopes.append({v})
             self.stmt(s.body, d + 1)
             self.scopes.pop()
@@ -299,7 +322,7 @@ class _Kernel:
         """The base of `index` when it is `base + var` with `base` a multiple of
         `width` elements, else None."""
         lin = self.simp.linear(index)
-        key = ir.Var(var)
+        key = ir.Var(var, self.options.index_dtype)
         if lin.terms.get(key) != 1:
             return None
         from ..lower.simplify import Linear
@@ -308,7 +331,7 @@ class _Kernel:
             return None
         if rest.const % width or any(c % width for c in rest.terms.values()):
             return None
-        return rest.to_expr()
+        return rest.to_expr(self.options.index_dtype)
 
     def vector_loop(self, s: ir.For, d: int) -> bool:
         """Emit a vectorized loop with 8/16-byte loads and stores when its body
@@ -368,14 +391,14 @@ class _Kernel:
         self.scopes.append({v})
         if sbase is None:
             self.emit("#pragma unroll", d + 1)
-            self.emit(f"for (int {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
+            self.emit(f"for ({self.index_ctype} {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
             self.emit(f"{st.buffer}[{self.expr(st.indices[0])}] = {self.expr(value)};", d + 2)
             self.emit("}", d + 1)
         else:
             out = f"tc_out{len(self.lines)}"
             self.emit(f"{ct} {out}[{n}];", d + 1)
             self.emit("#pragma unroll", d + 1)
-            self.emit(f"for (int {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
+            self.emit(f"for ({self.index_ctype} {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
             self.emit(f"{out}[{v}] = {self.expr(value)};", d + 2)
             self.emit("}", d + 1)
             self.emit(f"*reinterpret_cast<{vtype}*>(&{st.buffer}[{self.expr(sbase)}]) = "
@@ -410,7 +433,7 @@ class _Kernel:
                 params.append(f"{ctype(b.dtype)}* {name}")
             else:
                 params.append(f"const {ctype(b.dtype)}* __restrict__ {name}")
-        params += [f"int {n}" for n in k.sizes]
+        params += [f"{self.index_ctype} {n}" for n in k.sizes]
         threads = k.block[0] * k.block[1] * k.block[2]
         shared = [x.buffer for x in walk_stmts(k.body)
                   if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"]
@@ -478,10 +501,12 @@ def _size(b: ir.Buffer) -> int:
     return n
 
 
-def program_source(prog: ir.Program) -> tuple[str, dict[str, dict]]:
+def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
+                   ) -> tuple[str, dict[str, dict]]:
     """CUDA source of a flattened program, and per kernel its dynamic shared
     memory bytes and the buffers it accesses with 16-byte vectors (whose
-    pointers must be 16-byte aligned)."""
+    pointers must be 16-byte aligned). With `options.index_bits == 64` the
+    kernels' index arithmetic is widened first (index_width.py)."""
     uses = {b.dtype.name for b in prog.buffers}
     for k in prog.kernels:
         for x in walk_stmts(k.body):
@@ -495,7 +520,9 @@ def program_source(prog: ir.Program) -> tuple[str, dict[str, dict]]:
     parts.append(PRELUDE)
     smem = {}
     for k in prog.kernels:
-        gen = _Kernel(k, prog)
+        if options.index_bits == 64:
+            k = widen(k)
+        gen = _Kernel(k, prog, options)
         text, dyn = gen.source()
         parts.append(text)
         smem[k.name] = {"dynamic_smem": dyn,

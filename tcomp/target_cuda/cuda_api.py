@@ -243,3 +243,17 @@ def pointer_device(ptr: int) -> int | None:
     if err != driver.CUresult.CUDA_SUCCESS:
         return None
     return int(value)
+
+
+def order_after_default_stream(stream: int):
+    """Make `stream` (a CUstream handle as an int) wait for the work queued so
+    far on the legacy default stream, where tcomp launches, without blocking
+    the host."""
+    driver = _driver()
+    ev = check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)),
+               "cuEventCreate")
+    try:
+        check(driver.cuEventRecord(ev, 0), "cuEventRecord")
+        check(driver.cuStreamWaitEvent(stream, ev, 0), "cuStreamWaitEvent")
+    finally:
+        check(driver.cuEventDestroy(ev), "cuEventDestroy")

@@ -3,18 +3,22 @@ metadata — callable on arrays, exportable as `.cubin` + `.json`."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import CudaError, TcompError
 from ..lang import dtypes
+from ..lang.signature import InputSpec, Signature
 from ..lower import ir
 from . import arrays as A
 from . import cuda_api
-from .codegen import program_source
+from .codegen import CodegenOptions, program_source
 from .compile import DEFAULT_ARCH, CompileOptions, compile_source
+from .index_width import index_bits_for, static_index_bits
 
 FORMAT = 1
 
@@ -68,21 +72,13 @@ def describe_program(prog: ir.Program, op, smem: dict, arch: str) -> dict:
         "temps": [_buf(b) for b in prog.buffers if b.role == "temp"],
         "sizes": list(prog.sizes), "bound_sizes": dict(prog.bound_sizes),
         "size_sources": sources,
+        "signature": Signature.from_op(op).to_json(),
         "kernels": [{"name": k.name, "grid": [size_to_json(g) for g in k.grid],
                      "block": list(k.block), "dynamic_smem": smem[k.name]["dynamic_smem"],
                      "aligned_buffers": smem[k.name]["aligned"],
                      "params": [{"buffer": b} for b in k.buffers] + [{"size": s} for s in k.sizes]}
                     for k in prog.kernels],
     }
-
-
-def _check_32bit(name: str, shape) -> None:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    if n >= 2 ** 31:
-        raise CudaError(f"'{name}' has {n} elements; generated kernels index with 32-bit "
-                        f"integers, so tensors of 2^31 elements or more are not supported yet")
 
 
 def _needs_zero(op, name: str) -> bool:
@@ -110,24 +106,57 @@ def _buf(b: ir.Buffer) -> dict:
     return {"name": b.name, "dtype": b.dtype.name, "shape": [size_to_json(d) for d in b.shape]}
 
 
+@dataclass
+class Variant:
+    """One compiled index width of a program: its cubin and per-launch metadata
+    (the sidecar's "kernels"); loaded into a module on first use."""
+    index_bits: int
+    cubin: bytes
+    kernels: list
+    source: str = ""
+    ptx: str = ""
+    module: object = None
+
+
+def compile_variant(prog: ir.Program, op, arch: str, index_bits: int) -> tuple[dict, Variant]:
+    """Generate and compile `prog` with `index_bits`-bit indices: (meta, variant)."""
+    src, smem = program_source(prog, CodegenOptions(index_bits))
+    c = compile_source(src, op.name, CompileOptions(arch))
+    meta = describe_program(prog, op, smem, arch)
+    meta["index_bits"] = index_bits
+    return meta, Variant(index_bits, c.cubin, meta["kernels"], src, c.ptx)
+
+
 class CudaKernel:
-    """Built by `tcomp.build(s, target="cuda")` or `tcomp.load(path)`."""
+    """Built by `tcomp.build(s, target="cuda")` or `tcomp.load(path)`.
+
+    Index width: kernels index with 32-bit integers where every index fits and
+    with 64-bit ones for tensors of 2^31 elements or more (index_width.py).
+    With sizes fixed at build the width is chosen then; with symbolic sizes
+    the 32-bit variant is built, and a call whose tensors need 64 bits
+    compiles the 64-bit variant once (`export` writes both)."""
     target = "cuda"
 
     def __init__(self, meta: dict, cubin: bytes, source: str = "", ptx: str = "", program=None,
-                 op=None):
+                 op=None, wide: Variant | None = None):
         self.meta, self.cubin, self.source, self.ptx = meta, cubin, source, ptx
         self.program, self.op = program, op
-        self._module = None
+        bits = int(meta.get("index_bits", 32))
+        self._variants = {bits: Variant(bits, cubin, meta["kernels"], source, ptx)}
+        if wide is not None:
+            self._variants[64] = wide
+
+    @property
+    def index_bits(self) -> int:
+        """Index width of `cubin` (32 or 64)."""
+        return int(self.meta.get("index_bits", 32))
 
     @classmethod
     def from_schedule(cls, schedule, sizes=None, target: str = "cuda") -> "CudaKernel":
         from ..lower.pipeline import lower
         prog = lower(schedule, sizes)
-        src, smem = program_source(prog)
         arch = target_arch(target)
-        c = compile_source(src, schedule.op.name, CompileOptions(arch))
-        meta = describe_program(prog, schedule.op, smem, arch)
+        meta, v = compile_variant(prog, schedule.op, arch, static_index_bits(prog) or 32)
         for out, t in zip(meta["outputs"], schedule.op.outputs):
             if t.declared_shape is not None:
                 from ..lower.translate import size_expr
@@ -135,53 +164,54 @@ class CudaKernel:
                 out["declared_shape"] = [size_to_json(simplify_expr(size_expr(
                     d, lambda n: ir.const(prog.bound_sizes[n]) if n in prog.bound_sizes
                     else ir.Var(n)))) for d in t.declared_shape]
-        return cls(meta, c.cubin, src, c.ptx, prog, schedule.op)
+        return cls(meta, v.cubin, v.source, v.ptx, prog, schedule.op)
+
+    def variant(self, index_bits: int) -> Variant:
+        """The compiled variant of this width; the 64-bit one is compiled on
+        first use when the program is at hand (built, not loaded, kernels)."""
+        if index_bits not in self._variants:
+            if self.program is None:
+                raise CudaError(f"'{self.meta['op']}' needs 64-bit indexing for these sizes, but "
+                                f"it was loaded from files without the 64-bit variant; export it "
+                                f"again with this version of tcomp (it writes both variants)")
+            _, v = compile_variant(self.program, self.op, self.meta["arch"], index_bits)
+            self._variants[index_bits] = v
+        return self._variants[index_bits]
 
     def __repr__(self) -> str:
         return (f"<tcomp cuda kernel {self.meta['op']} for {self.meta['arch']}: "
                 f"{len(self.meta['kernels'])} launch(es)>")
 
     # ------------------------------------------------------------------ run
-    def _bind(self, args):
+    @functools.cached_property
+    def signature(self) -> Signature:
+        """The inputs' contract, checked before anything reaches the GPU; rebuilt
+        from the sidecar for loaded kernels (older sidecars: from the input buffers)."""
         m = self.meta
-        if len(args) != len(m["inputs"]):
-            names = ", ".join(i["name"] for i in m["inputs"]) or "none"
-            raise CudaError(f"'{m['op']}' takes {len(m['inputs'])} input(s) ({names}), got "
-                            f"{len(args)}")
-        return args
+        if "signature" in m:
+            return Signature.from_json(m["signature"])
+        return Signature(m["op"], tuple(InputSpec(i["name"], dtypes.BY_NAME[i["dtype"]],
+                                                  tuple(i["shape"])) for i in m["inputs"]))
 
     def __call__(self, *args):
         m = self.meta
-        self._bind(args)
+        # The checks every target shares (ranks, dims, size variables, dtypes, writes
+        # range inference left to run time), before any copy or launch.
+        args, sizes = self.signature.check_call(args, m["bound_sizes"])
         dev = cuda_api.device()
         dev.activate()
-        if self._module is None:
-            self._module = cuda_api.Module(self.cubin)
         wrapped, temps = [], []
         try:
             for spec, x in zip(m["inputs"], args):
                 wrapped.append(A.wrap_input(spec["name"], x, dtypes.BY_NAME[spec["dtype"]]))
-            sizes = dict(m["bound_sizes"])
-            for spec, w in zip(m["inputs"], wrapped):
-                if len(w.shape) != len(spec["shape"]):
-                    raise CudaError(f"input '{spec['name']}' must have {len(spec['shape'])} "
-                                    f"dimension(s), got {len(w.shape)}")
-                for d, (j, n) in enumerate(zip(spec["shape"], w.shape)):
-                    if isinstance(j, str) and j not in sizes:
-                        sizes[j] = int(n)
-            for spec, w in zip(m["inputs"], wrapped):
-                for d, (j, n) in enumerate(zip(spec["shape"], w.shape)):
-                    want = eval_size(j, sizes)
-                    if want != n:
-                        raise CudaError(f"input '{spec['name']}' dimension {d} is {n}, expected "
-                                        f"{want} ({j if isinstance(j, str) else 'fixed'})")
-            for spec, w in zip(m["inputs"], wrapped):
-                _check_32bit(spec["name"], w.shape)
+            shapes = {spec["name"]: w.shape for spec, w in zip(m["inputs"], wrapped)}
+            for spec in m["outputs"] + m["temps"]:
+                shapes[spec["name"]] = tuple(max(0, eval_size(j, sizes)) for j in spec["shape"])
+            v = self._select_variant(sizes, shapes)
             like = next((w for w in wrapped if w.kind != "numpy"), None)
             outs = {}
             for spec in m["outputs"] + m["temps"]:
-                shape = tuple(max(0, eval_size(j, sizes)) for j in spec["shape"])
-                _check_32bit(spec["name"], shape)
+                shape = shapes[spec["name"]]
                 is_out = spec in m["outputs"]
                 arr = A.new_output(shape, dtypes.BY_NAME[spec["dtype"]], like if is_out else None,
                                    zero=spec.get("zero_fill", True))
@@ -190,23 +220,24 @@ class CudaKernel:
                     temps.append(arr)
             ptrs = {spec["name"]: w.ptr for spec, w in zip(m["inputs"], wrapped)}
             ptrs.update({n: a.ptr for n, a in outs.items()})
-            for kd in m["kernels"]:
+            size_type = ctypes.c_longlong if v.index_bits == 64 else ctypes.c_int
+            for kd in v.kernels:
                 grid = [eval_size(g, sizes) for g in kd["grid"]]
-                if min(grid) <= 0:
-                    continue  # an empty range: nothing to compute
+                if min(grid) <= 0 or min(eval_size(b, sizes) for b in kd["block"]) <= 0:
+                    continue  # an empty range: nothing to compute (a 0-thread launch is invalid)
                 if max(grid[1:]) > 65535 or grid[0] > 2**31 - 1:
                     raise CudaError(f"kernel {kd['name']}: grid {grid} exceeds the device limits")
                 for name in kd.get("aligned_buffers", ()):
                     if ptrs[name] % 16:
                         raise CudaError(f"kernel {kd['name']} accesses '{name}' with 16-byte "
                                         f"vectors, but its pointer is not 16-byte aligned")
-                f = self._module.function(kd["name"], kd["dynamic_smem"])
+                f = v.module.function(kd["name"], kd["dynamic_smem"])
                 params = []
                 for p in kd["params"]:
                     if "buffer" in p:
                         params.append((ctypes.c_void_p, ptrs[p["buffer"]]))
                     else:
-                        params.append((ctypes.c_int, sizes[p["size"]]))
+                        params.append((size_type, sizes[p["size"]]))
                 cuda_api.launch(f, grid, kd["block"], kd["dynamic_smem"], params)
             if like is None:
                 cuda_api.synchronize()
@@ -224,17 +255,50 @@ class CudaKernel:
         finally:
             A.release(wrapped + temps)
 
+    def _select_variant(self, sizes: dict, shapes: dict) -> Variant:
+        """The variant these sizes need (index_width.index_bits_for), loaded."""
+        launches = [(kd["name"], [eval_size(g, sizes) for g in kd["grid"]],
+                     [eval_size(b, sizes) for b in kd["block"]]) for kd in self.meta["kernels"]]
+        bits, _ = index_bits_for(shapes, launches, sizes)
+        if bits < self.index_bits:
+            bits = self.index_bits  # a 64-bit-only kernel (sizes fixed at build) runs as is
+        v = self.variant(bits)
+        if v.module is None:
+            v.module = cuda_api.Module(v.cubin)
+        return v
+
+    def torch_op(self, name: str | None = None):
+        """This kernel as a PyTorch custom operator (`torch.ops.tcomp.<name>`)
+        that `torch.compile` traces without a graph break; see torch_op.py."""
+        from .torch_op import torch_op
+        return torch_op(self, name)
+
     # ------------------------------------------------------------------ files
     def export(self, path: str) -> None:
         """Write `path` (.cubin) and the sidecar `path` with .json (entry points,
-        launch geometry as size expressions, parameters, sizes, version, arch)."""
+        launch geometry as size expressions, parameters, sizes, version, arch,
+        `index_bits`: size parameters are C `int` for 32, `long long` for 64).
+        A 32-bit kernel with symbolic sizes also writes its 64-bit variant as
+        `<stem>.i64.cubin`, named with its launches under "index64" in the
+        sidecar, so `tcomp.load` serves tensors of 2^31 elements or more too."""
         if not path.endswith(".cubin"):
             raise TcompError(f"export: path must end with .cubin, got '{path}'")
+        stem = path[:-len(".cubin")]
+        meta = dict(self.meta, index_bits=self.index_bits)
+        wide = None
+        if self.index_bits == 32 and self.meta["sizes"] and (64 in self._variants
+                                                             or self.program is not None):
+            wide = self.variant(64)
+            meta["index64"] = {"cubin": os.path.basename(stem) + ".i64.cubin",
+                               "kernels": wide.kernels}
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "wb") as f:
             f.write(self.cubin)
-        with open(path[:-len(".cubin")] + ".json", "w") as f:
-            json.dump(self.meta, f, indent=1)
+        if wide is not None:
+            with open(stem + ".i64.cubin", "wb") as f:
+                f.write(wide.cubin)
+        with open(stem + ".json", "w") as f:
+            json.dump(meta, f, indent=1)
 
 
 def load(path: str) -> CudaKernel:
@@ -253,7 +317,16 @@ def load(path: str) -> CudaKernel:
         raise TcompError(f"load: {side} is not valid JSON ({e})") from None
     if meta.get("format") != FORMAT:
         raise TcompError(f"load: {side} has format {meta.get('format')!r}, expected {FORMAT}")
-    return CudaKernel(meta, cubin)
+    wide = None
+    if "index64" in meta:
+        wide_path = os.path.join(os.path.dirname(os.path.abspath(path)), meta["index64"]["cubin"])
+        try:
+            with open(wide_path, "rb") as f:
+                wide = Variant(64, f.read(), meta["index64"]["kernels"])
+        except OSError as e:
+            raise TcompError(f"load: {side} names the 64-bit variant "
+                             f"'{meta['index64']['cubin']}', which cannot be read ({e})") from None
+    return CudaKernel(meta, cubin, wide=wide)
 
 
 del np

@@ -16,20 +16,23 @@ The executor raises `SimError` for what a GPU would get wrong:
   * a read of shared/local memory nobody wrote;
   * within a block, since its last barrier, on shared and global memory: a
     thread reading an element another thread wrote (RAW), overwriting one
-    another thread read (WAR; shared memory), or writing a different value
+    another thread read (WAR), or writing a different value
     than another thread wrote (WAW; identical values are no race);
   * between the blocks of one launch, on global memory (blocks run in any
-    order and never wait for each other): a block writing an element another
-    block wrote or read in the same launch, or reading one another block
-    wrote; a store of the value the element already holds is no race (blocks
-    that compute the same halo element give the same result in any order),
-    and an element several blocks wrote (all the same value) may be read;
+    order and never wait for each other): a block reading an element another
+    block wrote, or overwriting with a different value one another block
+    read or wrote (races.py; a store of the value an element already holds is
+    no race: blocks recomputing the same halo element);
   * a barrier or cross-thread reduction that only some threads of a block reach.
-Ternaries, `&&` and `||` are lazy, as in the language.
+Ternaries, `&&` and `||` are lazy, as in the language. Blocks run together
+meet errors in another order than blocks run one after another; a batched
+launch that fails is run again from its start (the buffers it writes
+restored), one block at a time, so the error reported is the first in launch
+order, whatever the batch size.
 
 The statements and expressions of a kernel are compiled once into
 closures (expressions.py), cached while the kernel object lives; memory
-accesses and their checks are in memory.py.
+accesses and their checks are in memory.py, global race tables in races.py.
 It runs the pipeline up to, not including, storage flattening, so that each
 subscript is checked against its own dimension.
 """
@@ -46,7 +49,8 @@ from ..lower import ir
 from ..lower.printer import expr as expr_text
 from ..lower.rewriter import walk_stmts
 from .expressions import Expressions
-from .memory import GlobalTrack, Local, Memory, Shared
+from .memory import Local, Memory, Shared
+from .races import GlobalRaces
 
 MAX_LANES = 1 << 15          # lanes (threads) of one batch of blocks
 MAX_BATCH_BYTES = 256 << 20  # shared + local memory (with its tracking) of one batch
@@ -110,20 +114,39 @@ class _Launch(Memory, Expressions):
             self._run(env, sizes)
         finally:
             self.running = False
-            self.mem, self.globals, self.track, self.flat_globals = {}, {}, {}, {}
+            self.mem, self.globals, self.races, self.flat_globals = {}, {}, None, {}
 
     def _run(self, env, sizes):
         self.globals = env
         self.scope = {n: np.int64(v) for n, v in sizes.items()}
-        self.batch = object()
         grid = [int(g(self.scope, None)) for g in self.grid_fns]
         self.grid = grid
         nblocks = max(grid[0], 0) * max(grid[1], 0) * max(grid[2], 0)
         arrays = {n: a for n, a in env.items() if isinstance(a, np.ndarray)}
-        self.track = {n: GlobalTrack(a.size) for n, a in arrays.items() if n in self.stored}
         self.flat_globals = {n: a.reshape(-1) for n, a in arrays.items()
                              if a.flags.c_contiguous}
         per_batch = self._batch_size(nblocks)
+        if per_batch == nblocks == 1 or per_batch == 1:
+            return self._launch(arrays, nblocks, per_batch)
+        # Blocks run together meet an error in another order than blocks one
+        # after another would (a race between blocks shows at the other block's
+        # access, an error of block 2 may come before one of block 0): on an
+        # error, run the launch again from its start, one block at a time, and
+        # report the first error in launch order, whatever the batch size.
+        saved = {n: arrays[n].copy() for n in self.stored if n in arrays}
+        try:
+            self._launch(arrays, nblocks, per_batch)
+        except SimError as batched:
+            for n, a in saved.items():
+                np.copyto(arrays[n], a)
+            try:
+                self._launch(arrays, nblocks, 1)
+            except SimError as first:
+                raise first from None
+            raise batched
+
+    def _launch(self, arrays, nblocks, per_batch):
+        self.races = GlobalRaces(self, arrays, self.stored, nblocks)
         for first in range(0, nblocks, per_batch):
             self._run_batch(self.body, first, min(per_batch, nblocks - first))
 
@@ -161,10 +184,7 @@ class _Launch(Memory, Expressions):
             env[name] = np.int32(c[0]) if nb == 1 else np.repeat(c, T).astype(np.int32)
         self.mem = {}
         self.batch = object()  # invalidates the values of invariant expressions
-        for g in self.track.values():  # a new batch: new blocks, none has written yet
-            if g.dirty:
-                g.lane[np.concatenate(g.dirty)] = -1
-                g.dirty = []
+        self.races.start_batch()
         body(env, None)
 
     # ------------------------------------------------------------ messages

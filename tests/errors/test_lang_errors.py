@@ -274,6 +274,25 @@ PARSE_ERRORS = [
      "cannot infer the range of index 'i'", 1, 40),
     ("uninferable-range-nonaffine", one("B(i) = A(i / 2)"),
      "cannot infer the range of index 'i'", 1, 28),
+    # A tensor's shape comes from its last statement: an earlier one may not write beyond it.
+    ("write-beyond-last-shape",
+     "def f(float(N) A) -> (O) {\n  O(i) = A(i)\n  O(i) = O(i + 1) where i in 0:N-1\n}",
+     "this statement writes 'O' beyond its shape: i runs over 0:N here, but 'O' has extent "
+     "N - 1 in dimension 0, set by the last statement that writes it (line 3); restrict this "
+     "statement with 'where i in 0:N - 1', or let the last statement cover 0:N", 2, 3),
+    ("write-beyond-last-shape-2d",
+     "def f(float(N, M) A) -> (O) {\n  O(i, j) = A(i, j)\n  O(i, j) = 0.0 where i in 0:N, "
+     "j in 0:M-2\n}",
+     "this statement writes 'O' beyond its shape: j runs over 0:M here, but 'O' has extent "
+     "M - 2 in dimension 1, set by the last statement that writes it (line 3)", 2, 3),
+    # ------------------------------------------------------------- bool reductions
+    ("bool-sum", "def f(bool(N) A) -> (B) { B(k) +=! A(i) where k in 0:1 }",
+     "'+=!' on bool values of 'B' is ambiguous: write 'max=!' for a logical or, or accumulate "
+     "in an integer (cast the right-hand side, e.g. int32(...), or declare 'B' as int32)", 1, 27),
+    ("bool-product", "def f(float(N) A) -> (B) { B *=! A(i) > 0.0 }",
+     "'*=!' on bool values of 'B' is ambiguous: write 'min=!' for a logical and", 1, 28),
+    ("bool-continued-sum", "def f(float(N) A) -> (B) {\n  B max=! A(i) > 0.0\n  B += A(i) < 1.0\n}",
+     "'+=' on bool values of 'B' is ambiguous: write 'max=' for a logical or", 3, 3),
 ]
 
 
@@ -515,6 +534,23 @@ def f32(*shape):
 
 
 def eval_error(src, *arrays):
+    """The LangError of calling `src` on `arrays`: the same message from evaluate,
+    a sim kernel and a CUDA kernel (its checks run before any GPU work, so they run
+    here too; tcomp/lang/signature.py is the one checker)."""
+    op = tcomp.op(src)
+    with pytest.raises(tcomp.LangError) as info:
+        tcomp.evaluate(op, *arrays)
+    for target in ("sim", "cuda"):
+        k = tcomp.build(op, target=target)
+        with pytest.raises(tcomp.LangError) as other:
+            k(*arrays)
+        assert other.value.message == info.value.message, target
+    return info.value
+
+
+def eval_only_error(src, *arrays):
+    """A LangError only the evaluation itself finds (out-of-bounds gathers, division
+    by zero): evaluate's text (the sim reports these as SimError)."""
     op = tcomp.op(src)
     with pytest.raises(tcomp.LangError) as info:
         tcomp.evaluate(op, *arrays)
@@ -541,26 +577,44 @@ def test_eval_wrong_rank():
 def test_eval_incompatible_dtype():
     src = "def f(int32(N) A) -> (B) { B(i) = A(i) * 2 }"
     err = eval_error(src, f32(3))
-    assert err.message == "input 'A' is int32 but the array is float32"
+    assert err.message == ("input 'A' is int32, but the array passed for it is float32; convert "
+                           "it explicitly (NumPy: .astype(), torch: .to()), tcomp never casts "
+                           "arrays")
     err = eval_error(src, np.zeros(3, np.complex64))
-    assert err.message == "input 'A' is int32 but the array is complex64"
+    assert err.message.startswith("input 'A' is int32, but the array passed for it is complex64;")
     err = eval_error(ADD, np.array(["a", "b", "c"]), f32(3))
-    assert err.message == "input 'A' is float32 but the array is <U1"
+    assert err.message.startswith("input 'A' is float32, but the array passed for it is <U1;")
+    # float64 and int32 arrays for a float input: no silent cast
+    for dt in (np.float64, np.int32):
+        err = eval_error(ADD, np.zeros(3, dt), f32(3))
+        assert err.message.startswith(f"input 'A' is float32, but the array passed for it is "
+                                      f"{np.dtype(dt).name};")
+
+
+def test_eval_python_data_of_the_wrong_kind():
+    err = eval_error("def f(int32 n) -> (B) { B = n * 2 }", 2.5)
+    assert err.message == ("input 'n' is int32, but the Python data passed for it holds float "
+                           "values; pass int values, or an array of dtype int32")
+    err = eval_error("def f(bool(N) m) -> (B) { B(i) = m(i) ? 1 : 0 }", [1, 0])
+    assert err.message == ("input 'm' is bool, but the Python data passed for it holds int "
+                           "values; pass bool values, or an array of dtype bool")
+    err = eval_error(ADD, [True, False], [1.0, 2.0])
+    assert err.message == ("input 'A' is float32, but the Python data passed for it holds bool "
+                           "values; pass float or int values, or an array of dtype float32")
+    err = eval_error("def f(half(N) A) -> (B) { B(i) = A(i) }", [1.0, 1e6])
+    assert err.message == "input 'A': values of the Python data overflow float16"
 
 
 def test_eval_integer_input_out_of_range():
     src = "def f(int8(N) A) -> (B) { B(i) = A(i) }"
-    err = eval_error(src, np.array([1, 300, -2]))
-    assert err.message == ("input 'A' is int8 but the int64 array holds values outside its range "
-                           "(-2..300)")
-    err = eval_error("def f(int32(N) A) -> (B) { B(i) = A(i) }", np.array([2**32 - 1], np.uint32))
-    assert err.message == ("input 'A' is int32 but the uint32 array holds values outside its range "
-                           "(4294967295..4294967295)")
+    err = eval_error(src, [1, 300, -2])
+    assert err.message == ("input 'A' is int8, but the Python data passed for it holds values "
+                           "outside its range (-2..300)")
 
 
 def test_eval_unreadable_input():
     err = eval_error(ADD, [[1.0], [1.0, 2.0]], f32(2))
-    assert err.message.startswith("input 'A' cannot be read as a NumPy array: ")
+    assert err.message.startswith("input 'A': cannot read a list as an array (")
 
 
 def test_eval_inconsistent_size_variable():
@@ -575,18 +629,37 @@ def test_eval_literal_dim_mismatch():
     assert err.message == "input 'A' dimension 1 must be 4, got 5"
 
 
+def test_eval_literal_dims_and_ranks_on_every_target():
+    """The reproducers of issue 9 item 4: run silently on CUDA before."""
+    err = eval_error("def f(float(1) a) -> (b) { b(i) = a(i) }", f32(3))
+    assert err.message == "input 'a' dimension 0 must be 1, got 3"
+    err = eval_error("def f(int32 a) -> (b) { b = a + 1 }", np.zeros((1, 2), np.int32))
+    assert err.message == "input 'a' must have 0 dimension(s), got 2 (shape (1, 2))"
+    err = eval_error("def f(float(N) a) -> (b) { b(i) = a(i) }", f32(2, 3))
+    assert err.message == "input 'a' must have 1 dimension(s), got 2 (shape (2, 3))"
+
+
+def test_compiled_sizes_are_checked_on_every_target():
+    op = tcomp.op(ADD)
+    for target in ("sim", "cuda"):
+        k = tcomp.build(op, target=target, sizes={"N": 4})
+        with pytest.raises(tcomp.LoweringError) as info:
+            k(f32(3), f32(3))
+        assert str(info.value) == "'add' was compiled for N=4, but the inputs have N=3"
+
+
 def test_eval_gather_out_of_bounds():
     src = "def g(float(N, D) T, int32(M) Idx) -> (O) {\n  O(m, d) = T(Idx(m), d)\n}"
-    err = eval_error(src, f32(3, 2), np.array([0, 2, 3, 1], np.int32))
+    err = eval_only_error(src, f32(3, 2), np.array([0, 2, 3, 1], np.int32))
     assert err.message == ("T(Idx(m), d) reads 'T' out of bounds at index (3, 0) (shape (3, 2)) "
                            "when m=2, d=0")
     assert (err.line, err.col) == (2, 13)
-    err = eval_error(src, f32(3, 2), np.array([0, -1], np.int32))
+    err = eval_only_error(src, f32(3, 2), np.array([0, -1], np.int32))
     assert err.message.startswith("T(Idx(m), d) reads 'T' out of bounds at index (-1, 0)")
 
 
 def test_eval_out_of_bounds_through_where_range():
-    err = eval_error(one("B(i) = A(i) where i in 0:N + 1"), f32(3))
+    err = eval_only_error(one("B(i) = A(i) where i in 0:N + 1"), f32(3))
     assert err.message == "A(i) reads 'A' out of bounds at index (3,) (shape (3,)) when i=3"
     assert (err.line, err.col) == (1, 35)
 
@@ -594,37 +667,42 @@ def test_eval_out_of_bounds_through_where_range():
 def test_eval_integer_division_by_zero():
     src = "def d(int32(N) A, int32(N) C) -> (Q, R) {\n  Q(i) = A(i) / C(i)\n  R(i) = A(i) % C(i)\n}"
     a, c = np.array([4, 5, 6], np.int32), np.array([1, 0, 2], np.int32)
-    err = eval_error(src, a, c)
+    err = eval_only_error(src, a, c)
     assert err.message == "integer division by zero in A(i) / C(i)"
     assert (err.line, err.col) == (2, 15)
-    err = eval_error(src.replace("Q(i) = A(i) / C(i)", "Q(i) = A(i)"), a, c)
+    err = eval_only_error(src.replace("Q(i) = A(i) / C(i)", "Q(i) = A(i)"), a, c)
     assert err.message == "integer division by zero in A(i) % C(i)"
     assert (err.line, err.col) == (3, 15)
 
 
 def test_eval_size_expression_division_by_zero():
     src = "def f(float(N) A, float(M) C) -> (B) { B(i) = 1.0 where i in 0:N / (M - N) }"
-    err = eval_error(src, f32(3), f32(3))
+    err = eval_only_error(src, f32(3), f32(3))
     assert err.message == "division by zero in a size expression"
 
 
 def test_eval_typed_output_shape_mismatch():
     src = "def f(float(N) A, float(M) C) -> (float(M) B) { B(i) = A(i) }"
-    err = eval_error(src, f32(3), f32(4))
+    err = eval_only_error(src, f32(3), f32(4))
     assert err.message == ("output 'B' is declared with shape (4,) but its statements compute "
                            "shape (3,)")
     src = "def f(float(N) A) -> (float(8) B) { B(i) = A(i) }"
-    err = eval_error(src, f32(3))
+    err = eval_only_error(src, f32(3))
     assert err.message == ("output 'B' is declared with shape (8,) but its statements compute "
                            "shape (3,)")
 
 
 def test_eval_write_beyond_shape():
+    """Undecidable when the op is checked (N vs M): checked at every call, on every
+    target, before anything runs; the message names both statements' lines."""
     src = "def f(float(N) A, float(M) C) -> (B) {\n  B(i) = C(i)\n  B(i) = A(i)\n}"
+    assert len(tcomp.op(src).write_checks) == 1
     err = eval_error(src, f32(3), f32(4))
-    assert err.message == ("statement writes 'B' at i up to 3, beyond its shape (3,) (set by its "
-                           "last statement)")
-    assert (err.line, err.col) == (2, 3)
+    assert err.message == ("the statement on line 2 writes 'B' beyond its shape: i runs over "
+                           "0:M = 0:4 there, but 'B' has extent N = 3 in dimension 0, set by the "
+                           "last statement that writes it (line 3); restrict that statement with "
+                           "'where i in 0:min(M, N)', or let the last statement cover 0:M")
+    np.testing.assert_array_equal(tcomp.evaluate(tcomp.op(src), f32(3), f32(2)), [0, 1, 2])
 
 
 def test_eval_needs_an_op():

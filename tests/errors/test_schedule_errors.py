@@ -857,14 +857,53 @@ class TestPipeline:
 
 class TestFromJson:
     @pytest.mark.parametrize("text", ["garbage", "", "[]", "null", "{}", '{"directives": 3}',
-                                      '{"directives": [{"kind": "Teleport", "stage": "C"}]}',
-                                      '{"directives": [{"kind": "Split", "stage": "C"}]}',
-                                      '{"directives": [{"kind": "Split", "stage": "C", '
-                                      '"axis": "m", "factor": 2, "nparts": null, "x": 1}]}',
-                                      '{"directives": [7]}'])
+                                      '{"tcomp_schedule": 1}',
+                                      '{"tcomp_schedule": 1, "directives": 3}',
+                                      '{"tcomp_schedule": 1, "directives": [{"kind": "Teleport", '
+                                      '"stage": "C"}]}',
+                                      '{"tcomp_schedule": 1, "directives": [{"kind": "Split", '
+                                      '"stage": "C"}]}',
+                                      '{"tcomp_schedule": 1, "directives": [{"kind": "Split", '
+                                      '"stage": "C", "axis": "m", "factor": 2, "nparts": null, '
+                                      '"x": 1}]}',
+                                      '{"tcomp_schedule": 1, "directives": [7]}'])
     def test_garbage(self, mm, text):
         sched_error(lambda: tcomp.Schedule.from_json(mm, text), "from_json",
                     "not a tcomp schedule")
+
+    def test_not_an_object(self, mm):
+        sched_error(lambda: tcomp.Schedule.from_json(mm, "[1, 2]"), "from_json",
+                    'not a tcomp schedule (expected a JSON object with "tcomp_schedule" and '
+                    '"directives", got list)')
+
+    def test_missing_version(self, mm):
+        text = json.dumps({"directives": []})
+        sched_error(lambda: tcomp.Schedule.from_json(mm, text), "from_json",
+                    'it has no format version (the field "tcomp_schedule"; this tcomp reads '
+                    'version 1)')
+
+    @pytest.mark.parametrize("version", [2, 0, "1", True, 1.5])
+    def test_unknown_version(self, mm, version):
+        text = json.dumps({"tcomp_schedule": version, "directives": []})
+        sched_error(lambda: tcomp.Schedule.from_json(mm, text), "from_json",
+                    f"schedule format version {version!r} is not supported; this tcomp reads "
+                    f"version 1 (write the schedule again with this tcomp's Schedule.to_json)")
+
+    def test_to_json_writes_the_version_from_json_reads(self, mm):
+        s = tcomp.Schedule(mm)
+        s["C"].split(s["C"].axes[0], 4)
+        assert json.loads(s.to_json())["tcomp_schedule"] == 1
+        assert tcomp.Schedule.from_json(mm, s.to_json()).to_json() == s.to_json()
+
+    def test_tutorial_schedules_still_load(self):
+        import os
+        tut = os.path.join(os.path.dirname(__file__), "..", "..", "tutorials")
+        prog = tcomp.parse(open(os.path.join(tut, "matmul.tc")).read())
+        text = open(os.path.join(tut, "matmul_schedule.json")).read()
+        assert tcomp.Schedule.from_json(prog["matmul"], text).to_json() == text.strip()
+        prog = tcomp.parse(open(os.path.join(tut, "softmax.tc")).read())
+        text = open(os.path.join(tut, "softmax_schedule.json")).read()
+        assert tcomp.Schedule.from_json(prog["softmax"], text).to_json() == text.strip()
 
     def test_replay_is_validated(self, mm):
         text = json.dumps({"tcomp_schedule": 1, "directives": [

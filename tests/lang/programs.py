@@ -711,7 +711,7 @@ def bool_ops(float(N) A, float(N) B, bool(N) mask) -> (G, E, C, cnt, anyg) {
     G(i) = A(i) > B(i)
     E(i) = mask(i) && !G(i) || A(i) <= -1.0
     C(i) = float(mask(i)) * A(i)
-    cnt +=! mask(i)
+    cnt +=! int32(mask(i))
     anyg max=! G(i) && mask(i)
 }
 """, _bool_inputs,
@@ -725,29 +725,31 @@ def half_ops(half(M, N) A, half(M, N) B) -> (O, H, R, S) {
     O(i, j) = A(i, j) * B(i, j) + A(i, j)    # stays half
     H(i, j) = A(i, j) * half(0.5) - B(i, j)  # stays half
     R(i, j) = A(i, j) * 2.0                  # a float literal is float32: float32
-    S(i) +=! A(i, j)                         # half reductions accumulate in float32
+    S(i) +=! A(i, j)                         # half: accumulates in float32, stored as half
 }
 """, lambda rng, big: (normal(rng, 5, 9, dtype=np.float16), normal(rng, 5, 9, dtype=np.float16)),
      lambda A, B: (lambda A, B: (A * B + A, A * 0.5 - B, A * 2, A.sum(1)))(*f64(A, B)),
-     rtol=1e-5, atol=1e-5, dtypes=("float16", "float16", "float32", "float32"))
+     rtol=1e-5, atol=1e-5, dtypes=("float16", "float16", "float32", "float16"))
 
 case("half_matmul", """
 def half_matmul(float16(M, K) A, float16(K, N) B) -> (C) {
     C(m, n) +=! A(m, k) * B(k, n)
 }
 """, lambda rng, big: (normal(rng, 7, 29, dtype=np.float16), normal(rng, 29, 5, dtype=np.float16)),
-     lambda A, B: f64(A) @ f64(B), rtol=1e-5, atol=1e-5, dtypes=("float32",))
+     lambda A, B: f64(A) @ f64(B), rtol=1e-5, atol=1e-5, dtypes=("float16",))
 
 case("bf16_ops", """
-def bf16_ops(bfloat16(M, K) A, bfloat16(K, N) B, bfloat16(N) bias) -> (C, Y, Z) {
-    C(m, n) +=! A(m, k) * B(k, n)
-    Y(m, n) = C(m, n) + bias(n)
+def bf16_ops(bfloat16(M, K) A, bfloat16(K, N) B, bfloat16(N) bias) -> (C, Y, Z, float(M, N) F) {
+    C(m, n) +=! A(m, k) * B(k, n)            # accumulates in float32, stored as bfloat16
+    Y(m, n) = C(m, n) + bias(n)              # reads the rounded C
     Z(n) = bias(n) * bias(n) - bias(n)
+    F(m, n) +=! A(m, k) * B(k, n)            # a typed output keeps the float32 sum
 }
 """, lambda rng, big: (normal(rng, 5, 13, dtype=BF16), normal(rng, 13, 6, dtype=BF16),
                        normal(rng, 6, dtype=BF16)),
-     lambda A, B, b: (lambda A, B, b: (A @ B, A @ B + b, b * b - b))(*f64(A, B, b)),
-     rtol=1e-5, atol=1e-5, dtypes=("float32", "float32", "bfloat16"))
+     lambda A, B, b: (lambda A, B, b: (A @ B, f64((A @ B).astype(BF16)) + b, b * b - b, A @ B))(
+         *f64(A, B, b)),
+     rtol=1e-5, atol=1e-5, dtypes=("bfloat16", "bfloat16", "bfloat16", "float32"))
 
 case("typed_outputs", """
 def typed_outputs(float(M, N) A, int32(M, N) I) -> (int32(M, N) O, half(M) H, double(M) D) {
@@ -878,6 +880,84 @@ def nested_ternary(float(N) A, float(N) B) -> (O, P) {
      lambda A, B: (np.clip(f64(A), -1, 1),
                    np.where(A > 0, np.where(B > 0, 1, 2), np.where(B > 0, 3, 4))),
      dtypes=("float32", "int32"))
+
+# ------------------------------------------------------------ in-place updates
+# A statement's right-hand side sees the tensor as it was before the statement.
+# The references loop over the points in float64 and read only `old`.
+def _inplace_shift_ref(A):
+    old = f64(A).copy()
+    new = old.copy()
+    for i in range(1, len(A)):
+        new[i] = old[i] + old[i - 1]
+    return new
+
+
+case("inplace_shift", """
+# each element plus its old left neighbour (not a prefix sum)
+def inplace_shift(float(N) A) -> (O) {
+    O(i) = A(i)
+    O(i) = O(i) + O(i - 1) where i in 1:N
+}
+""", lambda rng, big: (normal(rng, 13),), _inplace_shift_ref)
+
+
+def _inplace_diag_ref(A):
+    M, N = A.shape
+    old = f64(A).copy()
+    new = old.copy()
+    for i in range(1, M):
+        for j in range(N - 1):
+            new[i, j] = old[i - 1, j + 1] - old[i, j]
+    return new * new + 1.0
+
+
+case("inplace_diag", """
+def inplace_diag(float(M, N) A) -> (O) {
+    O(i, j) = A(i, j)
+    O(i, j) = O(i - 1, j + 1) - O(i, j) where i in 1:M, j in 0:N - 1
+    O(i, j) = O(i, j) * O(i, j) + 1.0 where i in 0:M, j in 0:N
+}
+""", lambda rng, big: (normal(rng, 5, 7),), _inplace_diag_ref, rtol=1e-5, atol=1e-5)
+
+
+def _inplace_reduce_ref(A):
+    M, N = A.shape
+    A = f64(A)
+    old = A[:, 0].copy()
+    new = old.copy()
+    for i in range(M):
+        for j in range(N):
+            new[i] += old[i] * A[i, j]
+    return new
+
+
+case("inplace_reduce", """
+# a continuing reduction that reads its own tensor: every term sees the old O(i)
+def inplace_reduce(float(M, N) A) -> (O) {
+    O(i) = A(i, 0)
+    O(i) += O(i) * A(i, j)
+}
+""", lambda rng, big: (normal(rng, 6, 9),), _inplace_reduce_ref, rtol=1e-5, atol=1e-5)
+
+
+def _inplace_init_ref(A):
+    M, N = A.shape
+    A = f64(A)
+    old = A[:, 0].copy()
+    new = np.zeros(M)
+    for i in range(M):
+        for j in range(N):
+            new[i] += (old[i + 1] if i + 1 < M else 1.0) * A[i, j]
+    return new
+
+
+case("inplace_init", """
+# `+=!` starts O(i) from 0, but the terms read the old O(i + 1)
+def inplace_init(float(M, N) A) -> (O) {
+    O(i) = A(i, 0)
+    O(i) +=! (i + 1 < M ? O(i + 1) : 1.0) * A(i, j) where i in 0:M
+}
+""", lambda rng, big: (normal(rng, 7, 5),), _inplace_init_ref, rtol=1e-5, atol=1e-5)
 
 BY_NAME: dict[str, Case] = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"

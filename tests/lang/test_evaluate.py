@@ -202,24 +202,46 @@ def test_single_output_is_not_a_tuple():
     assert isinstance(out, np.ndarray)
 
 
-def test_input_dtype_conversion():
+def test_arrays_must_have_the_declared_dtype():
+    """Arrays (and NumPy scalars) are never cast: float64 or int32 data for a `float`
+    input is an error naming the input and both dtypes (tcomp/lang/signature.py)."""
     op = tcomp.op(BY_NAME["matmul"].src)
-    seed = fresh_seed()
-    rng = np.random.default_rng(seed)
-    A, B = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))  # float64
-    got = tcomp.evaluate(op, A, B)
+    B = np.ones((3, 5), np.float32)
+    for bad in (np.ones((4, 3)), np.ones((4, 3), np.int32), np.ones((4, 3), np.float16)):
+        with pytest.raises(tcomp.LangError, match=f"input 'A' is float32, but the array passed "
+                                                  f"for it is {bad.dtype}; convert it explicitly"):
+            tcomp.evaluate(op, bad, B)
+    sop = tcomp.op("def f(float a) -> (O) { O = a * 2.0 }")
+    with pytest.raises(tcomp.LangError, match="is float32, but the array passed for it is float64"):
+        tcomp.evaluate(sop, np.float64(1.5))  # a NumPy scalar has a dtype: it must match
+    assert float(tcomp.evaluate(sop, np.float32(1.5))) == 3.0
+    iop = tcomp.op("def f(int32(N) A) -> (O) { O(i) = A(i) + 1 }")
+    with pytest.raises(tcomp.LangError, match="is int32, but the array passed for it is int64"):
+        tcomp.evaluate(iop, np.array([1, 2], np.int64))
+
+
+def test_python_data_converts_when_its_kind_fits():
+    """Python numbers and nested lists: floats for float inputs, ints for integer and
+    float inputs, bools for bool inputs."""
+    op = tcomp.op(BY_NAME["matmul"].src)
+    got = tcomp.evaluate(op, [[1, 2]], [[3.0], [4.5]])
     assert got.dtype == np.float32
-    np.testing.assert_array_equal(got, tcomp.evaluate(op, A.astype(np.float32),
-                                                      B.astype(np.float32)), err_msg=f"seed {seed}")
-    # Python lists and integer arrays convert to float too.
-    np.testing.assert_array_equal(tcomp.evaluate(op, [[1, 2]], np.array([[3], [4]])), [[11.0]])
-
-
-def test_input_dtype_conversion_refused_when_it_would_lose_the_kind():
-    op = tcomp.op("def f(int32(N) A) -> (O) { O(i) = A(i) + 1 }")
-    np.testing.assert_array_equal(tcomp.evaluate(op, np.array([1, 2], np.int64)), [2, 3])
-    with pytest.raises(tcomp.LangError, match="int32"):
-        tcomp.evaluate(op, np.array([1.5, 2.0]))
+    np.testing.assert_array_equal(got, [[12.0]])
+    sop = tcomp.op("def f(float a, int32 n, bool b) -> (O) { O = b ? a * float(n) : 0.0 }")
+    assert float(tcomp.evaluate(sop, 1.5, 4, True)) == 6.0
+    assert float(tcomp.evaluate(sop, 2, -1, False)) == 0.0
+    for args, what in (((1.5, 2.5, True), "'n' is int32, but the Python data passed for it "
+                                          "holds float values; pass int values"),
+                       ((1.5, 2, 1), "'b' is bool, but the Python data passed for it holds "
+                                     "int values; pass bool values"),
+                       ((True, 2, True), "'a' is float32, but the Python data passed for it "
+                                         "holds bool values; pass float or int values"),
+                       (("x", 2, True), "'a' is float32, but the Python data passed for it "
+                                        "holds a str")):
+        with pytest.raises(tcomp.LangError, match=what):
+            tcomp.evaluate(sop, *args)
+    with pytest.raises(tcomp.LangError, match="cannot read a list as an array"):
+        tcomp.evaluate(op, [[1, 2], [3]], [[1.0], [2.0]])
 
 
 def test_integer_inputs_convert_only_when_the_values_fit():
@@ -234,16 +256,19 @@ def test_integer_inputs_convert_only_when_the_values_fit():
         tcomp.evaluate(op, [0, 0], [0.5, 1.0])
 
 
-def test_low_precision_inputs_from_float32_arrays():
+def test_low_precision_inputs_from_python_floats():
     op = tcomp.op(BY_NAME["half_ops"].src)
     A = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
-    O, H, R, S = tcomp.evaluate(op, A, A + 1)
+    with pytest.raises(tcomp.LangError, match="'A' is float16, but the array passed for it is "
+                                              "float32"):
+        tcomp.evaluate(op, A, A + 1)
+    O, H, R, S = tcomp.evaluate(op, A.tolist(), (A + 1).tolist())  # Python floats: rounded
     assert O.dtype == np.float16
     want = (A.astype(np.float16).astype(np.float32) * (A + 1).astype(np.float16).astype(np.float32)
             + A.astype(np.float16).astype(np.float32)).astype(np.float16)
     np.testing.assert_array_equal(O, want)
     bop = tcomp.op("def f(bfloat16(N) A) -> (O) { O(i) = A(i) * A(i) }")
-    out = tcomp.evaluate(bop, np.array([1.5, 3.0], np.float32))
+    out = tcomp.evaluate(bop, [1.5, 3.0])
     assert out.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(out.astype(np.float32), [2.25, 9.0])
 
@@ -262,9 +287,9 @@ def test_inconsistent_sizes_are_refused():
 
 def test_literal_dimensions_are_checked():
     op = tcomp.op("def f(float(N, 3) A) -> (O) { O(i) +=! A(i, j) }")
-    np.testing.assert_array_equal(tcomp.evaluate(op, np.ones((2, 3))), [3, 3])
-    with pytest.raises(tcomp.LangError, match="3"):
-        tcomp.evaluate(op, np.ones((2, 4)))
+    np.testing.assert_array_equal(tcomp.evaluate(op, np.ones((2, 3), np.float32)), [3, 3])
+    with pytest.raises(tcomp.LangError, match="dimension 1 must be 3, got 4"):
+        tcomp.evaluate(op, np.ones((2, 4), np.float32))
 
 
 # ------------------------------------------------------------- semantics
@@ -351,12 +376,15 @@ def test_bfloat16_arithmetic_rounds_once_on_store():
 
 
 def test_half_reduction_accumulates_in_float32():
-    # 3000 ones: a float16 accumulator would stop at 2048.
+    # 3000 ones: a float16 accumulator would stop at 2048; the float32 one reaches 3000,
+    # which float16 holds exactly. The output keeps the right-hand side's type (TC,
+    # cuBLAS); a typed output overrides it.
     for form in ("+=! A(i, j)", "+=! A(i, j) * A(i, j)"):
-        op = tcomp.op(f"def f(half(M, N) A) -> (S) {{ S(i) {form} }}")
-        S = tcomp.evaluate(op, np.ones((2, 3000), np.float16))
-        assert S.dtype == np.float32
-        np.testing.assert_array_equal(S, [3000, 3000])
+        for out, dt in (("S", np.float16), ("float32(M) S", np.float32)):
+            op = tcomp.op(f"def f(half(M, N) A) -> ({out}) {{ S(i) {form} }}")
+            S = tcomp.evaluate(op, np.ones((2, 3000), np.float16))
+            assert S.dtype == dt
+            np.testing.assert_array_equal(S, [3000, 3000])
 
 
 def test_float_literal_is_float32_in_every_evaluation_path():
@@ -385,10 +413,15 @@ def test_builtins_are_exact_where_c_is():
     assert np.signbit(tcomp.evaluate(op, np.float32([-2]))[0][0])  # sinpi(-2) = -0
 
 
-def test_bool_sum_counts_in_int32():
-    op = tcomp.op("def f(float(N) A) -> (c) { c +=! A(i) > 0.0 }")
-    c = tcomp.evaluate(op, np.float32([1, -1, 2, 3, 0]))
-    assert c.dtype == np.int32 and int(c) == 3
+def test_bool_counts_and_logic_reductions():
+    # `+=` on bool is refused (tests/errors); counting casts, or accumulates in a typed output.
+    A = np.float32([1, -1, 2, 3, 0])
+    for src in ("def f(float(N) A) -> (c) { c +=! int32(A(i) > 0.0) }",
+                "def f(float(N) A) -> (int32 c) { c +=! A(i) > 0.0 }"):
+        c = tcomp.evaluate(tcomp.op(src), A)
+        assert c.dtype == np.int32 and int(c) == 3
+    op = tcomp.op("def f(float(N) A) -> (any, all) { any max=! A(i) > 0.0\n all min=! A(i) > 0.0 }")
+    assert tuple(bool(x) for x in tcomp.evaluate(op, A)) == (True, False)
 
 
 def test_empty_reduction_gives_the_identity():

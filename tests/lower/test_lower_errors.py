@@ -352,3 +352,32 @@ def test_lowering_is_deterministic_and_replayable():
     before = a.to_json()
     tcomp.lower(a, sizes=sizes)
     assert a.to_json() == before
+
+
+# ------------------------------------------------------------------ dump= and sizes=
+def test_dump_to_an_unwritable_path_is_a_lowering_error(tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("a file, not a folder")
+    folder = str(blocker / "dumps")
+    with pytest.raises(tcomp.LoweringError) as info:
+        tcomp.lower(tcomp.Schedule(MM), dump=folder)
+    path = str(blocker / "dumps" / "00_build.txt")
+    assert str(info.value) == (f"lower: cannot write the IR dump {path!r}: Not a directory; "
+                               f"pass dump= a folder you can write to")
+
+
+def test_dump_must_be_a_path():
+    with pytest.raises(tcomp.LoweringError) as info:
+        tcomp.lower(tcomp.Schedule(MM), dump=7)
+    assert str(info.value) == "lower: dump must be a folder path (str), got 7"
+
+
+def test_numpy_integer_sizes_are_accepted():
+    A = np.ones((4, 5), np.float32)
+    sizes = {"M": np.int64(A.shape[0]), "K": np.int32(A.shape[1]), "N": np.uint8(3)}
+    prog = tcomp.lower(tcomp.Schedule(MM), sizes=sizes)
+    assert prog.bound_sizes == {"M": 4, "K": 5, "N": 3}
+    assert all(type(v) is int for v in prog.bound_sizes.values())
+    with pytest.raises(tcomp.LoweringError) as info:
+        tcomp.lower(tcomp.Schedule(MM), sizes={"M": np.bool_(True)})
+    assert str(info.value) == "lower: size M must be a non-negative int, got np.True_"

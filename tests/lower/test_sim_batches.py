@@ -68,11 +68,9 @@ def batches(request, monkeypatch):
 def test_blocks_writing_different_values_to_one_element(batches):
     bufs = {"O": (1,)}
     prog = program(ir.Store("O", (c(0),), ir.Cast(F32, BX)), 2, 1, bufs)
-    with pytest.raises(tcomp.SimError, match=r"kernel k: thread \(0, 0, 0\) of block \(1, 0, 0\) "
-                                             r"writes O\[0\] that block \(0, 0, 0\) wrote in the "
-                                             r"same launch \(blocks run in any order and cannot "
-                                             r"wait for each other: a race between blocks; give "
-                                             r"each element to one block, or split the launch\)"):
+    with pytest.raises(tcomp.SimError, match=r"kernel k: block \(1, 0, 0\) overwrites O\[0\], which "
+                                             r"block \(0, 0, 0\) wrote in the same launch; blocks "
+                                             r"run in no fixed order \(race between blocks\)"):
         run(prog, bufs)
 
 
@@ -90,12 +88,11 @@ def test_block_reading_what_another_block_wrote(batches):
     bufs = {"T": (1,), "O": (2,)}
     body = ir.seq(ir.If(eq(BX, c(0)), ir.Store("T", (c(0),), f(5))),
                   ir.Store("O", (BX,), ir.Load("T", (c(0),), F32)))
-    with pytest.raises(tcomp.SimError, match=r"thread \(0, 0, 0\) of block \(1, 0, 0\) reads "
-                                             r"T\[0\] written by block \(0, 0, 0\) in the same "
-                                             r"launch \(blocks run in any order and cannot wait "
-                                             r"for each other: a race between blocks; write it "
-                                             r"in another kernel, or in the block that reads "
-                                             r"it\)"):
+    with pytest.raises(tcomp.SimError, match=r"kernel k: block \(1, 0, 0\) reads T\[0\], which "
+                                             r"block \(0, 0, 0\) wrote in the same launch; blocks "
+                                             r"run in no fixed order, so it may read the value "
+                                             r"before or after that write \(race between "
+                                             r"blocks\)"):
         run(program(body, 2, 1, bufs), bufs)
 
 
@@ -105,9 +102,8 @@ def test_block_overwriting_what_another_block_read(batches):
     bufs = {"T": (1,), "O": (1,)}
     body = ir.seq(ir.If(eq(BX, c(0)), ir.Store("O", (c(0),), ir.Load("T", (c(0),), F32))),
                   ir.If(eq(BX, c(1)), ir.Store("T", (c(0),), f(5))))
-    with pytest.raises(tcomp.SimError, match=r"thread \(0, 0, 0\) of block \(1, 0, 0\) writes "
-                                             r"T\[0\] that block \(0, 0, 0\) read in the same "
-                                             r"launch"):
+    with pytest.raises(tcomp.SimError, match=r"block \(1, 0, 0\) overwrites T\[0\], which block "
+                                             r"\(0, 0, 0\) read in the same launch"):
         run(program(body, 2, 1, bufs), bufs)
 
 
@@ -115,7 +111,7 @@ def test_overwrite_of_what_several_blocks_read():
     bufs = {"T": (1,), "O": (3,)}
     body = ir.seq(ir.Store("O", (BX,), ir.Load("T", (c(0),), F32)),
                   ir.If(eq(BX, c(2)), ir.Store("T", (c(0),), f(5))))
-    with pytest.raises(tcomp.SimError, match=r"of block \(2, 0, 0\) writes T\[0\] that several "
+    with pytest.raises(tcomp.SimError, match=r"block \(2, 0, 0\) overwrites T\[0\], which other "
                                              r"blocks read in the same launch"):
         run(program(body, 3, 1, bufs), bufs)
 
@@ -285,8 +281,18 @@ def test_overwrite_of_what_several_blocks_wrote(batches):
     bufs = {"T": (1,)}
     body = ir.seq(ir.If(lt(BX, c(2)), ir.Store("T", (c(0),), f(1))),
                   ir.If(eq(BX, c(2)), ir.Store("T", (c(0),), f(2))))
-    with pytest.raises(tcomp.SimError, match=r"thread \(0, 0, 0\) of block \(2, 0, 0\) writes "
-                                             r"T\[0\] that several blocks wrote in the same launch"):
+    with pytest.raises(tcomp.SimError, match=r"block \(2, 0, 0\) overwrites T\[0\], which other "
+                                             r"blocks wrote in the same launch"):
+        run(program(body, 3, 1, bufs), bufs)
+
+
+def test_block_reading_what_several_other_blocks_wrote(batches):
+    """Blocks 0 and 1 store the same value, block 2 reads it: it may run first."""
+    bufs = {"T": (1,), "O": (1,)}
+    body = ir.seq(ir.If(lt(BX, c(2)), ir.Store("T", (c(0),), f(1))),
+                  ir.If(eq(BX, c(2)), ir.Store("O", (c(0),), ir.Load("T", (c(0),), F32))))
+    with pytest.raises(tcomp.SimError, match=r"block \(2, 0, 0\) reads T\[0\], which other "
+                                             r"blocks wrote in the same launch"):
         run(program(body, 3, 1, bufs), bufs)
 
 
@@ -350,3 +356,22 @@ def test_allreduce_before_every_thread_wrote():
     with pytest.raises(tcomp.SimError, match=r"kernel k: cross-thread reduction of R before every "
                                              r"thread wrote it"):
         run(program(ir.Alloc(R, body), 2, 4, {"O": (2,)}), {"O": (2,)})
+
+
+def test_the_first_error_in_launch_order_is_reported(monkeypatch):
+    """Batched, block 2's bad store comes first (statement 1); one block after
+    another, block 0's (statement 2). The report is block 0's, and the rerun
+    starts from the buffers as they were before the launch."""
+    seen = _batches(monkeypatch)
+    bufs = {"O": (3,)}
+    o = (BX,)
+    body = ir.seq(ir.Store("O", o, ir.Bin("+", ir.Load("O", o, F32), f(1), F32)),
+                  ir.If(eq(BX, c(2)), ir.Store("O", (c(5),), f(1))),
+                  ir.If(eq(BX, c(0)), ir.Store("O", (c(7),), f(1))))
+    env = {"O": np.zeros(3, np.float32)}
+    with pytest.raises(tcomp.SimError, match=r"write to O\[7\] out of bounds \(shape \(3,\), "
+                                             r"dimension 0\) in block \(0, 0, 0\), thread "
+                                             r"\(0, 0, 0\)"):
+        run_program(program(body, 3, 1, bufs), env, {})
+    assert seen == [(0, 3), (0, 1)]  # the batch, then block 0 alone
+    np.testing.assert_array_equal(env["O"], [1, 0, 0])  # not [2, 1, 1]: O was restored

@@ -70,6 +70,25 @@ OPS = {
     }""",
     "transpose": "def transpose(float(M,N) A) -> (B) { B(n, m) = A(m, n) * 2.0 }",
     "total": "def total(float(N) A) -> (S) { S +=! A(r_n) }",
+    # In-place updates: the right-hand side sees the tensor before the statement.
+    # Those that read other elements (or reduce) read a snapshot stage ("O.1.snap").
+    "inplace_shift": """def inplace_shift(float(N) A) -> (O) {
+        O(i) = A(i)
+        O(i) = O(i) + O(i - 1) where i in 1:N
+    }""",
+    "inplace_diag": """def inplace_diag(float(M, N) A) -> (O) {
+        O(i, j) = A(i, j)
+        O(i, j) = O(i - 1, j + 1) - O(i, j) where i in 1:M, j in 0:N - 1
+        O(i, j) = O(i, j) * O(i, j) + 1.0 where i in 0:M, j in 0:N
+    }""",
+    "inplace_reduce": """def inplace_reduce(float(M, N) A) -> (O) {
+        O(i) = A(i, 0)
+        O(i) += O(i) * A(i, r_j)
+    }""",
+    "inplace_init": """def inplace_init(float(M, N) A) -> (O) {
+        O(i) = A(i, 0)
+        O(i) +=! (i + 1 < M ? O(i + 1) : 1.0) * A(i, r_j) where i in 0:M
+    }""",
 }
 _OPS = {}
 
@@ -122,6 +141,11 @@ ACCEPTED_LOWERING = [
     # earlier kernel (or outside the host), reads it: that reader would see it
     # unwritten (compute_at at a transitive consumer or at one of several readers).
     re.compile(r"stage '[^']+' reads '[^']+', which is computed inside '[^']+' \(compute_at\)"),
+    # A global copy computed inside one reader's loops holds only what that reader
+    # reads there, while a reader in a later kernel needs all of it (a copy of A for
+    # both statements of inplace_init, computed at the first, which reads one column).
+    re.compile(r"stage '[^']+' writes global tensor '[^']+' but is computed inside '[^']+', and "
+               r"'[^']+' does not read all of it"),
 ]
 
 THREADS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -155,7 +179,7 @@ class Gen:
         self.cached_write: set = set()
         self.coop: set = set()
         for stg in self.s.stages:
-            self._new_stage(stg.name, "global", "statement")
+            self._new_stage(stg.name, "global", self.s.states[stg.name].origin)
 
     # ---------------------------------------------------------- bookkeeping
     def draw(self, strategy, label=None):
@@ -450,6 +474,9 @@ class Gen:
             return False
         if len(self.s.writers(self.tensor(n))) != 1 or self.origin[n] == "cache_write":
             return False
+        # Rule: a snapshot is complete before its reader starts: never inlined.
+        if self.origin[n] == "snapshot":
+            return False
         if self.attached_at(n) or self.pipelined_host(n):
             return False
         # Rule: the reader of a pending shared/local copy must keep its loops.
@@ -472,6 +499,9 @@ class Gen:
         """Stages at whose loops producer p may be computed."""
         if self.attach[p] == ("inline",) or len(self.s.writers(self.tensor(p))) != 1:
             return []
+        # Rule: a snapshot stays at root (its reader writes the tensor it copies).
+        if self.origin[p] == "snapshot":
+            return []
         # Rule: threads of a kernel come from its root stage (and cooperative copies made
         # after attaching); block loops only at root. So p's subtree binds nothing.
         if any(self.bind[n] for n in self.subtree(p)):
@@ -493,7 +523,21 @@ class Gen:
             consumers = [c for c in self.s.states if c != p and c not in self.subtree(p)
                          and _consumes(self.s, c, self.tensor(p))]
         return [c for c in consumers if self.attach[c] != ("inline",)
-                and self.attach_leaves(p, c)]
+                and self.attach_leaves(p, c) and self.readers_stay_apart(p, c)]
+
+    def readers_stay_apart(self, p, c):
+        """Rule: no stage ends up inside a stage that writes a tensor it reads (an
+        in-place update; p may host such a stage, e.g. a snapshot computed at a copy
+        of its buffer)."""
+        attach = dict(self.attach)
+        attach[p] = ("at", c, None)
+        for n, st_ in self.s.states.items():
+            host = n
+            while attach[host][0] == "at":
+                host = attach[host][1]
+                if self.tensor(host) in st_.definition.reads():
+                    return False
+        return True
 
     def attach_leaves(self, p, c):
         # Rule: a loop hosting another stage is no longer innermost: never a vectorized
@@ -574,6 +618,9 @@ class Gen:
         new = self.s.cache_write(self.s[name], scope)
         self.cached_write.add(name)
         self._new_stage(new.name, scope, "cache_write")
+        for n, st_ in self.s.states.items():  # (the snapshot of an in-place statement)
+            if n not in self.attach:
+                self._new_stage(n, "global", st_.origin)
         self._reset_ext(name)
         self.rf_ok[name] = False
         return True
@@ -616,6 +663,8 @@ class Gen:
         tag = self.draw(st.sampled_from(THREADS))
         if tag in tags:
             t = tags[tag]
+            if t < 1:
+                return False  # (a thread loop over an empty range: nothing to split by)
         else:
             t = self.draw(st.integers(1, 8))
             if t * math.prod(tags.values()) > 1024:
@@ -789,6 +838,22 @@ legal_settings = settings(max_examples=_n(70), deadline=DEADLINE, derandomize=DE
 @legal_settings
 @given(data=st.data(), opname=st.sampled_from(sorted(OPS)))
 def test_legal_schedules_keep_the_result(data, opname):
+    sizes = data.draw(sizes_strategy(opname), label="sizes")
+    g = Gen(data, opname, sizes)
+    g.run()
+    note("\n".join(g.log))
+    build_and_compare(g)
+
+
+INPLACE = sorted(n for n in OPS if n.startswith("inplace_"))
+
+
+@settings(legal_settings, max_examples=_n(60))
+@given(data=st.data(), opname=st.sampled_from(INPLACE))
+def test_legal_schedules_keep_in_place_updates(data, opname):
+    """In-place statements (README: the right-hand side sees the state before
+    the statement) under random legal schedules of every stage, their
+    snapshots included: the sim agrees with evaluate and reports no race."""
     sizes = data.draw(sizes_strategy(opname), label="sizes")
     g = Gen(data, opname, sizes)
     g.run()
@@ -1007,6 +1072,23 @@ def _illegal_moves(g: Gen):
                     moves.append((f"{p}.compute_at(inlined {n})",
                                   lambda p=p, n=n: s[p].compute_at(s[n], s[n].leaf_axes[0]),
                                   ["compute_at", "inlined"]))
+    for n, st_ in s.states.items():
+        if st_.snapshot is None:
+            continue
+        src, reader = st_.snapshot
+        moves.append((f"{n}.set_scope('shared')", lambda n=n: s[n].set_scope("shared"),
+                      ["set_scope", "snapshot", "stays in global memory"]))
+        if g.attach[n] != ("inline",):
+            moves.append((f"{n}.compute_inline()", lambda n=n: s[n].compute_inline(),
+                          ["compute_inline", "snapshot", "Keep it at root"]))
+        if s[reader].leaf_axes and g.attach[reader] != ("inline",):
+            moves.append((f"{n}.compute_at(its reader {reader})",
+                          lambda n=n, r=reader: s[n].compute_at(s[r], s[r].leaf_axes[0]),
+                          ["compute_at", ("snapshot", "vectorized")]))
+        if src not in g.defn(reader).reads():
+            moves.append((f"cache_read({src}) by the in-place {reader}",
+                          lambda src=src, r=reader: s.cache_read(src, "shared", [s[r]]),
+                          ["cache_read", ("in place", "does not read")]))
     moves.append(("cache_read unknown tensor", lambda: s.cache_read("NOPE", "shared", [s.stages[-1]]),
                   ["cache_read", "unknown tensor"]))
     moves.append(("unknown stage", lambda: s["NOPE"], ["no stage named 'NOPE'"]))
@@ -1014,14 +1096,18 @@ def _illegal_moves(g: Gen):
 
 
 def _consumes(s, stage, tensor):
+    """(stages read what the stages before them wrote: a later writer of a tensor,
+    such as an in-place update, is not a producer)"""
+    order = list(s.states)
     seen, todo = set(), [stage]
     while todo:
-        reads = s.states[todo.pop()].definition.reads()
+        cur = todo.pop()
+        reads = s.states[cur].definition.reads()
         if tensor in reads:
             return True
         for t in reads:
             for w in s.writers(t):
-                if w not in seen:
+                if w not in seen and order.index(w) < order.index(cur):
                     seen.add(w)
                     todo.append(w)
     return False

@@ -235,3 +235,60 @@ def test_rasterized_block_numbering():
     bm = np.random.default_rng(1).standard_normal((3, 12)).astype(np.float32)
     out = tcomp.build(s, target="sim", sizes={"M": 20, "N": 12, "K": 3})(a, bm)
     np.testing.assert_allclose(out, a.astype(np.float64) @ bm, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("make", [np.int64, np.int32, np.uint16, np.int8])
+def test_numpy_integers_are_factors(make):
+    """Factors from NumPy (a shape, an arange) work wherever a primitive takes an
+    int, and are recorded as Python ints so the schedule still serialises."""
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    m, n = C.axes
+    (k,) = C.reduce_axes
+    ko, ki = C.split(k, make(4))
+    mo, no, mi, ni = C.tile(m, n, make(8), make(8))
+    C.reorder(mo, no, ko, mi, ni, ki)
+    AS = s.cache_read("A", "shared", [C])
+    AS.compute_at(C, ko)
+    AS.storage_align(AS.axes[0], make(8), make(1))
+    C.pipeline(ko, make(2))
+    f = C.rasterize(mo, no, make(2))
+    assert f.name in names(C.leaf_axes)
+    s2 = tcomp.Schedule(MM)
+    s2["C"].split(s2["C"].axes[0], nparts=make(3))
+    for sched in (s, s2):
+        text = sched.to_json()  # would raise TypeError on an np.int64 field
+        for d in json.loads(text)["directives"]:
+            for v in d.values():
+                assert not isinstance(v, np.generic)
+        assert tcomp.Schedule.from_json(MM, text).to_json() == text
+    A = np.arange(35, dtype=np.float32).reshape(5, 7) / 9
+    B = np.arange(21, dtype=np.float32).reshape(7, 3) / 9
+    np.testing.assert_allclose(tcomp.build(s, "sim")(A, B), tcomp.evaluate(MM, A, B), rtol=1e-5)
+
+
+@pytest.mark.parametrize("value", [True, np.bool_(True), np.float64(4.0), "4"])
+def test_bools_and_non_integers_are_not_factors(value):
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    m, n = C.axes
+    for fn, text in [
+            (lambda: C.split(m, value), f"split: factor must be a positive int, got {value!r}"),
+            (lambda: C.split(m, nparts=value), f"split: nparts must be a positive int, got "
+                                               f"{value!r}"),
+            (lambda: C.tile(m, n, value, 4), f"tile: x_factor must be a positive int, got "
+                                             f"{value!r}"),
+            (lambda: C.rasterize(m, n, value), f"rasterize: group must be a positive int, got "
+                                               f"{value!r}"),
+            (lambda: C.pipeline(m, value), f"pipeline: only stages=2 (double buffering) is "
+                                           f"supported, got {value!r}")]:
+        with pytest.raises(tcomp.ScheduleError) as info:
+            fn()
+        assert str(info.value) == text
+    AS = s.cache_read("A", "shared", [C])
+    with pytest.raises(tcomp.ScheduleError) as info:
+        AS.storage_align(AS.axes[0], value, 0)
+    assert str(info.value) == (f"storage_align: need factor > 0 and 0 <= offset < factor, got "
+                               f"{value!r}, 0")
+    assert json.loads(s.to_json())["directives"] == [
+        {"kind": "CacheRead", "tensor": "A", "scope": "shared", "readers": ["C"]}]
