@@ -110,7 +110,7 @@ def main(argv=None) -> None:
 
     k = prog.kernels[0]
     print(f"3-level tiled matmul, M=N=K={args.size}: grid=({', '.join(show(g) for g in k.grid)}) "
-          f"block={k.block}, {len(str(prog).splitlines())} IR lines")
+          f"block=({', '.join(show(b) for b in k.block)}), {len(str(prog).splitlines())} IR lines")
     print(f"{args.candidates} fresh candidates (ms per candidate)")
     print(f"  build Schedule : {stats(t_sched)}")
     print(f"  tcomp.lower    : {stats(t_lower)}")

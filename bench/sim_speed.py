@@ -70,7 +70,8 @@ def run_case(name, repeat):
     err = float(np.linalg.norm((got - want).astype(np.float64)) /
                 max(np.linalg.norm(want.astype(np.float64)), 1e-30))
     if not err < 1e-5:
-        raise SystemExit(f"{name}: sim result differs from tcomp.evaluate (rel. L2 error {err:.2e})")
+        raise SystemExit(f"{name}: sim result differs from tcomp.evaluate "
+                         f"(rel. L2 error {err:.2e})")
     return times[0], min(times), err
 
 

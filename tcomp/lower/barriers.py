@@ -108,7 +108,7 @@ class _NoBarriers:
 
 
 def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
-    if k.block == (1, 1, 1):
+    if k.const_block() == (1, 1, 1):
         return dataclasses.replace(k, body=_NoBarriers().stmt(k.body))
     shared = {x.buffer.name for x in walk_stmts(k.body)
               if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"}

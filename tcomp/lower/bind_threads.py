@@ -2,7 +2,8 @@
 
 Pre: loops bound with `For(kind="thread", tag=...)`.
 Post: `let v = threadIdx.x` (or blockIdx.*) in place of each such loop. When a
-loop covers fewer threads than the block has along its axis, only stores (and
+loop covers fewer threads than the block has along its axis (or may, when the
+block's dimension is an expression other than the loop's extent), only stores (and
 intrinsic calls) are predicated with `v < extent`: barriers stay outside any
 thread-dependent condition, so every thread reaches them.
 """
@@ -12,6 +13,7 @@ import dataclasses
 
 from . import ir
 from .rewriter import Rewriter
+from .simplify import simplify_expr
 
 
 class _Predicate(Rewriter):
@@ -36,7 +38,9 @@ class _Bind(Rewriter):
             return s if body is s.body else dataclasses.replace(s, body=body)
         axis = "xyz".index(s.tag[-1])
         full = self.block[axis] if s.tag.startswith("threadIdx") else None
-        if full is not None and not (isinstance(s.extent, ir.Imm) and s.extent.value == full):
+        # (Block dimensions are the loops' own extents, or wider: a constant
+        # wider than this loop, or a reduction's max(extent, 1).)
+        if full is not None and simplify_expr(s.extent) != full:
             body = _Predicate(ir.Bin("<", ir.Var(s.var), s.extent, ir.bool_)).stmt(body)
         value = ir.Var(s.tag)
         if not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):

@@ -23,6 +23,7 @@ from ..lang.ast import Read, walk
 from ..schedule.stage import SplitRel
 from . import ir
 from .bounds import region
+from .launch import launch_dims
 from .printer import expr as show
 from .rewriter import Rewriter, substitute
 from .simplify import simplify_expr
@@ -187,7 +188,7 @@ class Builder:
         domain = {v: (self.lsize(lo), self.lsize(_lang_sub(hi, lo)))
                   for v, (lo, hi) in st.definition.ranges.items()}
         body = self.nest(stage, domain, ctx, store_offsets=None)
-        grid, block = _launch(body, stage)
+        grid, block = launch_dims(body, stage)
         used = set()
         for s in _walk_all(body):
             used |= {x for x in s}
@@ -311,12 +312,13 @@ class Builder:
                                                 guarded(sg, store(load_acc))))
                 # Every thread starts from the identity and takes part in the
                 # all-reduce; the threads of a group then store the same value.
+                # The block keeps at least one thread along the reduction's axis even
+                # when the axis is empty (a runtime extent of 0): the threads past the
+                # extent hold the identity (their updates are predicated off), so
+                # the result is the identity, and the launch still stores it.
                 leaf = cross[0]
-                n = info.ext[leaf]
-                if not isinstance(n, ir.Imm):
-                    raise LoweringError(f"stage '{stage}': reduction axis '{leaf}' bound to "
-                                        f"{st.bind[leaf]} has non-constant extent {show(n)}")
-                red = ir.AllReduce(d.reduce_op, acc_name, acc_dt, st.bind[leaf], int(n.value))
+                n = simplify_expr(ir.Bin("max", info.ext[leaf], ir.const(1), ir.int32))
+                red = ir.AllReduce(d.reduce_op, acc_name, acc_dt, st.bind[leaf], n)
                 if d.init:
                     final, fg = load_acc, sg
                 else:
@@ -372,7 +374,7 @@ class Builder:
         try:
             allocs, producers = [], []
             for p in attached:
-                a, prod = self.attach(p, stage, st, i, domains[p], info.ctx)
+                a, prod = self.attach(p, stage, st, i, domains[p], info.ctx, consumer=info)
                 allocs += a
                 if self.sched.states[p].scope == "global":
                     # Other threads of the block may read what this producer wrote (and
@@ -409,7 +411,8 @@ class Builder:
                                 f"copies only, but '{others[0]}' is also computed there")
         allocs, loads, stores = [], [], []
         for p in shared:
-            a, prod = self.attach(p, stage, st, i, domains[p], info.ctx, double=var)
+            a, prod = self.attach(p, stage, st, i, domains[p], info.ctx, double=var,
+                                  consumer=info)
             allocs += a
             regs = info.ctx.fresh(f"{_ident(self.sched.states[p].tensor)}_prefetch",
                                   _ident(stage))
@@ -494,10 +497,11 @@ class Builder:
             domain[v] = (base, width)
         return domain
 
-    def attach(self, pname, cname, cst, level, domain, ctx, double=None):
+    def attach(self, pname, cname, cst, level, domain, ctx, double=None, consumer=None):
         """Build stage `pname` at leaf `level` of `cname` over `domain`. With
         `double` (the loop variable), a shared buffer gets two halves and the
-        consumer reads half `double % 2`."""
+        consumer reads half `double % 2`. `consumer`: the consumer's loops (for
+        messages)."""
         pst = self.sched.states[pname]
         pd = pst.definition
         offsets = [domain[v][0] for v in pd.spatial]
@@ -511,7 +515,8 @@ class Builder:
                     raise LoweringError(f"stage '{pname}' ({pst.scope}) computed at "
                                         f"'{cname}.{cst.leaves[level]}' needs a region of "
                                         f"non-constant extent {show(w)} in dimension {k}; split "
-                                        f"the consumer's loops by constants inside that loop")
+                                        f"the consumer's loops by constants inside that loop"
+                                        f"{_runtime_threads(pst.scope, cst, level, ctx, consumer)}")
                 shape.append(int(w.value))
             perm = None
             if pst.storage is not None:
@@ -608,6 +613,27 @@ class Builder:
         return ir.Load(tensor, args, dtype)
 
 
+def _runtime_threads(scope, cst, level, ctx, consumer) -> str:
+    """A message's note on the thread loops of runtime extent that a buffer
+    computed at `level` of `cst` must cover: every thread loop of the block for
+    a shared buffer, the consumer's loops inside the attach point for a local one."""
+    loops = []
+    if consumer is not None:
+        for j, leaf in enumerate(cst.leaves):
+            tag = cst.bind.get(leaf, "")
+            if tag.startswith("threadIdx") and (j > level or scope == "shared"):
+                loops.append((consumer.loopvar[leaf], consumer.ext[leaf], tag))
+    if scope == "shared":
+        loops += [t for t in ctx.thread_loops if t[0] not in {v for v, _, _ in loops}]
+    runtime = [f"'{v}' bound to {tag} runs {show(e)} threads" for v, e, tag in loops
+               if not isinstance(e, ir.Imm)]
+    if not runtime:
+        return ""
+    return (f" ({', '.join(runtime)}, known only at launch, and a {scope} buffer needs a "
+            f"constant size for the threads it serves: split that loop by a constant and bind "
+            f"the inner part)")
+
+
 def _same(a, b) -> bool:
     if a is None or b is None:
         return False
@@ -688,58 +714,6 @@ def _walk_all(s: ir.Stmt):
                 elif isinstance(y, ir.Var):
                     names.add(y.name)
         yield names
-
-
-def _launch(body: ir.Stmt, stage: str):
-    """Grid and block of a kernel from its thread-bound loops."""
-    from .printer import expr as show
-    grid = [ir.const(1)] * 3
-    block = [1, 1, 1]
-    seen_grid = {}
-    thread_ext: dict[str, tuple[str, int]] = {}
-
-    def visit(s, serial_outside):
-        if isinstance(s, ir.Seq):
-            for x in s.stmts:
-                visit(x, serial_outside)
-        elif isinstance(s, ir.For):
-            if s.kind == "thread" and s.tag.startswith("blockIdx"):
-                if serial_outside:
-                    raise LoweringError(f"stage '{stage}': loop '{s.var}' bound to {s.tag} is "
-                                        f"nested inside a serial loop; reorder it outward")
-                axis = "xyz".index(s.tag[-1])
-                if s.tag in seen_grid:
-                    raise LoweringError(f"stage '{stage}': two loops bound to {s.tag}")
-                seen_grid[s.tag] = s.extent
-                grid[axis] = s.extent
-                visit(s.body, serial_outside)
-            else:
-                if s.kind == "thread":
-                    if not isinstance(s.extent, ir.Imm):
-                        raise LoweringError(f"stage '{stage}': loop '{s.var}' bound to {s.tag} "
-                                            f"has non-constant extent {show(s.extent)}; split it "
-                                            f"by a constant first")
-                    axis = "xyz".index(s.tag[-1])
-                    n = int(s.extent.value)
-                    if s.tag in thread_ext and thread_ext[s.tag][1] != n:
-                        other, m = thread_ext[s.tag]
-                        raise LoweringError(f"stage '{stage}': {s.tag} is bound to loops of "
-                                            f"different extents in one kernel: '{other}' ({m}) "
-                                            f"and '{s.var}' ({n}); give them the same extent")
-                    thread_ext[s.tag] = (s.var, n)
-                    block[axis] = n
-                visit(s.body, serial_outside or s.kind != "thread")
-        elif isinstance(s, (ir.Let, ir.Alloc)):
-            visit(s.body, serial_outside)
-        elif isinstance(s, ir.If):
-            visit(s.then, True)
-            if s.else_ is not None:
-                visit(s.else_, True)
-    visit(body, False)
-    if block[0] * block[1] * block[2] > 1024:
-        raise LoweringError(f"stage '{stage}': {block[0]}x{block[1]}x{block[2]} threads per block "
-                            f"exceed 1024")
-    return tuple(grid), tuple(block)
 
 
 def _unroll_serial(s: ir.Stmt, stage: str) -> ir.Stmt:

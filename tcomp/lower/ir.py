@@ -144,12 +144,14 @@ class Barrier(Stmt):
 class AllReduce(Stmt):
     """Cross-thread reduction: combine `buffer[0]` (a per-thread local scalar)
     with `op` over the `extent` threads along `tag`; afterwards every one of
-    those threads holds the result. Reached by every thread of the block."""
+    those threads holds the result. Reached by every thread of the block.
+    `extent` is a size expression equal to the block's dimension along `tag`
+    (any count from 1 to 1024, possibly known only at launch)."""
     op: str  # '+', '*', 'max', 'min'
     buffer: str
     dtype: DType
     tag: str
-    extent: int
+    extent: Expr
 
 
 @dataclass(frozen=True)
@@ -180,13 +182,22 @@ class Buffer:
 @dataclass(frozen=True)
 class Kernel:
     """One launch: `body` runs once per (block, thread) of grid x block.
-    `grid` holds expressions over size parameters; `block` is constant."""
+    `grid` and `block` hold expressions over size parameters (constants when
+    the bound loops have constant extents); a launch where either has a zero
+    dimension runs nothing. Runtime block dimensions are checked against the
+    device's limits at launch."""
     name: str
     buffers: tuple[str, ...]  # global buffers it touches, in parameter order
     sizes: tuple[str, ...]  # size parameters it needs
     grid: tuple[Expr, Expr, Expr]
-    block: tuple[int, int, int]
+    block: tuple[Expr, Expr, Expr]
     body: Stmt
+
+    def const_block(self) -> tuple[int, int, int] | None:
+        """The block dimensions when all three are constants, else None."""
+        if all(isinstance(b, Imm) for b in self.block):
+            return tuple(int(b.value) for b in self.block)
+        return None
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
         return [f"{pad}barrier()"]
     if isinstance(s, ir.AllReduce):
         return [f"{pad}{s.buffer}[0] = allreduce_{_opname(s.op)}({s.buffer}[0]) over {s.tag} "
-                f"({s.extent} threads)"]
+                f"({expr(s.extent)} threads)"]
     if isinstance(s, ir.Evaluate):
         return [f"{pad}{expr(s.call)}"]
     if isinstance(s, ir.Alloc):
@@ -82,7 +82,7 @@ def _opname(op: str) -> str:
 
 def kernel_to_text(k: ir.Kernel) -> str:
     grid = ", ".join(expr(g) for g in k.grid)
-    block = ", ".join(str(b) for b in k.block)
+    block = ", ".join(expr(b) for b in k.block)
     params = ", ".join(k.buffers + k.sizes)
     head = f"kernel {k.name}({params}) grid=({grid}) block=({block})"
     return "\n".join([head] + stmt(k.body, 1))

@@ -456,9 +456,12 @@ def simplify_expr(e: ir.Expr, ranges: dict | None = None) -> ir.Expr:
 def kernel_simplifier(k: ir.Kernel, index_dtype=ir.int32) -> Simplifier:
     """A simplifier that knows the kernel's thread/block index ranges and that
     size parameters are non-negative."""
-    ranges = {f"threadIdx.{a}": (0, n - 1) for a, n in zip("xyz", k.block)}
-    ranges.update({n: (0, None) for n in k.sizes})
+    ranges = {n: (0, None) for n in k.sizes}
     s = Simplifier(ranges, index_dtype)
+    for a, b in zip("xyz", k.block):
+        name = f"threadIdx.{a}"
+        s.ranges[name] = (0, int(b.value) - 1 if isinstance(b, ir.Imm) else None)
+        s.sym[name] = (Linear(), s.linear(b).add(Linear({}, 1), -1))
     for a, g in zip("xyz", k.grid):
         name = f"blockIdx.{a}"
         s.ranges[name] = (0, int(g.value) - 1 if isinstance(g, ir.Imm) else None)

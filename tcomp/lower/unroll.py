@@ -1,10 +1,12 @@
 """Pass: unroll and vectorize checks.
 
 Pre: loops marked `unroll` / `vectorize`.
-Post: unrolled loops are expanded into copies of their body (constant extent
-up to MAX_UNROLL); vectorized loops are checked to be innermost (no loops,
-barriers or allocations inside) with a constant extent, and kept for the
-target to emit vector accesses.
+Post: unrolled loops of constant extent (up to MAX_UNROLL) are expanded into
+copies of their body; an unrolled loop whose extent is known only at run time
+stays a loop of kind `unroll`, a hint the target may follow (CUDA: `#pragma
+unroll`; the sim runs it as a loop). Vectorized loops are checked to be
+innermost (no loops, barriers or allocations inside) with a constant extent,
+and kept for the target to emit vector accesses.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ class _Unroll(Rewriter):
         if s.kind == "vectorize":
             if not isinstance(s.extent, ir.Imm):
                 raise LoweringError(f"vectorized loop '{s.var}' has non-constant extent "
-                                    f"{show(s.extent)}")
+                                    f"{show(s.extent)}; split it by a constant factor and "
+                                    f"vectorize the inner loop")
             for x in walk_stmts(body):
                 if isinstance(x, (ir.For, ir.Barrier, ir.Alloc)):
                     raise LoweringError(f"vectorized loop '{s.var}' is not innermost: it contains "
@@ -32,8 +35,7 @@ class _Unroll(Rewriter):
         if s.kind != "unroll":
             return s if body is s.body else dataclasses.replace(s, body=body)
         if not isinstance(s.extent, ir.Imm):
-            raise LoweringError(f"unrolled loop '{s.var}' has non-constant extent "
-                                f"{show(s.extent)}")
+            return s if body is s.body else dataclasses.replace(s, body=body)
         n = int(s.extent.value)
         if n > MAX_UNROLL:
             raise LoweringError(f"unrolled loop '{s.var}' has {n} iterations (at most "

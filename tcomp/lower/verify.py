@@ -62,6 +62,7 @@ def verify(k: ir.Kernel, program: ir.Program, flat: bool = False) -> None:
             visit(s.body, scope, tdep, divergent)
         elif isinstance(s, ir.AllReduce):
             check_buf(s.buffer, 1)
+            check_expr(s.extent, defined)
             if divergent:
                 raise LoweringError(f"kernel {k.name}: cross-thread reduction under a "
                                     f"thread-dependent condition")
@@ -71,6 +72,6 @@ def verify(k: ir.Kernel, program: ir.Program, flat: bool = False) -> None:
         elif isinstance(s, ir.Evaluate):
             check_expr(s.call, scope)
 
-    for g in k.grid:
+    for g in k.grid + k.block:
         check_expr(g, defined)
     visit(k.body, defined, thread_dep, False)

@@ -198,6 +198,11 @@ class Stage:
         """Spread a loop over GPU blocks or threads.
 
         for m_o in 0:64  --bind(m_o, "blockIdx.x")-->  m_o = blockIdx.x  (one block each)
+
+        The loop's extent may depend on the sizes (`h` in 0:H - KH + 1 bound to
+        threadIdx.y): the grid or block is then sized at launch, and a launch
+        beyond the device's limits (1024 threads per block; block dimensions
+        1024, 1024, 64; grid y and z 65535) raises an error naming the sizes.
         """
         p = "bind"
         self._not_inline(p)
@@ -276,7 +281,13 @@ class Stage:
         return f
 
     def unroll(self, ax: Axis):
-        """Unroll a loop (its extent must be constant when lowered)."""
+        """Unroll a loop: a constant extent (at most 128 iterations) is expanded into
+        copies of the body; an extent known only at run time stays a loop with an
+        unroll hint (`#pragma unroll` in CUDA).
+
+        for j in 0:4: B(j)  --unroll(j)-->  B(0); B(1); B(2); B(3)
+        for j in 0:N: B(j)  --unroll(j)-->  #pragma unroll / for j in 0:N: B(j)
+        """
         p = "unroll"
         self._not_inline(p)
         name = self._leaf(ax, p)

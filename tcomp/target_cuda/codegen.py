@@ -2,8 +2,9 @@
 
 One translation unit per program: a small prelude (floor division helpers,
 half/bfloat16 headers when used), then one `extern "C" __global__` function
-per kernel, with `__launch_bounds__`, `__restrict__` pointers named after the
-comprehension's tensors, and loops named after its indices.
+per kernel, with `__launch_bounds__` (when the block size is a constant),
+`__restrict__` pointers named after the comprehension's tensors, and loops
+named after its indices.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ..lower import ir
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
+from .allreduce import emit_allreduce
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
          "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
@@ -262,60 +264,8 @@ class _Kernel:
 
     # ----------------------------------------------------------- reductions
     def allreduce(self, s: ir.AllReduce, d: int):
-        """Warp shuffles (butterfly), then, when the reduction spans several
-        warps, one value per warp through shared memory and a second
-        butterfly over those values in every warp."""
-        bx, by, bz = self.k.block
-        total = bx * by * bz
-        e = s.extent
-        if s.tag != "threadIdx.x" or e != bx:
-            raise CudaError(f"codegen: cross-thread reductions are supported over threadIdx.x "
-                            f"spanning the whole block x dimension (got {s.tag} over {e} of "
-                            f"{bx})")
-        if e & (e - 1):
-            raise CudaError(f"codegen: cross-thread reduction over {e} threads: the extent must "
-                            f"be a power of two")
-        if total % 32 and total > 32:
-            raise CudaError(f"codegen: cross-thread reduction needs a block of fewer than 32 "
-                            f"threads or a multiple of 32 (got {total})")
-        if s.dtype.is_bool or s.dtype.is_low_precision:
-            raise CudaError(f"codegen: cross-thread reduction of {s.dtype} is not supported")
-        ct = ctype(s.dtype)
-        mask = "0xffffffffu" if total >= 32 else f"{(1 << total) - 1:#x}u"
-        v = f"tc_red{len(self.lines)}"
-
-        def comb(a, b):
-            if s.op in ("+", "*"):
-                return f"{a} {s.op} {b}"
-            if s.dtype.is_float:
-                f = ("fmax" if s.op == "max" else "fmin") + ("f" if s.dtype.name == "float32" else "")
-                return f"{f}({a}, {b})"
-            return f"{s.op}({a}, {b})"
-        self.emit("{", d)
-        self.emit(f"{ct} {v} = {s.buffer}[0];", d + 1)
-        self.emit(f"for (int tc_off = {min(e, 32) // 2}; tc_off > 0; tc_off >>= 1) {{", d + 1)
-        self.emit(f"{v} = {comb(v, f'__shfl_xor_sync({mask}, {v}, tc_off)')};", d + 2)
-        self.emit("}", d + 1)
-        if e > 32:
-            warps = e // 32
-            groups = by * bz
-            buf = f"{v}_smem"
-            self.emit(f"__shared__ {ct} {buf}[{warps * groups}];", d + 1)
-            self.emit("const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;", d + 1)
-            self.emit("__syncthreads();", d + 1)
-            self.emit(f"if ((threadIdx.x & 31) == 0) {buf}[tc_group * {warps} + "
-                      f"(threadIdx.x >> 5)] = {v};", d + 1)
-            self.emit("__syncthreads();", d + 1)
-            # every warp reduces the per-warp values again with shuffles (lane i
-            # holds warp i % warps's value); the butterfly leaves the same value
-            # in every lane, so all threads agree bit for bit
-            self.emit(f"{v} = {buf}[tc_group * {warps} + (threadIdx.x & {warps - 1})];", d + 1)
-            self.emit(f"for (int tc_off = {warps // 2}; tc_off > 0; tc_off >>= 1) {{", d + 1)
-            self.emit(f"{v} = {comb(v, f'__shfl_xor_sync(0xffffffffu, {v}, tc_off)')};", d + 2)
-            self.emit("}", d + 1)
-            self.emit("__syncthreads();", d + 1)
-        self.emit(f"{s.buffer}[0] = {v};", d + 1)
-        self.emit("}", d)
+        """Any number of threads along threadIdx.x (see allreduce.py)."""
+        emit_allreduce(self, s, d)
 
     # ----------------------------------------------------------- vectors
     def contiguous(self, index: ir.Expr, var: str, width: int, elem: int):
@@ -434,7 +384,6 @@ class _Kernel:
             else:
                 params.append(f"const {ctype(b.dtype)}* __restrict__ {name}")
         params += [f"{self.index_ctype} {n}" for n in k.sizes]
-        threads = k.block[0] * k.block[1] * k.block[2]
         shared = [x.buffer for x in walk_stmts(k.body)
                   if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"]
         total = 0
@@ -444,8 +393,12 @@ class _Kernel:
             offsets.append(total)
             total += _size(b) * b.dtype.numpy.itemsize
         dynamic = total > STATIC_SMEM_LIMIT
-        head = (f'extern "C" __global__ void __launch_bounds__({threads}) '
-                f'{k.name}({", ".join(params)}) {{')
+        # Launch bounds only for a block known now: with a runtime block the
+        # compiler must allow any size (the launch checks the kernel's own limit).
+        const = k.const_block()
+        bounds = f"__launch_bounds__({const[0] * const[1] * const[2]}) " if const else ""
+        head = f'extern "C" __global__ void {bounds}{k.name}({", ".join(params)}) {{'
+
         self.lines = [head]
         if dynamic:
             self.emit("extern __shared__ __align__(16) unsigned char tc_smem[];", 1)

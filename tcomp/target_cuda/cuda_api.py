@@ -175,6 +175,7 @@ class Module:
         device().activate()
         self.mod = check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
         self.funcs = {}
+        self.limits = {}  # name -> LaunchLimits of that function on this device
 
     def function(self, name: str, dynamic_smem: int = 0):
         driver = _driver()
@@ -193,7 +194,35 @@ class Module:
                     f, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     dynamic_smem), "cuFuncSetAttribute")
             self.funcs[name] = f
+            self.limits[name] = launch_limits(f)
         return self.funcs[name]
+
+
+@functools.lru_cache(maxsize=None)
+def _device_limits():
+    from ..lower.launch import LaunchLimits
+    driver = _driver()
+    attr = driver.CUdevice_attribute
+    dev = device().dev
+
+    def get(name):
+        return int(check(driver.cuDeviceGetAttribute(getattr(attr, name), dev),
+                         "cuDeviceGetAttribute"))
+    return LaunchLimits(
+        threads_per_block=get("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
+        block=tuple(get(f"CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_{a}") for a in "XYZ"),
+        grid=tuple(get(f"CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{a}") for a in "XYZ"))
+
+
+def launch_limits(func):
+    """The device's launch limits, with `func`'s own threads-per-block limit
+    (register use can lower it below the device's)."""
+    import dataclasses
+    driver = _driver()
+    kernel = int(check(driver.cuFuncGetAttribute(
+        driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, func),
+        "cuFuncGetAttribute"))
+    return dataclasses.replace(_device_limits(), kernel_threads=kernel)
 
 
 def launch(func, grid, block, smem: int, args: list, stream=0):

@@ -61,9 +61,9 @@ def static_index_bits(prog: ir.Program) -> int | None:
     # 64 bits, whatever its symbolic dimensions turn out to be.
     shapes = {b.name: [int(d.value) for d in b.shape if isinstance(d, ir.Imm)]
               for b in prog.buffers}
-    launches = [(k.name, [int(g.value) for g in k.grid], k.block) for k in prog.kernels
-                if all(isinstance(g, ir.Imm) for g in k.grid)
-                and all(isinstance(b, int) for b in k.block)]
+    launches = [(k.name, [int(g.value) for g in k.grid], [int(b.value) for b in k.block])
+                for k in prog.kernels
+                if all(isinstance(d, ir.Imm) for d in (*k.grid, *k.block))]
     bits, _ = index_bits_for(shapes, launches, prog.bound_sizes)
     return 64 if bits == 64 else None
 

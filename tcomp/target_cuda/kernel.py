@@ -14,6 +14,7 @@ from ..errors import CudaError, TcompError
 from ..lang import dtypes
 from ..lang.signature import InputSpec, Signature
 from ..lower import ir
+from ..lower.launch import LaunchLimits, launch_problem
 from . import arrays as A
 from . import cuda_api
 from .codegen import CodegenOptions, program_source
@@ -45,6 +46,32 @@ def eval_size(j, sizes: dict) -> int:
             "min": min(a, b), "max": max(a, b)}[op]
 
 
+def size_text(j) -> str:
+    """A size expression's JSON form as readable text: ["-", "H", "KH"] -> "H - KH"."""
+    if not isinstance(j, list):
+        return str(j)
+    op, a, b = j
+    if op in ("min", "max"):
+        return f"{op}({size_text(a)}, {size_text(b)})"
+    wrap = lambda x: f"({size_text(x)})" if isinstance(x, list) else size_text(x)  # noqa: E731
+    return f"{wrap(a)} {op} {wrap(b)}"
+
+
+def launch_dims(kd: dict, sizes: dict) -> tuple[list[int], list[int]]:
+    """A kernel's grid and block (from its sidecar entry) at these sizes."""
+    return ([eval_size(g, sizes) for g in kd["grid"]],
+            [eval_size(b, sizes) for b in kd["block"]])
+
+
+def check_launch(kd: dict, grid, block, limits: LaunchLimits) -> None:
+    """Raise CudaError when a non-empty launch of `kd` at these dimensions
+    exceeds `limits` (the device's, and the compiled kernel's own)."""
+    problem = launch_problem(kd["name"], grid, block, limits,
+                             block_exprs=[size_text(b) for b in kd["block"]])
+    if problem is not None:
+        raise CudaError(problem)
+
+
 def target_arch(target: str) -> str:
     """'cuda' -> the attached GPU's arch, else sm_90a; 'cuda:sm_80' -> sm_80."""
     for sep in (":", " -arch=", " --arch="):
@@ -74,7 +101,8 @@ def describe_program(prog: ir.Program, op, smem: dict, arch: str) -> dict:
         "size_sources": sources,
         "signature": Signature.from_op(op).to_json(),
         "kernels": [{"name": k.name, "grid": [size_to_json(g) for g in k.grid],
-                     "block": list(k.block), "dynamic_smem": smem[k.name]["dynamic_smem"],
+                     "block": [size_to_json(b) for b in k.block],
+                     "dynamic_smem": smem[k.name]["dynamic_smem"],
                      "aligned_buffers": smem[k.name]["aligned"],
                      "params": [{"buffer": b} for b in k.buffers] + [{"size": s} for s in k.sizes]}
                     for k in prog.kernels],
@@ -222,23 +250,22 @@ class CudaKernel:
             ptrs.update({n: a.ptr for n, a in outs.items()})
             size_type = ctypes.c_longlong if v.index_bits == 64 else ctypes.c_int
             for kd in v.kernels:
-                grid = [eval_size(g, sizes) for g in kd["grid"]]
-                if min(grid) <= 0 or min(eval_size(b, sizes) for b in kd["block"]) <= 0:
+                grid, block = launch_dims(kd, sizes)
+                if min(grid) <= 0 or min(block) <= 0:
                     continue  # an empty range: nothing to compute (a 0-thread launch is invalid)
-                if max(grid[1:]) > 65535 or grid[0] > 2**31 - 1:
-                    raise CudaError(f"kernel {kd['name']}: grid {grid} exceeds the device limits")
                 for name in kd.get("aligned_buffers", ()):
                     if ptrs[name] % 16:
                         raise CudaError(f"kernel {kd['name']} accesses '{name}' with 16-byte "
                                         f"vectors, but its pointer is not 16-byte aligned")
                 f = v.module.function(kd["name"], kd["dynamic_smem"])
+                check_launch(kd, grid, block, v.module.limits[kd["name"]])
                 params = []
                 for p in kd["params"]:
                     if "buffer" in p:
                         params.append((ctypes.c_void_p, ptrs[p["buffer"]]))
                     else:
                         params.append((size_type, sizes[p["size"]]))
-                cuda_api.launch(f, grid, kd["block"], kd["dynamic_smem"], params)
+                cuda_api.launch(f, grid, block, kd["dynamic_smem"], params)
             if like is None:
                 cuda_api.synchronize()
             results = []

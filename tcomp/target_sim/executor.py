@@ -46,6 +46,7 @@ import numpy as np
 
 from ..errors import SimError
 from ..lower import ir
+from ..lower.launch import launch_problem
 from ..lower.printer import expr as expr_text
 from ..lower.rewriter import walk_stmts
 from .expressions import Expressions
@@ -93,14 +94,15 @@ class _Launch(Memory, Expressions):
     that the cache entry dies with it), and the state of the run in progress."""
 
     def __init__(self, k: ir.Kernel):
-        self.kname, self.block = k.name, tuple(k.block)
-        self.T = int(np.prod(k.block))
+        self.kname = k.name
         self.invariant = set(k.sizes) | {f"{v}.{a}" for v in ("threadIdx", "blockIdx")
                                          for a in "xyz"}
         self.batch = object()  # the batch running (invariant values are per batch)
         self.running = False
         self.compiled, self.scope_id, self.scopes = {}, 0, itertools.count(1)
         self.grid_fns = [self.compile_expr(g) for g in k.grid]
+        self.block_fns = [self.compile_expr(b) for b in k.block]
+        self.block_text = [expr_text(b) for b in k.block]
         self.body = self.compile_stmt(k.body)
         self.stored = {s.buffer for s in walk_stmts(k.body) if isinstance(s, ir.Store)}
         self.allocs = [(s.buffer.scope, s.buffer.dtype.numpy.itemsize,
@@ -121,7 +123,15 @@ class _Launch(Memory, Expressions):
         self.scope = {n: np.int64(v) for n, v in sizes.items()}
         grid = [int(g(self.scope, None)) for g in self.grid_fns]
         self.grid = grid
-        nblocks = max(grid[0], 0) * max(grid[1], 0) * max(grid[2], 0)
+        self.block = tuple(int(b(self.scope, None)) for b in self.block_fns)
+        if min(grid) <= 0 or min(self.block) <= 0:
+            return  # an empty launch runs nothing, as on the GPU
+        # The limits every CUDA device has, so that what runs here launches there.
+        problem = launch_problem(self.kname, grid, self.block, block_exprs=self.block_text)
+        if problem is not None:
+            raise SimError(problem)
+        self.T = int(np.prod(self.block))
+        nblocks = grid[0] * grid[1] * grid[2]
         arrays = {n: a for n, a in env.items() if isinstance(a, np.ndarray)}
         self.flat_globals = {n: a.reshape(-1) for n, a in arrays.items()
                              if a.flags.c_contiguous}
@@ -396,6 +406,7 @@ class _Launch(Memory, Expressions):
 
     def _s_AllReduce(self, s):
         axis = {"x": 3, "y": 2, "z": 1}[s.tag[-1]]
+        extent_of = self.compile_expr(s.extent)
         f = None
         if s.op not in ("+", "*"):
             f = {"max": np.fmax, "min": np.fmin} if s.dtype.is_float else \
@@ -412,8 +423,9 @@ class _Launch(Memory, Expressions):
                                f"before every thread wrote it")
             bx, by, bz = self.block
             vals = loc.data[:, 0].reshape(self.nb, bz, by, bx)
-            if vals.shape[axis] != s.extent:
-                raise SimError(f"kernel {self.kname}: reduction over {s.extent} threads along "
+            extent = int(extent_of(env, None))
+            if vals.shape[axis] != extent:
+                raise SimError(f"kernel {self.kname}: reduction over {extent} threads along "
                                f"{s.tag}, but the block has {vals.shape[axis]}")
             if s.op == "+":
                 r = vals.sum(axis=axis, keepdims=True, dtype=vals.dtype)

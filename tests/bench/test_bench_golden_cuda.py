@@ -169,11 +169,11 @@ def shuffle_reductions(src):
                          r"tc_off\)", src):
         name, expr = m.group(1), m.group(2)
         op = "max" if expr.startswith("fmaxf") else "sum" if expr.endswith("+ ") else expr
-        w = re.search(rf"__shared__ float {name}_smem\[(\d+)\];", src)
+        w = re.search(rf"__shared__ float {name}_part\[(\d+)\];", src)
         if w:
             # the per-warp partials: lane i reads warp i's, a second butterfly over them
             warps = int(w.group(1))
-            assert re.search(rf"{name} = {name}_smem\[tc_group \* {warps} \+ \(threadIdx\.x & "
+            assert re.search(rf"{name} = {name}_part\[\(threadIdx\.x & "
                              rf"{warps - 1}\)\];\n\s*for \(int tc_off = {warps // 2}; tc_off > 0; "
                              rf"tc_off >>= 1\) \{{\n\s*{name} = .*__shfl_xor_sync", src), name
         out.append((op, int(w.group(1)) if w else 1))

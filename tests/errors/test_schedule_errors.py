@@ -1100,21 +1100,29 @@ class TestLoweringErrors:
         lowering_error(lambda: tcomp.lower(s, sizes={"M": 64, "N": 32}), "stage 'C'",
                        "32x64x1 threads per block exceed 1024")
 
-    def test_thread_loop_non_constant_extent(self, mm):
+    def test_thread_loop_runtime_extent(self, mm):
+        """A loop of runtime extent bound to threads: the block is N threads,
+        checked against the limits when it runs."""
         s = tcomp.Schedule(mm)
         C = s["C"]
         C.bind(C.axes[1], "threadIdx.x")
-        msg = lowering_error(lambda: tcomp.lower(s), "stage 'C'", "loop 'n' bound to threadIdx.x",
-                             "non-constant extent", "split it by a constant first")
-        # The extent is shown as the user wrote it, not as a Python repr of the IR.
-        assert "extent N;" in msg and "Var(" not in msg, msg
+        assert "block=(N, 1, 1)" in str(tcomp.lower(s))
+        k = tcomp.build(s, "sim")
+        A = np.arange(6, dtype=np.float32).reshape(2, 3)
+        B = np.arange(15, dtype=np.float32).reshape(3, 5)
+        np.testing.assert_allclose(k(A, B), tcomp.evaluate(mm, A, B))
+        with pytest.raises(tcomp.SimError, match=r"kernel matmul_C: a block of 1025x1x1 = 1025 "
+                                                 r"threads \(blockDim.x: N = 1025\) exceeds the "
+                                                 r"device's 1024 threads per block"):
+            k(A, np.zeros((3, 1025), np.float32))
 
-    def test_unroll_non_constant_extent(self, mm):
+    def test_unroll_runtime_extent_is_a_hint(self, mm):
         s = tcomp.Schedule(mm)
         C = s["C"]
         C.unroll(C.axes[0])
-        msg = lowering_error(lambda: tcomp.lower(s), "unrolled loop 'm'", "non-constant extent")
-        assert "extent M" in msg and "Var(" not in msg, msg
+        assert "for m in 0:M  @unroll" in str(tcomp.lower(s))
+        src = tcomp.build(s, "cuda").source
+        assert "#pragma unroll\n  for (int m = 0; m < M; ++m) {" in src, src
 
     def test_unroll_too_many_iterations(self, mm):
         s = tcomp.Schedule(mm)
@@ -1140,12 +1148,17 @@ class TestLoweringErrors:
                        "reduction across threads", "'r_k'",
                        "reorder the reduction axes innermost")
 
-    def test_cross_thread_reduction_non_constant_extent(self, mm):
+    def test_cross_thread_reduction_runtime_extent(self, mm):
+        """K threads reduce; K = 0 still launches one thread, which stores 0."""
         s = tcomp.Schedule(mm)
         C = s["C"]
         C.bind(C.reduce_axes[0], "threadIdx.x")
-        lowering_error(lambda: tcomp.lower(s), "stage 'C'", "r_k", "threadIdx.x",
-                       "non-constant extent")
+        assert "block=(max(K, 1), 1, 1)" in str(tcomp.lower(s))
+        k = tcomp.build(s, "sim")
+        for kk in (0, 1, 7):
+            A = np.arange(2 * kk, dtype=np.float32).reshape(2, kk)
+            B = np.arange(3 * kk, dtype=np.float32).reshape(kk, 3)
+            np.testing.assert_allclose(k(A, B), tcomp.evaluate(mm, A, B))
 
     def test_cross_thread_reduction_works(self, mm):
         s = tcomp.Schedule(mm)

@@ -344,7 +344,7 @@ def _two_block_program(values):
     val = ir.Select(ir.Bin("==", ir.Var("blockIdx.x"), ir.const(0), ir.bool_),
                     ir.Imm(values[0], f32), ir.Imm(values[1], f32), f32)
     body = ir.Store("O", (ir.const(0),), val)
-    k = ir.Kernel("k", ("O",), (), (ir.const(2), ir.const(1), ir.const(1)), (1, 1, 1), body)
+    k = ir.Kernel("k", ("O",), (), (ir.const(2), ir.const(1), ir.const(1)), (ir.const(1), ir.const(1), ir.const(1)), body)
     bufs = (ir.Buffer("O", f32, (ir.const(1),), "global", "output"),)
     return ir.Program("p", bufs, (k,), (), ("O",), ())
 

@@ -102,19 +102,44 @@ def _unroll_symbolic():
     return s
 
 
-def _thread_symbolic():
-    s = tcomp.Schedule(SCALE)
-    i, j = s["O"].axes
-    s["O"].bind(j, "threadIdx.x")
+def _two_thread_extents():
+    """threadIdx.x over N in one stage and over 4 in another: one block size."""
+    two = tcomp.op("""def two(float(M,N) A) -> (C, D) {
+      C(i, j) = A(i, j) + 1.0
+      D(i, j) = C(i, j) * 2.0
+    }""")
+    s = tcomp.Schedule(two)
+    D = s["D"]
+    i, j = D.axes
+    D.bind(i, "blockIdx.x")
+    D.bind(j, "threadIdx.x")
+    C = s["C"]
+    C.compute_at(D, i)
+    ci, cj = C.axes
+    cjo, cji = C.split(cj, 4)
+    C.bind(cji, "threadIdx.x")
     return s
 
 
-@pytest.mark.parametrize("make", [_unroll_symbolic, _thread_symbolic])
-def test_messages_print_expressions(make):
+def _shared_under_runtime_threads():
+    s = tcomp.Schedule(SCALE)
+    O = s["O"]
+    i, j = O.axes
+    O.bind(i, "blockIdx.x")
+    O.bind(j, "threadIdx.x")
+    AS = s.cache_read("A", "shared", [O])
+    AS.compute_at(O, i)
+    return s
+
+
+@pytest.mark.parametrize("make, text", [
+    (_two_thread_extents, "'j_i' (4) and 'j' (N)"),
+    (_shared_under_runtime_threads, "'j' bound to threadIdx.x runs N threads")])
+def test_messages_print_expressions(make, text):
     with pytest.raises(tcomp.LoweringError) as info:
         tcomp.lower(make())
     msg = str(info.value)
-    assert "non-constant extent N" in msg, msg
+    assert text in msg, msg
     assert "Var(" not in msg and "DType(" not in msg, msg
 
 

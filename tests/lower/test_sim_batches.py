@@ -45,7 +45,7 @@ def program(body, grid, threads, buffers):
     """One kernel over global buffers {name: shape}, all outputs (zero-filled by run())."""
     bufs = tuple(ir.Buffer(n, F32, tuple(c(d) for d in shape), "global", "output")
                  for n, shape in buffers.items())
-    k = ir.Kernel("k", tuple(buffers), (), (c(grid), c(1), c(1)), (threads, 1, 1), body)
+    k = ir.Kernel("k", tuple(buffers), (), (c(grid), c(1), c(1)), (c(threads), c(1), c(1)), body)
     return ir.Program("p", bufs, (k,), (), tuple(buffers), ())
 
 
@@ -68,8 +68,8 @@ def batches(request, monkeypatch):
 def test_blocks_writing_different_values_to_one_element(batches):
     bufs = {"O": (1,)}
     prog = program(ir.Store("O", (c(0),), ir.Cast(F32, BX)), 2, 1, bufs)
-    with pytest.raises(tcomp.SimError, match=r"kernel k: block \(1, 0, 0\) overwrites O\[0\], which "
-                                             r"block \(0, 0, 0\) wrote in the same launch; blocks "
+    with pytest.raises(tcomp.SimError, match=r"kernel k: block \(1, 0, 0\) overwrites O\[0\], "
+                                             r"which block \(0, 0, 0\) wrote in the same launch; blocks "
                                              r"run in no fixed order \(race between blocks\)"):
         run(prog, bufs)
 
@@ -328,7 +328,7 @@ def test_thread_overwriting_another_threads_global_store():
 def _allreduce(value, where=None):
     """R[0] = value per thread; allreduce(+) over the 4 threads (under `where`); O[b, t] = R[0]."""
     R = ir.Buffer("R", F32, (c(1),), "local")
-    red = ir.AllReduce("+", "R", F32, "threadIdx.x", 4)
+    red = ir.AllReduce("+", "R", F32, "threadIdx.x", c(4))
     body = ir.seq(ir.Store("R", (c(0),), value), red if where is None else ir.If(where, red),
                   ir.Store("O", (BX, TX), ir.Load("R", (c(0),), F32)))
     return program(ir.Alloc(R, body), 3, 4, {"O": (3, 4)})
@@ -352,7 +352,7 @@ def test_allreduce_reached_by_some_threads_of_a_block():
 def test_allreduce_before_every_thread_wrote():
     R = ir.Buffer("R", F32, (c(1),), "local")
     body = ir.seq(ir.If(lt(TX, c(2)), ir.Store("R", (c(0),), f(1))),
-                  ir.AllReduce("+", "R", F32, "threadIdx.x", 4))
+                  ir.AllReduce("+", "R", F32, "threadIdx.x", c(4)))
     with pytest.raises(tcomp.SimError, match=r"kernel k: cross-thread reduction of R before every "
                                              r"thread wrote it"):
         run(program(ir.Alloc(R, body), 2, 4, {"O": (2,)}), {"O": (2,)})

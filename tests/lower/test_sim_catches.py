@@ -460,7 +460,7 @@ def _hand_program(scope: str):
     else:
         bufs.append(ir.Buffer("T", f32, (one,), "global", "temp"))
         params = ("T", "O")
-    k = ir.Kernel("k", params, (), (one, one, one), (4, 1, 1), body)
+    k = ir.Kernel("k", params, (), (one, one, one), (ir.const(4), one, one), body)
     return ir.Program("p", tuple(bufs), (k,), (), ("O",), ())
 
 

@@ -215,7 +215,7 @@ def test_golden_elementwise_in_64_bit_mode():
 
 
 def test_lets_of_other_types_are_left_alone():
-    k = ir.Kernel("k", ("O",), ("N",), (ir.Var("N"), ir.ONE, ir.ONE), (1, 1, 1), ir.Let(
+    k = ir.Kernel("k", ("O",), ("N",), (ir.Var("N"), ir.ONE, ir.ONE), (ir.ONE, ir.ONE, ir.ONE), ir.Let(
         "i", ir.Var("blockIdx.x"), ir.Let("x", ir.Cast(tcomp.lang.dtypes.float32, ir.Var("i")),
                                           ir.Store("O", (ir.Var("i"),), ir.Var(
                                               "x", tcomp.lang.dtypes.float32)))))

@@ -39,12 +39,10 @@ extern "C" __global__ void __launch_bounds__(512) layernorm_Y(const float* __res
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red26 = tc_red26 + __shfl_xor_sync(0xffffffffu, tc_red26, tc_off);
     }
-    __shared__ float tc_red26_smem[16];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red26_part[16];
+    if ((threadIdx.x & 31) == 0) tc_red26_part[threadIdx.x >> 5] = tc_red26;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red26_smem[tc_group * 16 + (threadIdx.x >> 5)] = tc_red26;
-    __syncthreads();
-    tc_red26 = tc_red26_smem[tc_group * 16 + (threadIdx.x & 15)];
+    tc_red26 = tc_red26_part[(threadIdx.x & 15)];
     for (int tc_off = 8; tc_off > 0; tc_off >>= 1) {
       tc_red26 = tc_red26 + __shfl_xor_sync(0xffffffffu, tc_red26, tc_off);
     }
@@ -58,21 +56,19 @@ extern "C" __global__ void __launch_bounds__(512) layernorm_Y(const float* __res
     var_acc[0] = var_acc[0] + (X_shared[var_d_o * 512 + var_d_i] - mean[0]) * (X_shared[var_d_o * 512 + var_d_i] - mean[0]) / 4096.0f;
   }
   {
-    float tc_red49 = var_acc[0];
+    float tc_red47 = var_acc[0];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red49 = tc_red49 + __shfl_xor_sync(0xffffffffu, tc_red49, tc_off);
+      tc_red47 = tc_red47 + __shfl_xor_sync(0xffffffffu, tc_red47, tc_off);
     }
-    __shared__ float tc_red49_smem[16];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red47_part[16];
+    if ((threadIdx.x & 31) == 0) tc_red47_part[threadIdx.x >> 5] = tc_red47;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red49_smem[tc_group * 16 + (threadIdx.x >> 5)] = tc_red49;
-    __syncthreads();
-    tc_red49 = tc_red49_smem[tc_group * 16 + (threadIdx.x & 15)];
+    tc_red47 = tc_red47_part[(threadIdx.x & 15)];
     for (int tc_off = 8; tc_off > 0; tc_off >>= 1) {
-      tc_red49 = tc_red49 + __shfl_xor_sync(0xffffffffu, tc_red49, tc_off);
+      tc_red47 = tc_red47 + __shfl_xor_sync(0xffffffffu, tc_red47, tc_off);
     }
     __syncthreads();
-    var_acc[0] = tc_red49;
+    var_acc[0] = tc_red47;
   }
   var[0] = var_acc[0];
   for (int d_o = 0; d_o < 8; ++d_o) {

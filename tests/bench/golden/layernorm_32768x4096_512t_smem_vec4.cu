@@ -53,12 +53,10 @@ extern "C" __global__ void __launch_bounds__(512) layernorm_Y(const float* __res
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red40 = tc_red40 + __shfl_xor_sync(0xffffffffu, tc_red40, tc_off);
     }
-    __shared__ float tc_red40_smem[16];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red40_part[16];
+    if ((threadIdx.x & 31) == 0) tc_red40_part[threadIdx.x >> 5] = tc_red40;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red40_smem[tc_group * 16 + (threadIdx.x >> 5)] = tc_red40;
-    __syncthreads();
-    tc_red40 = tc_red40_smem[tc_group * 16 + (threadIdx.x & 15)];
+    tc_red40 = tc_red40_part[(threadIdx.x & 15)];
     for (int tc_off = 8; tc_off > 0; tc_off >>= 1) {
       tc_red40 = tc_red40 + __shfl_xor_sync(0xffffffffu, tc_red40, tc_off);
     }
@@ -75,38 +73,36 @@ extern "C" __global__ void __launch_bounds__(512) layernorm_Y(const float* __res
     var_acc[0] = var_acc[0] + (X_shared[var_d_o_o * 2048 + var_d_o_i * 4 + 3] - mean[0]) * (X_shared[var_d_o_o * 2048 + var_d_o_i * 4 + 3] - mean[0]) / 4096.0f;
   }
   {
-    float tc_red66 = var_acc[0];
+    float tc_red64 = var_acc[0];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red66 = tc_red66 + __shfl_xor_sync(0xffffffffu, tc_red66, tc_off);
+      tc_red64 = tc_red64 + __shfl_xor_sync(0xffffffffu, tc_red64, tc_off);
     }
-    __shared__ float tc_red66_smem[16];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red64_part[16];
+    if ((threadIdx.x & 31) == 0) tc_red64_part[threadIdx.x >> 5] = tc_red64;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red66_smem[tc_group * 16 + (threadIdx.x >> 5)] = tc_red66;
-    __syncthreads();
-    tc_red66 = tc_red66_smem[tc_group * 16 + (threadIdx.x & 15)];
+    tc_red64 = tc_red64_part[(threadIdx.x & 15)];
     for (int tc_off = 8; tc_off > 0; tc_off >>= 1) {
-      tc_red66 = tc_red66 + __shfl_xor_sync(0xffffffffu, tc_red66, tc_off);
+      tc_red64 = tc_red64 + __shfl_xor_sync(0xffffffffu, tc_red64, tc_off);
     }
     __syncthreads();
-    var_acc[0] = tc_red66;
+    var_acc[0] = tc_red64;
   }
   var[0] = var_acc[0];
   for (int d_o_o = 0; d_o_o < 2; ++d_o_o) {
     const int d_o_i = threadIdx.x;
     {
-      float tc_vec87_0[4];
-      *reinterpret_cast<float4*>(tc_vec87_0) = *reinterpret_cast<const float4*>(&beta[d_o_o * 2048 + d_o_i * 4]);
-      float tc_vec89_1[4];
-      *reinterpret_cast<float4*>(tc_vec89_1) = *reinterpret_cast<const float4*>(&gamma[d_o_o * 2048 + d_o_i * 4]);
-      float tc_vec91_2[4];
-      *reinterpret_cast<float4*>(tc_vec91_2) = *reinterpret_cast<const float4*>(&X_shared[d_o_o * 2048 + d_o_i * 4]);
-      float tc_out93[4];
+      float tc_vec83_0[4];
+      *reinterpret_cast<float4*>(tc_vec83_0) = *reinterpret_cast<const float4*>(&beta[d_o_o * 2048 + d_o_i * 4]);
+      float tc_vec85_1[4];
+      *reinterpret_cast<float4*>(tc_vec85_1) = *reinterpret_cast<const float4*>(&gamma[d_o_o * 2048 + d_o_i * 4]);
+      float tc_vec87_2[4];
+      *reinterpret_cast<float4*>(tc_vec87_2) = *reinterpret_cast<const float4*>(&X_shared[d_o_o * 2048 + d_o_i * 4]);
+      float tc_out89[4];
       #pragma unroll
       for (int d_i = 0; d_i < 4; ++d_i) {
-        tc_out93[d_i] = (tc_vec91_2[d_i] - mean[0]) * rsqrtf(var[0] + 9.999999747378752e-06f) * tc_vec89_1[d_i] + tc_vec87_0[d_i];
+        tc_out89[d_i] = (tc_vec87_2[d_i] - mean[0]) * rsqrtf(var[0] + 9.999999747378752e-06f) * tc_vec85_1[d_i] + tc_vec83_0[d_i];
       }
-      *reinterpret_cast<float4*>(&Y[n * 4096 + d_o_o * 2048 + d_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out93);
+      *reinterpret_cast<float4*>(&Y[n * 4096 + d_o_o * 2048 + d_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out89);
     }
   }
 }

@@ -24,12 +24,10 @@ extern "C" __global__ void __launch_bounds__(1024) layernorm_Y(const float* __re
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red11 = tc_red11 + __shfl_xor_sync(0xffffffffu, tc_red11, tc_off);
     }
-    __shared__ float tc_red11_smem[32];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red11_part[32];
+    if ((threadIdx.x & 31) == 0) tc_red11_part[threadIdx.x >> 5] = tc_red11;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red11_smem[tc_group * 32 + (threadIdx.x >> 5)] = tc_red11;
-    __syncthreads();
-    tc_red11 = tc_red11_smem[tc_group * 32 + (threadIdx.x & 31)];
+    tc_red11 = tc_red11_part[(threadIdx.x & 31)];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red11 = tc_red11 + __shfl_xor_sync(0xffffffffu, tc_red11, tc_off);
     }
@@ -43,21 +41,19 @@ extern "C" __global__ void __launch_bounds__(1024) layernorm_Y(const float* __re
     var_acc[0] = var_acc[0] + (X[n * 32768 + var_d_o * 1024 + var_d_i] - mean[0]) * (X[n * 32768 + var_d_o * 1024 + var_d_i] - mean[0]) / 32768.0f;
   }
   {
-    float tc_red34 = var_acc[0];
+    float tc_red32 = var_acc[0];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red34 = tc_red34 + __shfl_xor_sync(0xffffffffu, tc_red34, tc_off);
+      tc_red32 = tc_red32 + __shfl_xor_sync(0xffffffffu, tc_red32, tc_off);
     }
-    __shared__ float tc_red34_smem[32];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red32_part[32];
+    if ((threadIdx.x & 31) == 0) tc_red32_part[threadIdx.x >> 5] = tc_red32;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red34_smem[tc_group * 32 + (threadIdx.x >> 5)] = tc_red34;
-    __syncthreads();
-    tc_red34 = tc_red34_smem[tc_group * 32 + (threadIdx.x & 31)];
+    tc_red32 = tc_red32_part[(threadIdx.x & 31)];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red34 = tc_red34 + __shfl_xor_sync(0xffffffffu, tc_red34, tc_off);
+      tc_red32 = tc_red32 + __shfl_xor_sync(0xffffffffu, tc_red32, tc_off);
     }
     __syncthreads();
-    var_acc[0] = tc_red34;
+    var_acc[0] = tc_red32;
   }
   var[0] = var_acc[0];
   for (int d_o = 0; d_o < 32; ++d_o) {

@@ -40,12 +40,10 @@ extern "C" __global__ void __launch_bounds__(1024) layernorm_Y(const float* __re
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red27 = tc_red27 + __shfl_xor_sync(0xffffffffu, tc_red27, tc_off);
     }
-    __shared__ float tc_red27_smem[32];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red27_part[32];
+    if ((threadIdx.x & 31) == 0) tc_red27_part[threadIdx.x >> 5] = tc_red27;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red27_smem[tc_group * 32 + (threadIdx.x >> 5)] = tc_red27;
-    __syncthreads();
-    tc_red27 = tc_red27_smem[tc_group * 32 + (threadIdx.x & 31)];
+    tc_red27 = tc_red27_part[(threadIdx.x & 31)];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red27 = tc_red27 + __shfl_xor_sync(0xffffffffu, tc_red27, tc_off);
     }
@@ -59,21 +57,19 @@ extern "C" __global__ void __launch_bounds__(1024) layernorm_Y(const float* __re
     var_acc[0] = var_acc[0] + (X_shared[var_d_o * 1024 + var_d_i] - mean[0]) * (X_shared[var_d_o * 1024 + var_d_i] - mean[0]) / 32768.0f;
   }
   {
-    float tc_red50 = var_acc[0];
+    float tc_red48 = var_acc[0];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red50 = tc_red50 + __shfl_xor_sync(0xffffffffu, tc_red50, tc_off);
+      tc_red48 = tc_red48 + __shfl_xor_sync(0xffffffffu, tc_red48, tc_off);
     }
-    __shared__ float tc_red50_smem[32];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red48_part[32];
+    if ((threadIdx.x & 31) == 0) tc_red48_part[threadIdx.x >> 5] = tc_red48;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red50_smem[tc_group * 32 + (threadIdx.x >> 5)] = tc_red50;
-    __syncthreads();
-    tc_red50 = tc_red50_smem[tc_group * 32 + (threadIdx.x & 31)];
+    tc_red48 = tc_red48_part[(threadIdx.x & 31)];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red50 = tc_red50 + __shfl_xor_sync(0xffffffffu, tc_red50, tc_off);
+      tc_red48 = tc_red48 + __shfl_xor_sync(0xffffffffu, tc_red48, tc_off);
     }
     __syncthreads();
-    var_acc[0] = tc_red50;
+    var_acc[0] = tc_red48;
   }
   var[0] = var_acc[0];
   for (int d_o = 0; d_o < 32; ++d_o) {

@@ -28,12 +28,10 @@ extern "C" __global__ void __launch_bounds__(256) rowsum_S(const float* __restri
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red15 = tc_red15 + __shfl_xor_sync(0xffffffffu, tc_red15, tc_off);
     }
-    __shared__ float tc_red15_smem[8];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red15_part[8];
+    if ((threadIdx.x & 31) == 0) tc_red15_part[threadIdx.x >> 5] = tc_red15;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red15_smem[tc_group * 8 + (threadIdx.x >> 5)] = tc_red15;
-    __syncthreads();
-    tc_red15 = tc_red15_smem[tc_group * 8 + (threadIdx.x & 7)];
+    tc_red15 = tc_red15_part[(threadIdx.x & 7)];
     for (int tc_off = 4; tc_off > 0; tc_off >>= 1) {
       tc_red15 = tc_red15 + __shfl_xor_sync(0xffffffffu, tc_red15, tc_off);
     }

@@ -80,12 +80,10 @@ extern "C" __global__ void __launch_bounds__(256) softmax_O(const float* __restr
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red67 = fmaxf(tc_red67, __shfl_xor_sync(0xffffffffu, tc_red67, tc_off));
     }
-    __shared__ float tc_red67_smem[8];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red67_part[8];
+    if ((threadIdx.x & 31) == 0) tc_red67_part[threadIdx.x >> 5] = tc_red67;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red67_smem[tc_group * 8 + (threadIdx.x >> 5)] = tc_red67;
-    __syncthreads();
-    tc_red67 = tc_red67_smem[tc_group * 8 + (threadIdx.x & 7)];
+    tc_red67 = tc_red67_part[(threadIdx.x & 7)];
     for (int tc_off = 4; tc_off > 0; tc_off >>= 1) {
       tc_red67 = fmaxf(tc_red67, __shfl_xor_sync(0xffffffffu, tc_red67, tc_off));
     }
@@ -102,35 +100,33 @@ extern "C" __global__ void __launch_bounds__(256) softmax_O(const float* __restr
     sm_acc[0] = sm_acc[0] + expf(X_shared[sm_d_o_o * 1024 + sm_d_o_i * 4 + 3] - mx[0]);
   }
   {
-    float tc_red93 = sm_acc[0];
+    float tc_red91 = sm_acc[0];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red93 = tc_red93 + __shfl_xor_sync(0xffffffffu, tc_red93, tc_off);
+      tc_red91 = tc_red91 + __shfl_xor_sync(0xffffffffu, tc_red91, tc_off);
     }
-    __shared__ float tc_red93_smem[8];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red91_part[8];
+    if ((threadIdx.x & 31) == 0) tc_red91_part[threadIdx.x >> 5] = tc_red91;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red93_smem[tc_group * 8 + (threadIdx.x >> 5)] = tc_red93;
-    __syncthreads();
-    tc_red93 = tc_red93_smem[tc_group * 8 + (threadIdx.x & 7)];
+    tc_red91 = tc_red91_part[(threadIdx.x & 7)];
     for (int tc_off = 4; tc_off > 0; tc_off >>= 1) {
-      tc_red93 = tc_red93 + __shfl_xor_sync(0xffffffffu, tc_red93, tc_off);
+      tc_red91 = tc_red91 + __shfl_xor_sync(0xffffffffu, tc_red91, tc_off);
     }
     __syncthreads();
-    sm_acc[0] = tc_red93;
+    sm_acc[0] = tc_red91;
   }
   sm[0] = sm_acc[0];
   rs[0] = 1.0f / sm[0];
   for (int d_o_o = 0; d_o_o < 4; ++d_o_o) {
     const int d_o_i = threadIdx.x;
     {
-      float tc_vec115_0[4];
-      *reinterpret_cast<float4*>(tc_vec115_0) = *reinterpret_cast<const float4*>(&X_shared[d_o_o * 1024 + d_o_i * 4]);
-      float tc_out117[4];
+      float tc_vec111_0[4];
+      *reinterpret_cast<float4*>(tc_vec111_0) = *reinterpret_cast<const float4*>(&X_shared[d_o_o * 1024 + d_o_i * 4]);
+      float tc_out113[4];
       #pragma unroll
       for (int d_i = 0; d_i < 4; ++d_i) {
-        tc_out117[d_i] = expf(tc_vec115_0[d_i] - mx[0]) * rs[0];
+        tc_out113[d_i] = expf(tc_vec111_0[d_i] - mx[0]) * rs[0];
       }
-      *reinterpret_cast<float4*>(&O[n * 4096 + d_o_o * 1024 + d_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out117);
+      *reinterpret_cast<float4*>(&O[n * 4096 + d_o_o * 1024 + d_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out113);
     }
   }
 }

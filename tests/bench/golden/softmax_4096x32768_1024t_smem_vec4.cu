@@ -132,12 +132,10 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_O(const float* __rest
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red119 = fmaxf(tc_red119, __shfl_xor_sync(0xffffffffu, tc_red119, tc_off));
     }
-    __shared__ float tc_red119_smem[32];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red119_part[32];
+    if ((threadIdx.x & 31) == 0) tc_red119_part[threadIdx.x >> 5] = tc_red119;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red119_smem[tc_group * 32 + (threadIdx.x >> 5)] = tc_red119;
-    __syncthreads();
-    tc_red119 = tc_red119_smem[tc_group * 32 + (threadIdx.x & 31)];
+    tc_red119 = tc_red119_part[(threadIdx.x & 31)];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red119 = fmaxf(tc_red119, __shfl_xor_sync(0xffffffffu, tc_red119, tc_off));
     }
@@ -154,34 +152,32 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_O(const float* __rest
     sm_acc[0] = sm_acc[0] + expf(X_shared[sm_d_o_o * 4096 + sm_d_o_i * 4 + 3] - mx[0]);
   }
   {
-    float tc_red145 = sm_acc[0];
+    float tc_red143 = sm_acc[0];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red145 = tc_red145 + __shfl_xor_sync(0xffffffffu, tc_red145, tc_off);
+      tc_red143 = tc_red143 + __shfl_xor_sync(0xffffffffu, tc_red143, tc_off);
     }
-    __shared__ float tc_red145_smem[32];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red143_part[32];
+    if ((threadIdx.x & 31) == 0) tc_red143_part[threadIdx.x >> 5] = tc_red143;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red145_smem[tc_group * 32 + (threadIdx.x >> 5)] = tc_red145;
-    __syncthreads();
-    tc_red145 = tc_red145_smem[tc_group * 32 + (threadIdx.x & 31)];
+    tc_red143 = tc_red143_part[(threadIdx.x & 31)];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red145 = tc_red145 + __shfl_xor_sync(0xffffffffu, tc_red145, tc_off);
+      tc_red143 = tc_red143 + __shfl_xor_sync(0xffffffffu, tc_red143, tc_off);
     }
     __syncthreads();
-    sm_acc[0] = tc_red145;
+    sm_acc[0] = tc_red143;
   }
   sm[0] = sm_acc[0];
   for (int d_o_o = 0; d_o_o < 8; ++d_o_o) {
     const int d_o_i = threadIdx.x;
     {
-      float tc_vec166_0[4];
-      *reinterpret_cast<float4*>(tc_vec166_0) = *reinterpret_cast<const float4*>(&X_shared[d_o_o * 4096 + d_o_i * 4]);
-      float tc_out168[4];
+      float tc_vec162_0[4];
+      *reinterpret_cast<float4*>(tc_vec162_0) = *reinterpret_cast<const float4*>(&X_shared[d_o_o * 4096 + d_o_i * 4]);
+      float tc_out164[4];
       #pragma unroll
       for (int d_i = 0; d_i < 4; ++d_i) {
-        tc_out168[d_i] = expf(tc_vec166_0[d_i] - mx[0]) / sm[0];
+        tc_out164[d_i] = expf(tc_vec162_0[d_i] - mx[0]) / sm[0];
       }
-      *reinterpret_cast<float4*>(&O[n * 32768 + d_o_o * 4096 + d_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out168);
+      *reinterpret_cast<float4*>(&O[n * 32768 + d_o_o * 4096 + d_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out164);
     }
   }
 }

@@ -133,12 +133,10 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_O(const float* __rest
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red120 = fmaxf(tc_red120, __shfl_xor_sync(0xffffffffu, tc_red120, tc_off));
     }
-    __shared__ float tc_red120_smem[32];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red120_part[32];
+    if ((threadIdx.x & 31) == 0) tc_red120_part[threadIdx.x >> 5] = tc_red120;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red120_smem[tc_group * 32 + (threadIdx.x >> 5)] = tc_red120;
-    __syncthreads();
-    tc_red120 = tc_red120_smem[tc_group * 32 + (threadIdx.x & 31)];
+    tc_red120 = tc_red120_part[(threadIdx.x & 31)];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
       tc_red120 = fmaxf(tc_red120, __shfl_xor_sync(0xffffffffu, tc_red120, tc_off));
     }
@@ -155,35 +153,33 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_O(const float* __rest
     sm_acc[0] = sm_acc[0] + expf(X_shared[sm_d_o_o * 4096 + sm_d_o_i * 4 + 3] - mx[0]);
   }
   {
-    float tc_red146 = sm_acc[0];
+    float tc_red144 = sm_acc[0];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red146 = tc_red146 + __shfl_xor_sync(0xffffffffu, tc_red146, tc_off);
+      tc_red144 = tc_red144 + __shfl_xor_sync(0xffffffffu, tc_red144, tc_off);
     }
-    __shared__ float tc_red146_smem[32];
-    const int tc_group = threadIdx.z * blockDim.y + threadIdx.y;
+    __shared__ float tc_red144_part[32];
+    if ((threadIdx.x & 31) == 0) tc_red144_part[threadIdx.x >> 5] = tc_red144;
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) tc_red146_smem[tc_group * 32 + (threadIdx.x >> 5)] = tc_red146;
-    __syncthreads();
-    tc_red146 = tc_red146_smem[tc_group * 32 + (threadIdx.x & 31)];
+    tc_red144 = tc_red144_part[(threadIdx.x & 31)];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red146 = tc_red146 + __shfl_xor_sync(0xffffffffu, tc_red146, tc_off);
+      tc_red144 = tc_red144 + __shfl_xor_sync(0xffffffffu, tc_red144, tc_off);
     }
     __syncthreads();
-    sm_acc[0] = tc_red146;
+    sm_acc[0] = tc_red144;
   }
   sm[0] = sm_acc[0];
   rs[0] = 1.0f / sm[0];
   for (int d_o_o = 0; d_o_o < 8; ++d_o_o) {
     const int d_o_i = threadIdx.x;
     {
-      float tc_vec168_0[4];
-      *reinterpret_cast<float4*>(tc_vec168_0) = *reinterpret_cast<const float4*>(&X_shared[d_o_o * 4096 + d_o_i * 4]);
-      float tc_out170[4];
+      float tc_vec164_0[4];
+      *reinterpret_cast<float4*>(tc_vec164_0) = *reinterpret_cast<const float4*>(&X_shared[d_o_o * 4096 + d_o_i * 4]);
+      float tc_out166[4];
       #pragma unroll
       for (int d_i = 0; d_i < 4; ++d_i) {
-        tc_out170[d_i] = expf(tc_vec168_0[d_i] - mx[0]) * rs[0];
+        tc_out166[d_i] = expf(tc_vec164_0[d_i] - mx[0]) * rs[0];
       }
-      *reinterpret_cast<float4*>(&O[n * 32768 + d_o_o * 4096 + d_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out170);
+      *reinterpret_cast<float4*>(&O[n * 32768 + d_o_o * 4096 + d_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out166);
     }
   }
 }

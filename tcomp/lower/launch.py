@@ -1,0 +1,139 @@
+"""Launch geometry: a kernel's grid and block from its thread-bound loops, and
+the check of a launch's dimensions against a device's limits.
+
+Grid and block dimensions are size expressions: a loop whose extent depends
+on the sizes (`h` in `0:H - KH + 1` bound to threadIdx.y) gives a dimension
+known only at launch. What is constant is checked here, when the kernel is
+built; the rest is checked by the target at launch (`launch_problem`), with
+the limits of the device it runs on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import LoweringError
+from . import ir
+from .printer import expr as show
+from .rewriter import walk_stmts
+from .simplify import simplify_expr
+
+
+@dataclass(frozen=True)
+class LaunchLimits:
+    """What a device accepts in one launch. The defaults are CUDA's limits on
+    every GPU since compute capability 2.0. `kernel_threads` is the compiled
+    kernel's own limit on threads per block (lower than the device's when the
+    kernel uses many registers), when the driver reports one."""
+    threads_per_block: int = 1024
+    block: tuple[int, int, int] = (1024, 1024, 64)
+    grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    kernel_threads: int | None = None
+
+
+CUDA_LIMITS = LaunchLimits()
+
+
+def launch_problem(kernel: str, grid, block, limits: LaunchLimits = CUDA_LIMITS,
+                   block_exprs=None) -> str | None:
+    """Why launching `kernel` with these (evaluated) dimensions would fail on
+    a device with `limits`, or None when it can launch. `block_exprs` (size
+    expressions as text, one per axis) make the message say where a runtime
+    dimension came from. Call it only for non-empty launches: an empty grid or
+    block launches nothing."""
+    def where():
+        if block_exprs is None:
+            return ""
+        parts = [f"{tag}: {e} = {n}" for tag, e, n in
+                 zip(("blockDim.x", "blockDim.y", "blockDim.z"), block_exprs, block)
+                 if not str(e).isdigit()]  # (a constant needs no explanation)
+        return f" ({', '.join(parts)})" if parts else ""
+
+    remedy = ("; split the loops bound to threads by constant factors (and bind the outer "
+              "parts to blocks or loop over them), or run smaller sizes")
+    threads = block[0] * block[1] * block[2]
+    dims = "x".join(str(n) for n in block)
+    if threads > limits.threads_per_block:
+        return (f"kernel {kernel}: a block of {dims} = {threads} threads{where()} exceeds the "
+                f"device's {limits.threads_per_block} threads per block{remedy}")
+    if limits.kernel_threads is not None and threads > limits.kernel_threads:
+        return (f"kernel {kernel}: a block of {dims} = {threads} threads{where()} exceeds the "
+                f"{limits.kernel_threads} threads per block this compiled kernel can run (its "
+                f"register use limits it){remedy}")
+    for axis, (n, most) in enumerate(zip(block, limits.block)):
+        if n > most:
+            return (f"kernel {kernel}: block dimension {'xyz'[axis]} is {n}{where()}, but the "
+                    f"device allows at most {most}{remedy}")
+    for axis, (n, most) in enumerate(zip(grid, limits.grid)):
+        if n > most:
+            return (f"kernel {kernel}: grid dimension {'xyz'[axis]} is {n} blocks, but the "
+                    f"device allows at most {most}; bind a larger loop to blockIdx.x, or split "
+                    f"the loop bound to blockIdx.{'xyz'[axis]} and loop over the outer part")
+    return None
+
+
+def launch_dims(body: ir.Stmt, stage: str):
+    """Grid and block of a kernel from its thread-bound loops (size expressions),
+    with the checks that need no sizes: one extent per thread tag, block loops
+    outside serial loops, and constant dimensions within CUDA's limits."""
+    grid = [ir.const(1)] * 3
+    block = [ir.const(1)] * 3
+    seen_grid = {}
+    thread_ext: dict[str, tuple[str, ir.Expr]] = {}
+
+    def visit(s, serial_outside):
+        if isinstance(s, ir.Seq):
+            for x in s.stmts:
+                visit(x, serial_outside)
+        elif isinstance(s, ir.For):
+            if s.kind == "thread" and s.tag.startswith("blockIdx"):
+                if serial_outside:
+                    raise LoweringError(f"stage '{stage}': loop '{s.var}' bound to {s.tag} is "
+                                        f"nested inside a serial loop; reorder it outward")
+                axis = "xyz".index(s.tag[-1])
+                if s.tag in seen_grid:
+                    raise LoweringError(f"stage '{stage}': two loops bound to {s.tag}")
+                seen_grid[s.tag] = s.extent
+                grid[axis] = s.extent
+                visit(s.body, serial_outside)
+            else:
+                if s.kind == "thread":
+                    axis = "xyz".index(s.tag[-1])
+                    n = simplify_expr(s.extent)
+                    if s.tag in thread_ext and thread_ext[s.tag][1] != n:
+                        other, m = thread_ext[s.tag]
+                        raise LoweringError(f"stage '{stage}': {s.tag} is bound to loops of "
+                                            f"different extents in one kernel: '{other}' "
+                                            f"({show(m)}) and '{s.var}' ({show(n)}); give them "
+                                            f"the same extent")
+                    thread_ext[s.tag] = (s.var, n)
+                    block[axis] = n
+                visit(s.body, serial_outside or s.kind != "thread")
+        elif isinstance(s, (ir.Let, ir.Alloc)):
+            visit(s.body, serial_outside)
+        elif isinstance(s, ir.If):
+            visit(s.then, True)
+            if s.else_ is not None:
+                visit(s.else_, True)
+    visit(body, False)
+    # A cross-thread reduction keeps at least one thread along its axis (see
+    # AllReduce): the block's dimension there is the reduction's extent.
+    for x in walk_stmts(body):
+        if isinstance(x, ir.AllReduce):
+            block["xyz".index(x.tag[-1])] = x.extent
+    _check_constant(block, stage)
+    return tuple(grid), tuple(block)
+
+
+def _check_constant(block, stage: str):
+    """The parts of the block known now must fit CUDA's limits whatever the
+    sizes (a runtime dimension is at least 1 in any launch that runs)."""
+    known = [int(b.value) if isinstance(b, ir.Imm) else 1 for b in block]
+    if known[0] * known[1] * known[2] > CUDA_LIMITS.threads_per_block:
+        dims = "x".join(str(b.value) if isinstance(b, ir.Imm) else f"({show(b)})" for b in block)
+        raise LoweringError(f"stage '{stage}': {dims} threads per block exceed "
+                            f"{CUDA_LIMITS.threads_per_block}")
+    for axis, (n, most) in enumerate(zip(known, CUDA_LIMITS.block)):
+        if n > most:
+            raise LoweringError(f"stage '{stage}': {n} threads along threadIdx.{'xyz'[axis]} "
+                                f"exceed CUDA's limit of {most} for that dimension; bind a loop "
+                                f"of at most {most} iterations there")

@@ -1,0 +1,204 @@
+"""Run generated CUDA C++ on the CPU, for tests of warp-level code on a machine
+without a GPU: the kernel source is compiled with the host C++ compiler, one
+std::thread per CUDA thread, `__syncthreads` a barrier of the block,
+`__shfl_*_sync` an exchange through a per-warp barrier, and `__shared__`
+arrays static (blocks run one after another). A shuffle whose mask is not
+exactly the lanes that exist in the warp aborts the run: the masks are part of
+what is tested.
+
+Only what the generated kernels of these tests use is provided (float32,
+float64, int8, int32 and int64 buffers, the shuffle intrinsics, the math of <cmath>,
+__int_as_float, __longlong_as_double).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from tcomp.lang import dtypes
+from tcomp.target_cuda.kernel import eval_size, launch_dims
+
+HAVE_CXX = shutil.which("g++") is not None
+
+PRELUDE = r"""
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+using std::min; using std::max;
+struct tc_dim3 { unsigned x, y, z; };
+static thread_local tc_dim3 threadIdx, blockIdx;
+static tc_dim3 blockDim, gridDim;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __restrict__ __restrict
+#define __shared__ static
+#define __align__(n) alignas(n)
+struct tc_warp { std::barrier<>* bar; unsigned lanes; unsigned long long vals[32]; };
+static std::barrier<>* tc_block_barrier;
+static thread_local tc_warp* tc_my_warp;
+static thread_local int tc_my_lane;
+inline void __syncthreads() { tc_block_barrier->arrive_and_wait(); }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
+static void tc_check_mask(unsigned mask) {
+  unsigned want = tc_my_warp->lanes >= 32 ? 0xffffffffu : ((1u << tc_my_warp->lanes) - 1u);
+  if (mask != want) {
+    std::fprintf(stderr, "shuffle mask %#x, but the warp has lanes %#x\n", mask, want);
+    std::abort();
+  }
+}
+template <class T> static T tc_exchange(T v, int src) {
+  tc_warp& w = *tc_my_warp;
+  std::memcpy(&w.vals[tc_my_lane], &v, sizeof(T));
+  w.bar->arrive_and_wait();
+  T out = v;
+  if (src >= 0 && src < (int)w.lanes) std::memcpy(&out, &w.vals[src], sizeof(T));
+  w.bar->arrive_and_wait();
+  return out;
+}
+template <class T> T __shfl_sync(unsigned m, T v, int src) {
+  tc_check_mask(m); return tc_exchange(v, src);
+}
+template <class T> T __shfl_xor_sync(unsigned m, T v, int off) {
+  tc_check_mask(m); return tc_exchange(v, tc_my_lane ^ off);
+}
+template <class T> T __shfl_down_sync(unsigned m, T v, int off) {
+  tc_check_mask(m); return tc_exchange(v, tc_my_lane + off < 32 ? tc_my_lane + off : tc_my_lane);
+}
+static void tc_run(int gx, int gy, int gz, int bx, int by, int bz, std::function<void()> body) {
+  blockDim = {(unsigned)bx, (unsigned)by, (unsigned)bz};
+  gridDim = {(unsigned)gx, (unsigned)gy, (unsigned)gz};
+  int t = bx * by * bz;
+  for (int z = 0; z < gz; ++z) for (int y = 0; y < gy; ++y) for (int x = 0; x < gx; ++x) {
+    std::barrier<> bar(t);
+    tc_block_barrier = &bar;
+    std::vector<tc_warp> warps((t + 31) / 32);
+    std::vector<std::barrier<>*> bars;
+    for (size_t w = 0; w < warps.size(); ++w) {
+      warps[w].lanes = std::min(32, t - 32 * (int)w);
+      warps[w].bar = new std::barrier<>(warps[w].lanes);
+    }
+    std::vector<std::thread> threads;
+    for (int i = 0; i < t; ++i) {
+      threads.emplace_back([&, i] {
+        threadIdx = {(unsigned)(i % bx), (unsigned)((i / bx) % by), (unsigned)(i / (bx * by))};
+        blockIdx = {(unsigned)x, (unsigned)y, (unsigned)z};
+        tc_my_warp = &warps[i / 32];
+        tc_my_lane = i % 32;
+        body();
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (auto& w : warps) delete w.bar;
+  }
+}
+"""
+
+_CTYPES = {"float32": "float", "int32": "int", "float64": "double", "int8": "signed char",
+           "int64": "long long"}
+
+
+def _launcher(kd: dict, meta: dict) -> str:
+    bufs = {b["name"]: b for b in meta["inputs"] + meta["outputs"] + meta["temps"]}
+    params, args = [], []
+    for p in kd["params"]:
+        if "buffer" in p:
+            b = bufs[p["buffer"]]
+            params.append(f"{_CTYPES[b['dtype']]}* {p['buffer']}")
+            args.append(p["buffer"])
+        else:
+            params.append(f"int {p['size']}")
+            args.append(p["size"])
+    head = ", ".join(["int gx, int gy, int gz, int bx, int by, int bz"] + params)
+    return (f'extern "C" void tc_launch_{kd["name"]}({head}) {{\n'
+            f'  tc_run(gx, gy, gz, bx, by, bz, [&] {{ {kd["name"]}({", ".join(args)}); }});\n}}\n')
+
+
+_RUNNER = r"""
+import ctypes, json, sys
+import numpy as np
+d = sys.argv[1]
+plan = json.load(open(d + "/plan.json"))
+env = {n: np.load(d + "/" + n + ".npy") for n in plan["buffers"]}
+so = ctypes.CDLL(sys.argv[2])
+for symbol, dims, params in plan["launches"]:
+    args = [ctypes.c_int(v) for v in dims]
+    for kind, v in params:
+        args.append(ctypes.c_void_p(env[v].ctypes.data) if kind == "buffer" else ctypes.c_int(v))
+    getattr(so, symbol)(*args)
+for n in plan["outputs"]:
+    np.save(d + "/" + n + ".npy", env[n])
+"""
+
+
+_BUILT: dict[str, str] = {}  # source -> shared library (one build per source and process)
+_BUILD_DIR = None
+
+
+def _compile(source: str) -> str:
+    global _BUILD_DIR
+    if source not in _BUILT:
+        if _BUILD_DIR is None:
+            _BUILD_DIR = tempfile.TemporaryDirectory(prefix="tcomp_emulator_")
+        base = os.path.join(_BUILD_DIR.name, f"k{len(_BUILT)}")
+        with open(base + ".cpp", "w") as f:
+            f.write(source)
+        r = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
+                            "-o", base + ".so", base + ".cpp"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-4000:]
+        _BUILT[source] = base + ".so"
+    return _BUILT[source]
+
+
+def run_emulated(kernel, *arrays, timeout: int = 300):
+    """Run a tcomp CUDA kernel (from `tcomp.build(..., target="cuda")`) on the
+    CPU in a separate process (a failed mask check aborts it, a barrier not
+    every thread reaches hangs it); returns its outputs like calling it on a
+    GPU would."""
+    meta = kernel.meta
+    lib = _compile(PRELUDE + kernel.source +
+                   "".join(_launcher(kd, meta) for kd in meta["kernels"]))
+    with tempfile.TemporaryDirectory() as d:
+        sizes = dict(meta["bound_sizes"])
+        env = {}
+        for spec, a in zip(meta["inputs"], arrays):
+            a = np.ascontiguousarray(a, dtypes.BY_NAME[spec["dtype"]].numpy)
+            env[spec["name"]] = a
+            for j, n in zip(spec["shape"], a.shape):
+                if isinstance(j, str):
+                    sizes.setdefault(j, int(n))
+        for spec in meta["outputs"] + meta["temps"]:
+            shape = tuple(max(0, eval_size(j, sizes)) for j in spec["shape"])
+            env[spec["name"]] = np.zeros(shape, dtypes.BY_NAME[spec["dtype"]].numpy)
+        launches = []
+        for kd in meta["kernels"]:
+            grid, block = launch_dims(kd, sizes)
+            if min(grid) <= 0 or min(block) <= 0:
+                continue
+            params = [("buffer", p["buffer"]) if "buffer" in p else ("size", sizes[p["size"]])
+                      for p in kd["params"]]
+            launches.append((f"tc_launch_{kd['name']}", grid + block, params))
+        for n, a in env.items():
+            np.save(os.path.join(d, n + ".npy"), a)
+        outputs = [spec["name"] for spec in meta["outputs"]]
+        with open(os.path.join(d, "plan.json"), "w") as f:
+            json.dump({"buffers": list(env), "launches": launches, "outputs": outputs}, f)
+        r = subprocess.run([sys.executable, "-c", _RUNNER, d, lib], capture_output=True, text=True,
+                           timeout=timeout)
+        assert r.returncode == 0, f"emulated kernel failed ({r.returncode}): {r.stderr[-4000:]}"
+        outs = tuple(np.load(os.path.join(d, n + ".npy")) for n in outputs)
+    return outs[0] if len(outs) == 1 else outs
