@@ -69,8 +69,9 @@ def test_blocks_writing_different_values_to_one_element(batches):
     bufs = {"O": (1,)}
     prog = program(ir.Store("O", (c(0),), ir.Cast(F32, BX)), 2, 1, bufs)
     with pytest.raises(tcomp.SimError, match=r"kernel k: block \(1, 0, 0\) overwrites O\[0\], "
-                                             r"which block \(0, 0, 0\) wrote in the same launch; blocks "
-                                             r"run in no fixed order \(race between blocks\)"):
+                                             r"which block \(0, 0, 0\) wrote in the same launch; "
+                                             r"blocks run in no fixed order \(race between "
+                                             r"blocks\)"):
         run(prog, bufs)
 
 
