@@ -75,8 +75,10 @@ def wrap_input(name: str, x, want) -> DeviceArray:
         ptr = int(cai["data"][0])
         _same_device(name, ptr if np.prod(shape) else None)
         return DeviceArray(ptr, shape, dt.name, "cai", x)
-    if hasattr(x, "__dlpack__") and not isinstance(x, (np.ndarray, np.generic)):
-        t = dlpack.consume(name, x)
+    if isinstance(x, DLPackArg) or (hasattr(x, "__dlpack__")
+                                    and not isinstance(x, (np.ndarray, np.generic))):
+        t = x.take() if isinstance(x, DLPackArg) else dlpack.consume(name, x)
+        x = x.obj if isinstance(x, DLPackArg) else x
         try:
             if t.device[0] != dlpack.kDLCPU:
                 check_device_tensor(name, t, want)
@@ -97,6 +99,46 @@ def wrap_input(name: str, x, want) -> DeviceArray:
     ptr = cuda_api.mem_alloc(a.nbytes)
     cuda_api.memcpy_htod(ptr, a.ctypes.data, a.nbytes)
     return DeviceArray(ptr, a.shape, want.name, "numpy", a, owned=True)
+
+
+class DLPackArg:
+    """An argument that speaks only DLPack (no `.shape`/`.dtype` of its own),
+    imported before the call-time checks so that they see its shape and dtype.
+    `wrap_input` takes the import over; `release()` hands back one it did not."""
+
+    def __init__(self, name: str, obj):
+        self.obj, self._t = obj, dlpack.consume(name, obj)
+        self.shape = self._t.shape
+        self.dtype = self._t.dtype_name()
+
+    def take(self) -> dlpack.Imported:
+        t, self._t = self._t, None
+        return t
+
+    def release(self) -> None:
+        if self._t is not None:
+            self.take().release()
+
+
+def import_dlpack_only(names, args) -> list:
+    """`args` with each DLPack-only object replaced by a `DLPackArg`."""
+    out = []
+    try:
+        for name, x in zip(names, args):
+            if (hasattr(x, "__dlpack__") and not hasattr(x, "dtype")
+                    and _cuda_array_interface(name, x) is None):
+                x = DLPackArg(name, x)
+            out.append(x)
+    except BaseException:
+        release_args(out)
+        raise
+    return out
+
+
+def release_args(args) -> None:
+    for x in args:
+        if isinstance(x, DLPackArg):
+            x.release()
 
 
 def _cuda_array_interface(name: str, x):

@@ -225,7 +225,12 @@ class CudaKernel:
         m = self.meta
         # The checks every target shares (ranks, dims, size variables, dtypes, writes
         # range inference left to run time), before any copy or launch.
-        args, sizes = self.signature.check_call(args, m["bound_sizes"])
+        args = A.import_dlpack_only([i["name"] for i in m["inputs"]], args)
+        try:
+            args, sizes = self.signature.check_call(args, m["bound_sizes"])
+        except BaseException:
+            A.release_args(args)
+            raise
         dev = cuda_api.device()
         dev.activate()
         wrapped, temps = [], []
@@ -281,6 +286,7 @@ class CudaKernel:
             return results[0] if len(results) == 1 else tuple(results)
         finally:
             A.release(wrapped + temps)
+            A.release_args(args)  # DLPack imports that never reached wrap_input
 
     def _select_variant(self, sizes: dict, shapes: dict) -> Variant:
         """The variant these sizes need (index_width.index_bits_for), loaded."""
