@@ -132,7 +132,7 @@ assert isinstance(h, np.ndarray)
 np.testing.assert_allclose(h, want, rtol=1e-4, atol=1e-4)
 
 for bad, msg, err in (
-        (lambda: k(Capsuled(a.t()), b), "not contiguous", tcomp.CudaError),
+        (lambda: k(Capsuled(a.t().contiguous().t()), b), "not contiguous", tcomp.CudaError),
         (lambda: k(Capsuled(a.double()), b), "float32, but the array passed for it is float64",
          tcomp.LangError),
         (lambda: k(Capsuled(a[:, :30].contiguous()), b), "dimension 0 is 31, but size K is 30",
