@@ -10,6 +10,8 @@ the ranges intersect. Other integer inputs get small non-negative values
 """
 from __future__ import annotations
 
+import tokenize
+
 import numpy as np
 
 from .errors import TcompError
@@ -77,7 +79,7 @@ def load_array(name: str, path: str, dt: dtypes.DType) -> np.ndarray:
         a = np.load(path, allow_pickle=False)
     except OSError as e:
         raise TcompError(f"--input {name}: cannot read {path}: {e.strerror or e}") from None
-    except ValueError as e:  # a damaged header, object arrays
+    except (ValueError, SyntaxError, tokenize.TokenError) as e:  # a damaged header, objects
         raise TcompError(f"--input {name}: cannot load {path}: {e}") from None
     if dt.name == "bfloat16" and a.dtype.kind == "V" and a.dtype.itemsize == 2:
         a = a.view(dt.numpy)  # numpy.save writes ml_dtypes' bfloat16 as raw 2-byte records

@@ -31,7 +31,7 @@ from ..lower import ir
 from ..lower.simplify import simplify_expr
 from ..lower.translate import identity
 
-# Types a warp shuffle moves as they are; smaller integers travel as int.
+# Types a warp shuffle moves as they are; smaller integers and bool travel as int.
 _SHUFFLE_NATIVE = {"int32", "uint32", "int64", "uint64", "float32", "float64"}
 
 
@@ -44,7 +44,7 @@ def emit_allreduce(gen, s: ir.AllReduce, d: int) -> None:
                         f"spanning the whole block x dimension (got {s.tag} over "
                         f"{_text(s.extent)} threads, block x dimension {_text(bx_e)}); bind the "
                         f"reduction axis to threadIdx.x")
-    if s.dtype.is_bool or s.dtype.is_low_precision:
+    if s.dtype.is_low_precision:  # (the lowering accumulates these in float32)
         raise CudaError(f"codegen: cross-thread reduction of {s.dtype} is not supported")
     _Emitter(gen, s, d).run()
 
@@ -73,6 +73,8 @@ class _Emitter:
 
     def comb(self, a: str, b: str) -> str:
         op, dt = self.s.op, self.s.dtype
+        if dt.is_bool:  # max= is logical or, min= logical and (bool + and * are refused)
+            return f"({a} {'||' if op in ('max', '+') else '&&'} {b})"
         if op in ("+", "*"):
             return f"{a} {op} {b}"
         if dt.is_float:

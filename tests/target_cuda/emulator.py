@@ -109,7 +109,7 @@ static void tc_run(int gx, int gy, int gz, int bx, int by, int bz, std::function
 """
 
 _CTYPES = {"float32": "float", "int32": "int", "float64": "double", "int8": "signed char",
-           "int64": "long long"}
+           "int64": "long long", "bool": "bool"}
 
 
 def _launcher(kd: dict, meta: dict) -> str:

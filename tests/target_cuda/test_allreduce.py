@@ -33,6 +33,8 @@ ROWRED = {
     ("*", "float32"): "def rprod(float(M,N) A) -> (O) { O(i) *=! A(i, j) }",
     ("max", "int8"): "def rmax8(int8(M,N) A) -> (O) { O(i) max=! A(i, j) }",
     ("+", "int64"): "def rsum64(int64(M,N) A) -> (O) { O(i) +=! A(i, j) }",
+    ("max", "bool"): "def rany(float(M,N) A) -> (O) { O(i) max=! A(i, j) > 2.0 }",
+    ("min", "bool"): "def rall(float(M,N) A) -> (O) { O(i) min=! A(i, j) > -2.0 }",
 }
 NRM = tcomp.op("""def nrm(float(M,N) A) -> (O) {
   S(i) +=! A(i, j)
@@ -103,7 +105,7 @@ def width(n) -> int:
 
 
 def check(op, got, want):
-    if np.issubdtype(want.dtype, np.integer):
+    if np.issubdtype(want.dtype, np.integer) or want.dtype == bool:
         np.testing.assert_array_equal(got, want)
     else:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -122,6 +124,9 @@ CASES += [
     pytest.param(("rowred", ("*", "float32"), None, 33), id="prod-33"),
     pytest.param(("rowred", ("max", "int8"), None, 24), id="max-int8-24"),
     pytest.param(("rowred", ("+", "int64"), 3, 33), id="sum-int64-33x3rows"),
+    pytest.param(("rowred", ("max", "bool"), None, 24), id="any-bool-24"),
+    pytest.param(("rowred", ("min", "bool"), 3, 100), id="all-bool-100x3rows"),
+    pytest.param(("rowred", ("max", "bool"), None, None), id="any-bool-N"),
     pytest.param(("nrm", None, None, 24), id="nrm-24"),
     pytest.param(("nrm", None, None, 100), id="nrm-100"),
     pytest.param(("nrm", None, None, None), id="nrm-N"),
