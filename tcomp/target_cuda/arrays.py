@@ -48,14 +48,27 @@ def kind_of(x) -> str:
     k = _KINDS.get(t)
     if k is None:
         top = t.__module__.split(".")[0]
-        k = ("torch" if top == "torch" and hasattr(t, "data_ptr") else
+        k = ("torch" if top == "torch" and hasattr(t, "data_ptr") and hasattr(t, "is_cuda") else
              "cupy" if top == "cupy" and hasattr(t, "__cuda_array_interface__") else
              "jax" if top in ("jax", "jaxlib") else "other")
         _KINDS[t] = k
+        if k == "torch":
+            TORCH_TYPES.add(t)
     return k
 
 
 _KINDS: dict[type, str] = {}
+TORCH_TYPES: set[type] = set()  # the torch tensor types seen so far (a set lookup per input)
+_torch_allocators = None
+
+
+def torch_allocators():
+    """(torch.empty, torch.zeros, the device object of cuda:0), looked up once."""
+    global _torch_allocators
+    if _torch_allocators is None:
+        import torch
+        _torch_allocators = (torch.empty, torch.zeros, torch.device("cuda", 0))
+    return _torch_allocators
 
 
 def stream_of(args) -> int:

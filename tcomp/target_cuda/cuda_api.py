@@ -250,23 +250,37 @@ def launch(func, grid, block, smem: int, args: list, stream=0):
 _launch_kernel = None
 
 
-def launch_packed(func, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, smem: int,
-                  stream: int, params: int):
-    """cuLaunchKernel with `params` the address of a ready `void*[]` (0 for
-    none): the cheapest call cuda.bindings offers (a tuple of values and types
-    would be converted on every call). Where this thread's current context is
-    not tcomp's (another library switched it), the context is made current
-    and the launch tried once more."""
+def kernel_launcher():
+    """cuda.bindings' cuLaunchKernel. Called with `kernelParams` the address
+    of a ready `void*[]` (an int, 0 for none) it is the cheapest launch
+    cuda.bindings offers (a (values, types) tuple is converted on every call;
+    a ctypes prototype of libcuda's function costs twice as much per call).
+    Check its result with `launch_failed`."""
     global _launch_kernel
     if _launch_kernel is None:
         _launch_kernel = _driver().cuLaunchKernel
-    err = _launch_kernel(func, gx, gy, gz, bx, by, bz, smem, stream, params, 0)[0]
+    return _launch_kernel
+
+
+def launch_packed(func, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, smem: int,
+                  stream: int, params: int):
+    """Launch `func` with `params` the address of a ready `void*[]` (0 for none)."""
+    args = (func, gx, gy, gz, bx, by, bz, smem, stream, params, 0)
+    err = kernel_launcher()(*args)[0]
     if err:
-        if err.name in ("CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_HANDLE"):
-            device().activate()
-            err = _launch_kernel(func, gx, gy, gz, bx, by, bz, smem, stream, params, 0)[0]
-        if err:
-            raise CudaError(error_text(_driver(), err, "cuLaunchKernel"))
+        launch_failed(err, args)
+
+
+def launch_failed(err, args: tuple) -> None:
+    """After cuLaunchKernel(*args) returned `err`: where this thread's current
+    context is not tcomp's (none yet on this thread, or another library
+    switched it; tcomp does not set it before each launch), make it current
+    and launch once more; raise CudaError for any other error."""
+    if err.name in ("CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_HANDLE"):
+        device().activate()
+        err = kernel_launcher()(*args)[0]
+    if err:
+        raise CudaError(error_text(_driver(), err, "cuLaunchKernel"))
 
 
 def synchronize():

@@ -171,6 +171,7 @@ class CudaKernel:
         bits = int(meta.get("index_bits", 32))
         self._variants = {bits: Variant(bits, cubin, meta["kernels"], source, ptx)}
         self._plans = {}  # index bits -> launch_plan.Plan, made on first use
+        self._bound = {}  # tuple(sizes.items()) -> launch_plan.Bound, for recent sizes
         if wide is not None:
             self._variants[64] = wide
 
@@ -255,8 +256,46 @@ class CudaKernel:
         # The checks every target shares (ranks, dims, size variables, dtypes, writes
         # range inference left to run time), before any copy or launch.
         args, sizes = self._check(args)
+        key = tuple(sizes.items())
+        bound = self._bound.get(key) or self._bind(sizes, key)
+        if stream is None and args and type(args[0]) in A.TORCH_TYPES:
+            out = self._torch_call(args, bound)
+            if out is not None:
+                return out
+        return self._call(args, bound, stream)
+
+    def _torch_call(self, args, bound):
+        """The call model code makes, every input a contiguous CUDA tensor on
+        device 0, on torch's current stream, with nothing but the work that
+        call needs; None for any other call (then `_call`, the general path,
+        takes it and names what is wrong). (No cuCtxSetCurrent: a launch made
+        without tcomp's context current is retried with it, see launch_packed.)"""
+        ptrs = []
+        for x in args:
+            if (type(x) not in A.TORCH_TYPES or not x.is_cuda or x.get_device() != 0
+                    or not x.is_contiguous()):
+                return None
+            ptrs.append(x.data_ptr())
+        empty, zeros, dev = A.torch_allocators()
+        outs = []
+        for (tdt, zero, is_out), shape in zip(self._torch_made, bound.shapes):
+            t = (zeros if zero else empty)(shape, dtype=tdt, device=dev)
+            ptrs.append(t.data_ptr())
+            if is_out:
+                outs.append(t)
+        bound.run(ptrs, streams.torch_current())
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @functools.cached_property
+    def _torch_made(self) -> list:
+        """`_made` with torch dtypes."""
+        import torch
+        return [(getattr(torch, dt.name), zero, is_out) for dt, zero, is_out in self._made]
+
+    def _call(self, args, bound, stream):
+        """Any call: NumPy, torch, CuPy, DLPack and array-interface inputs, and
+        an explicit `stream=`."""
         cuda_api.ensure_context()
-        plan = self._plan(sizes)
         if stream is None:
             s, explicit = A.stream_of(args), False
         else:
@@ -270,10 +309,8 @@ class CudaKernel:
                     taken.append(w)
                 ptrs.append(w)
             like = next((w for w in ptrs if w.kind != "numpy"), None)
-            shapes = plan.shapes_for(sizes)
-            plan.check_declared(shapes, sizes)
             made = []
-            for (dt, zero, is_out), shape in zip(self._made, shapes):
+            for (dt, zero, is_out), shape in zip(self._made, bound.shapes):
                 a = (A.new_output(shape, dt, like, zero, s, explicit) if is_out else
                      A.new_temp(shape, dt, like, s, explicit))
                 if a.owned:
@@ -281,7 +318,7 @@ class CudaKernel:
                 made.append(a)
             ptrs = [w.ptr for w in ptrs]
             ptrs += [a.ptr for a in made]
-            plan.run(ptrs, sizes, s)
+            bound.run(ptrs, s)
             n_out = len(self.meta["outputs"])
             results = [A.finish_output(a, s) for a in made[:n_out]]
             if made[0].kind == "numpy":
@@ -293,23 +330,24 @@ class CudaKernel:
             A.release(taken, s)
         return results[0] if n_out == 1 else tuple(results)
 
-    def _plan(self, sizes: dict):
+    def _bind(self, sizes: dict, key: tuple):
         """The launch plan of the variant these sizes need (index_width.py),
-        made on first use; with every size fixed at build, always the same."""
-        plan = self.__dict__.get("_static_plan")
-        if plan is not None:
-            return plan
+        made on first use, bound to these sizes; the bindings of recent sizes
+        are kept (by `key`, the sizes' items)."""
         bits = max(self._width(sizes), self.index_bits)  # a 64-bit-only kernel runs as is
         plan = self._plans.get(bits)
         if plan is None:
             from .launch_plan import Plan
+            cuda_api.ensure_context()
             v = self.variant(bits)
             if v.module is None:
                 v.module = cuda_api.Module(v.cubin)
             plan = self._plans[bits] = Plan(self.meta, v.kernels, v.module, bits)
-            if not self.meta["sizes"]:
-                self._static_plan = plan
-        return plan
+        bound = plan.bind(sizes)
+        if len(self._bound) >= 64:
+            self._bound.clear()  # a program called with ever new sizes: start again
+        self._bound[key] = bound
+        return bound
 
     @property
     def _module(self):

@@ -1,10 +1,11 @@
 """A compiled variant's launch plan: everything about a kernel call that does
 not change from call to call, worked out once when the variant is loaded.
 
-Per call, what is left is: the sizes (from the signature check), the output
-shapes and launch dimensions (constants when the sizes were fixed at build,
-else one compiled Python expression each), pointers into parameter slots,
-and one `cuLaunchKernel` per launch.
+Per call, what is left is: the sizes (from the signature check), the plan
+bound to them (`Bound`: output shapes, launch dimensions, size parameters;
+made once for sizes fixed at build, and kept for the sizes of the last
+call otherwise, so a model calling with the same shapes pays for it once),
+pointers into parameter slots, and one `cuLaunchKernel` per launch.
 
 * Size expressions of the sidecar (JSON: int, size name, [op, a, b]) are
   compiled to Python closures (`compile_sizes`), with kernel.eval_size's
@@ -101,7 +102,8 @@ class ParamSlots:
 
 # ------------------------------------------------------------- launches
 class Launch:
-    """One `__global__` function of a variant, ready to launch."""
+    """One `__global__` function of a variant: its handle, limits, parameter
+    order and launch dimensions (constants, or a compiled expression)."""
 
     def __init__(self, kd: dict, slot_of: dict, sizes_fixed: dict | None):
         self.name = kd["name"]
@@ -109,29 +111,23 @@ class Launch:
         self.smem = int(kd["dynamic_smem"])
         self.kd = kd
         dims = list(kd["grid"]) + list(kd["block"])
-        # values of a call: [buffer pointers in slot order..., size values...]
+        # a call's values: [buffer pointers in slot order..., size values...]
         self.pick = _getter([slot_of[p["buffer"]] if "buffer" in p else slot_of[("size", p["size"])]
                              for p in kd["params"]])
         self.n_params = len(kd["params"])
         self.aligned = tuple(slot_of[n] for n in kd.get("aligned_buffers", ()))
-        self.dims = None  # the six constant dimensions, when they are constant
-        self.dims_of = None  # else: sizes -> the six dimensions
+        self.dims_of = compile_sizes(dims)  # sizes -> the six dimensions
+        self.dims = None  # the six dimensions, when they are the same for every call
         if sizes_fixed is not None or all(is_constant(d) for d in dims):
-            self.dims = tuple(int(x) for x in compile_sizes(dims)(sizes_fixed or {}))
-        else:
-            self.dims_of = compile_sizes(dims)
+            self.dims = tuple(int(x) for x in self.dims_of(sizes_fixed or {}))
         self._tls = threading.local()
 
     def load(self, module) -> None:
         """Fetch the function handle and its limits; check constant dimensions."""
         self.func = module.function(self.name, self.smem)
         self.limits = module.limits[self.name]
-        if self.dims is not None:
+        if self.dims is not None and min(self.dims) > 0:
             self.check(self.dims)
-
-    @property
-    def empty(self) -> bool:
-        return self.dims is not None and min(self.dims) <= 0
 
     def check(self, dims) -> None:
         """The launch fits the device and the function (else CudaError)."""
@@ -149,30 +145,18 @@ class Launch:
             raise CudaError(problem)
 
     def slots(self) -> ParamSlots:
+        """This thread's parameter slots for this launch."""
         s = getattr(self._tls, "slots", None)
         if s is None:
             s = self._tls.slots = ParamSlots(self.n_params)
         return s
 
-    def run(self, values: list, sizes: dict, stream: int) -> None:
-        dims = self.dims
-        if dims is None:
-            dims = self.dims_of(sizes)
-            if min(dims) <= 0:
-                return  # an empty range: nothing to compute (a 0-thread launch is invalid)
-            self.check(dims)
-        for i in self.aligned:
-            if values[i] % 16:
-                raise CudaError(self._misaligned(values))
-        params = self.slots().fill(self.pick(values)) if self.n_params else 0
-        cuda_api.launch_packed(self.func, *dims, self.smem, stream, params)
-
-    def _misaligned(self, values) -> str:
+    def misaligned(self, values) -> str | None:
         for name, i in zip(self.kd["aligned_buffers"], self.aligned):
             if values[i] % 16:
                 return (f"kernel {self.name} accesses '{name}' with 16-byte vectors, but its "
                         f"pointer is not 16-byte aligned")
-        raise AssertionError("no misaligned buffer")
+        return None
 
 
 def _getter(indices):
@@ -184,6 +168,44 @@ def _getter(indices):
         i = indices[0]
         return lambda values: (values[i],)
     return operator.itemgetter(*indices)
+
+
+class Bound:
+    """A plan at one set of sizes: the shapes of the outputs and temps, the
+    size parameters' values, and each non-empty launch with its dimensions
+    checked. A kernel keeps the Bound of the sizes it was last called with."""
+
+    def __init__(self, plan: "Plan", sizes: dict):
+        self.plan = plan
+        self.shapes = plan._split(plan._shapes_of(sizes))
+        for i, name, want_of in plan.declared:
+            want = want_of(sizes)
+            if want != self.shapes[i]:
+                raise CudaError(f"output '{name}' is declared with shape {want} but its "
+                                f"statements compute shape {self.shapes[i]}")
+        self.extra = list(plan.size_values(sizes))
+        self.calls = []  # (launch, cuLaunchKernel's first eight arguments)
+        for launch in plan.launches:
+            dims = launch.dims or tuple(launch.dims_of(sizes))
+            if min(dims) <= 0:
+                continue  # an empty range: nothing to compute (a 0-thread launch is invalid)
+            if launch.dims is None:
+                launch.check(dims)
+            self.calls.append((launch, (launch.func, *dims, launch.smem)))
+
+    def run(self, pointers: list, stream: int) -> None:
+        """Launch everything on `stream`; `pointers`: one per buffer of the plan."""
+        values = pointers + self.extra if self.extra else pointers
+        launch_kernel = cuda_api.kernel_launcher()
+        for launch, head in self.calls:
+            if launch.aligned:
+                problem = launch.misaligned(values)
+                if problem is not None:
+                    raise CudaError(problem)
+            params = launch.slots().fill(launch.pick(values)) if launch.n_params else 0
+            err = launch_kernel(*head, stream, params, 0)[0]
+            if err:
+                cuda_api.launch_failed(err, (*head, stream, params, 0))
 
 
 class Plan:
@@ -203,38 +225,23 @@ class Plan:
         fixed = dict(meta["bound_sizes"]) if not meta["sizes"] else None
         self.size_values = compile_sizes(self.size_params)
         made = meta["outputs"] + meta["temps"]
-        shapes = [d for b in made for d in b["shape"]]
-        ranks = [len(b["shape"]) for b in made]
-        flat = compile_sizes(shapes, "max(0, {})")
-        self._split = _splitter(ranks)
-        self.shapes = self._split(flat(fixed)) if fixed is not None else None
-        self._shapes_of = flat
+        self._shapes_of = compile_sizes([d for b in made for d in b["shape"]], "max(0, {})")
+        self._split = _splitter([len(b["shape"]) for b in made])
         self.declared = [(i, b["name"], compile_sizes(b["declared_shape"]))
                          for i, b in enumerate(meta["outputs"])
                          if b.get("declared_shape") is not None]
         self.launches = []
         for kd in kernels:
             launch = Launch(kd, slot_of, fixed)
-            if launch.empty:
-                continue  # nothing to compute at these sizes: no function to load
+            if launch.dims is not None and min(launch.dims) <= 0:
+                continue  # never anything to compute: no function to load
             launch.load(module)
             self.launches.append(launch)
+        # with every size fixed at build, the one Bound (made at the first call)
+        self.fixed = fixed
 
-    def shapes_for(self, sizes: dict):
-        """The shapes of the outputs and temps (in `meta` order) at these sizes."""
-        return self.shapes if self.shapes is not None else self._split(self._shapes_of(sizes))
-
-    def check_declared(self, shapes, sizes: dict) -> None:
-        for i, name, want_of in self.declared:
-            want = want_of(sizes)
-            if want != tuple(shapes[i]):
-                raise CudaError(f"output '{name}' is declared with shape {want} but its "
-                                f"statements compute shape {tuple(shapes[i])}")
-
-    def run(self, pointers: list, sizes: dict, stream: int) -> None:
-        values = pointers + list(self.size_values(sizes)) if self.size_params else pointers
-        for launch in self.launches:
-            launch.run(values, sizes, stream)
+    def bind(self, sizes: dict) -> Bound:
+        return Bound(self, sizes)
 
 
 def _splitter(ranks):

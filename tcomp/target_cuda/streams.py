@@ -77,7 +77,8 @@ def torch_current() -> int:
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Triton calls, too
         _torch_raw_stream = raw if raw is not None else (
             lambda dev: torch.cuda.current_stream(dev).cuda_stream)
-    return canonical(_torch_raw_stream(0))
+    h = _torch_raw_stream(0)
+    return LEGACY if h == 1 else h
 
 
 def cupy_current() -> int:
