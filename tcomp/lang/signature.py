@@ -247,8 +247,8 @@ def _compile_checker(sig: Signature, compiled: dict):
     if sig.checks:
         lines += ["        for c in checks:", "            c.check(sizes)"]
     lines += ["        return args, sizes", "    return slow(args)"]
-    env = {"_NAMES": _NAMES, "_name_of": _name_of, "_Miss": _Miss, "compiled": compiled, "checks": sig.checks,
-           "slow": lambda args: sig.check_call(args, compiled)}
+    env = {"_NAMES": _NAMES, "_name_of": _name_of, "_Miss": _Miss, "compiled": compiled,
+           "checks": sig.checks, "slow": lambda args: sig.check_call(args, compiled)}
     exec("\n".join(lines), env)  # noqa: S102 - our own text, as dataclasses does
     return env["check"]
 
