@@ -256,6 +256,8 @@ class CudaKernel:
         # The checks every target shares (ranks, dims, size variables, dtypes, writes
         # range inference left to run time), before any copy or launch.
         args, sizes = self._check(args)
+        if stream is not None:
+            stream = streams.from_argument(stream)  # a bad one is refused before any GPU work
         key = tuple(sizes.items())
         bound = self._bound.get(key) or self._bind(sizes, key)
         if stream is None and args and type(args[0]) in A.TORCH_TYPES:
@@ -292,14 +294,14 @@ class CudaKernel:
         import torch
         return [(getattr(torch, dt.name), zero, is_out) for dt, zero, is_out in self._made]
 
-    def _call(self, args, bound, stream):
+    def _call(self, args, bound, stream: int | None):
         """Any call: NumPy, torch, CuPy, DLPack and array-interface inputs, and
-        an explicit `stream=`."""
+        an explicit `stream=` (here its int handle)."""
         cuda_api.ensure_context()
         if stream is None:
             s, explicit = A.stream_of(args), False
         else:
-            s, explicit = streams.from_argument(stream), True
+            s, explicit = stream, True
         taken = []  # what release() hands back or frees
         try:
             ptrs = []

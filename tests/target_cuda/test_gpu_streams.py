@@ -289,3 +289,16 @@ print("cupy streams ok")
 
 def test_cupy_current_and_explicit_streams():
     assert "cupy streams ok" in run_script(CUPY_STREAMS, "cupy")
+
+
+BENCH = r"""
+import runpy, sys
+sys.argv = ["launch_overhead.py", "--calls", "20", "--repeats", "1"]
+runpy.run_path("bench/launch_overhead.py", run_name="__main__")
+"""
+
+
+def test_launch_overhead_benchmark_runs():
+    """bench/launch_overhead.py, briefly: every contender computes the right values."""
+    out = run_script(BENCH, "triton")
+    assert "| tcomp, CUDA graph replay (`g.replay()`)" in out
