@@ -125,5 +125,51 @@ def main():
             print(f"{kind}[{v}] {n}x{d}", np.abs(got - ref).max())
 
 
+def new_kernels():
+    """The kernels issue 9 added: in-place snapshots (threads and blocks), a
+    runtime block size, all-reduces over counts that are not powers of two (and
+    a runtime count), a float16 reduction rounded once on store."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests.lower.test_inplace import A7, HOWS, SHIFT_WANT, shift_schedule
+    from tests.lower.test_runtime_launch import CONV, conv_rows_on_threads
+    from tests.lower.util import inputs_for
+    from tests.target_cuda.test_allreduce import check, make, row_reduction, data
+    for how in HOWS:
+        sizes = {"N": 7} if how == "threads" else None
+        got = tcomp.build(shift_schedule(how), target="cuda", sizes=sizes)(A7)
+        assert (np.asarray(got) == SHIFT_WANT).all(), (how, got)
+        print(f"in-place[{how}] ok")
+    k = tcomp.build(conv_rows_on_threads(4), target="cuda")
+    for h, w in ((5, 5), (40, 9)):
+        args = inputs_for(CONV, {"N": 2, "C": 3, "H": h, "W": w, "K": 4, "KH": 3, "KW": 2})
+        np.testing.assert_allclose(k(*args), tcomp.evaluate(CONV, *args), rtol=1e-4, atol=1e-4)
+        print(f"runtime block conv H={h} ok")
+    for n in (3, 24, 100, 1000):
+        s, a = make(("rowred", ("+", "float32"), None, n))
+        check(s.op, tcomp.build(s, target="cuda")(a), tcomp.evaluate(s.op, a))
+        print(f"allreduce[{n}] ok")
+    s = row_reduction("def rm(float(M,N) A) -> (O) { O(i) max=! A(i, j) }", None)
+    k = tcomp.build(s, target="cuda")
+    for n in (1, 77, 1024):
+        a = data(s.op, 5, n)
+        assert (k(a) == tcomp.evaluate(s.op, a)).all()
+        print(f"allreduce[runtime {n}] ok")
+    hs = tcomp.op("def hs(float16(M, N) A) -> (O) { O(i) +=! A(i, j) }")
+    s = tcomp.Schedule(hs)
+    i, = s["O"].axes
+    j, = s["O"].reduce_axes
+    jo, ji = s["O"].split(j, 96)
+    s["O"].reorder(i, ji, jo)
+    s["O"].bind(i, "blockIdx.x")
+    s["O"].bind(ji, "threadIdx.x")
+    a = np.random.default_rng(1).standard_normal((7, 1000)).astype(np.float16)
+    got = tcomp.build(s, target="cuda")(a)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float64), a.astype(np.float64).sum(1), rtol=2e-3,
+                               atol=2e-2)
+    print("fp16 cross-thread sum ok")
+
+
 if __name__ == "__main__":
     main()
+    new_kernels()

@@ -140,8 +140,10 @@ def wrap_input(name: str, x, want, stream: int = streams.LEGACY) -> DeviceArray:
             cuda_api.order_after(stream, named)
         kind = "cupy" if kind_of(x) == "cupy" else "cai"
         return DeviceArray(ptr, shape, dt.name, kind, x)
-    if hasattr(x, "__dlpack__") and not isinstance(x, (np.ndarray, np.generic)):
-        t = dlpack.consume(name, x, stream)
+    if isinstance(x, DLPackArg) or (hasattr(x, "__dlpack__")
+                                    and not isinstance(x, (np.ndarray, np.generic))):
+        t = x.take() if isinstance(x, DLPackArg) else dlpack.consume(name, x, stream)
+        x = x.obj if isinstance(x, DLPackArg) else x
         try:
             if t.device[0] != dlpack.kDLCPU:
                 check_device_tensor(name, t, want)
@@ -166,6 +168,55 @@ def wrap_input(name: str, x, want, stream: int = streams.LEGACY) -> DeviceArray:
         cuda_api.mem_free(ptr)
         raise
     return DeviceArray(ptr, a.shape, want.name, "numpy", a, owned=True)
+
+
+class DLPackArg:
+    """An argument that speaks only DLPack (no `.shape`/`.dtype` of its own),
+    imported before the call-time checks so that they see its shape and dtype.
+    `wrap_input` takes the import over; `release()` hands back one it did not.
+    `stream`: the stream the call will run on, named to the producer."""
+
+    def __init__(self, name: str, obj, stream: int = streams.LEGACY):
+        self.obj, self._t = obj, dlpack.consume(name, obj, stream)
+        self.shape = self._t.shape
+        self.dtype = self._t.dtype_name()
+
+    def take(self) -> dlpack.Imported:
+        t, self._t = self._t, None
+        return t
+
+    def release(self) -> None:
+        if self._t is not None:
+            self.take().release()
+
+
+def has_dlpack_only(args) -> bool:
+    """Whether an argument may speak only DLPack (cheap for torch/CuPy/JAX/NumPy)."""
+    return any(kind_of(x) == "other" and hasattr(x, "__dlpack__") and not hasattr(x, "dtype")
+               for x in args)
+
+
+def import_dlpack_only(names, args, stream: int = streams.LEGACY) -> list:
+    """`args` with each DLPack-only object replaced by a `DLPackArg` (imported
+    for `stream`)."""
+    out = []
+    try:
+        for i, x in enumerate(args):
+            name = names[i] if i < len(names) else f"#{i}"
+            if i < len(names) and (hasattr(x, "__dlpack__") and not hasattr(x, "dtype")
+                    and _cuda_array_interface(name, x) is None):
+                x = DLPackArg(name, x, stream)
+            out.append(x)
+    except BaseException:
+        release_args(out)
+        raise
+    return out
+
+
+def release_args(args) -> None:
+    for x in args:
+        if isinstance(x, DLPackArg):
+            x.release()
 
 
 def _cuda_array_interface(name: str, x):

@@ -253,11 +253,24 @@ class CudaKernel:
         the stream a `__cuda_array_interface__` names, else the legacy default
         stream. Device-array calls return without waiting for the GPU; NumPy
         calls copy in and out on that stream and wait for it."""
+        if stream is not None:
+            stream = streams.from_argument(stream)  # a bad one is refused before any GPU work
+        if A.has_dlpack_only(args):
+            # Imported first so that the checks see their shapes and dtypes; the producer
+            # is told the stream the call will run on.
+            names = [i["name"] for i in self.meta["inputs"]]
+            args = A.import_dlpack_only(names, args,
+                                        A.stream_of(args) if stream is None else stream)
+            try:
+                return self._run(args, stream)
+            finally:
+                A.release_args(args)  # DLPack imports that never reached wrap_input
+        return self._run(args, stream)
+
+    def _run(self, args, stream: int | None):
         # The checks every target shares (ranks, dims, size variables, dtypes, writes
         # range inference left to run time), before any copy or launch.
         args, sizes = self._check(args)
-        if stream is not None:
-            stream = streams.from_argument(stream)  # a bad one is refused before any GPU work
         key = tuple(sizes.items())
         bound = self._bound.get(key) or self._bind(sizes, key)
         if stream is None and args and type(args[0]) in A.TORCH_TYPES:

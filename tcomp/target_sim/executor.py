@@ -1,426 +1,458 @@
 """The "sim" target: execute Kernel IR on the CPU with GPU semantics.
 
-Blocks run one after another; the threads of a block run in lock-step as
-NumPy vectors (one lane per thread). `if` on a thread-dependent condition
-masks lanes; `for` bounds must be the same for every active thread.
-Shared memory is per block, local memory per thread; both start unwritten.
-The executor raises `SimError` for what a GPU would get wrong: an access
-outside a buffer dimension, a read of shared/local memory nobody wrote, a
-thread reading shared memory another thread wrote since the last barrier (or
-two threads writing different values there), and a barrier that not every
-thread reaches. Global memory gets the same checks inside a block and, across
-the blocks of a launch, the checks that no block order can change the result
-(`races.py`).
-Ternaries, `&&` and `||` are lazy, as in the language.
+The blocks of a launch run together, in batches: a batch of `nb` blocks of
+`T` threads is `nb * T` lanes of NumPy vectors executed in lock-step (lane
+`l` is thread `l % T` of the batch's block `l // T`). A batch holds at most
+MAX_LANES lanes and about MAX_BATCH_BYTES of shared and local memory; a
+large grid runs as several batches, one after another. `if` on a lane-
+dependent condition masks lanes; `for` bounds must be the same for every
+active thread of a block (blocks may differ: a block whose loop has ended
+sits out the remaining iterations). Shared memory is per block, local memory
+per thread; both start unwritten.
 
+The executor raises `SimError` for what a GPU would get wrong:
+  * an access outside a buffer dimension (each subscript against its own
+    dimension), naming the block and thread;
+  * a read of shared/local memory nobody wrote;
+  * within a block, since its last barrier, on shared and global memory: a
+    thread reading an element another thread wrote (RAW), overwriting one
+    another thread read (WAR), or writing a different value
+    than another thread wrote (WAW; identical values are no race);
+  * between the blocks of one launch, on global memory (blocks run in any
+    order and never wait for each other): a block reading an element another
+    block wrote, or overwriting with a different value one another block
+    read or wrote (races.py; a store of the value an element already holds is
+    no race: blocks recomputing the same halo element);
+  * a barrier or cross-thread reduction that only some threads of a block reach.
+Ternaries, `&&` and `||` are lazy, as in the language. Blocks run together
+meet errors in another order than blocks run one after another; a batched
+launch that fails is run again from its start (the buffers it writes
+restored), one block at a time, so the error reported is the first in launch
+order, whatever the batch size.
+
+The statements and expressions of a kernel are compiled once into
+closures (expressions.py), cached while the kernel object lives; memory
+accesses and their checks are in memory.py, global race tables in races.py.
 It runs the pipeline up to, not including, storage flattening, so that each
 subscript is checked against its own dimension.
 """
 from __future__ import annotations
 
+import gc
 import itertools
+import weakref
 
 import numpy as np
 
 from ..errors import SimError
-from ..lang import npfuncs
 from ..lower import ir
 from ..lower.launch import launch_problem
 from ..lower.printer import expr as expr_text
 from ..lower.rewriter import walk_stmts
+from .expressions import Expressions
+from .memory import Local, Memory, Shared
 from .races import GlobalRaces
 
-
-def _stored(body: ir.Stmt) -> set[str]:
-    """Buffers a kernel body stores to."""
-    return {s.buffer for s in walk_stmts(body) if isinstance(s, ir.Store)}
-
-
-class _Shared:
-    def __init__(self, buf: ir.Buffer, shape):
-        self.data = np.zeros(shape, buf.dtype.numpy)
-        self.written = np.zeros(shape, bool)
-        self.writer = np.full(shape, -1, np.int64)  # -1 nobody, -2 several (same value)
-        self.reader = np.full(shape, -1, np.int64)  # -1 nobody, -2 several threads
-        self.buf = buf
-
-
-class _Local:
-    def __init__(self, buf: ir.Buffer, shape, nthreads):
-        self.data = np.zeros((nthreads,) + shape, buf.dtype.numpy)
-        self.written = np.zeros((nthreads,) + shape, bool)
-        self.buf = buf
+MAX_LANES = 1 << 15          # lanes (threads) of one batch of blocks
+MAX_BATCH_BYTES = 256 << 20  # shared + local memory (with its tracking) of one batch
 
 
 def run_program(prog: ir.Program, env: dict, sizes: dict) -> None:
     """Run every kernel of `prog` on the global arrays in `env` (in place)."""
     with np.errstate(all="ignore"):
         for k in prog.kernels:
-            _Kernel(k, env, sizes).run()
+            _compiled(k).run(env, sizes)
 
 
-class _Kernel:
-    def __init__(self, k: ir.Kernel, env: dict, sizes: dict):
-        self.k, self.globals, self.sizes = k, env, sizes
+# Compiled kernels by id(kernel), while the kernel lives: a kernel built once
+# and called many times (SimKernel, the tests) compiles once.
+_CACHE: dict = {}
 
-    def run(self):
-        k = self.k
-        scope = {n: np.int64(v) for n, v in self.sizes.items()}
-        grid = [int(self.eval(g, scope, None)) for g in k.grid]
-        self.block = [int(self.eval(b, scope, None)) for b in k.block]
+
+def _compiled(k: ir.Kernel) -> "_Launch":
+    hit = _CACHE.get(id(k))
+    if hit is not None and hit[0]() is k and not hit[1].running:
+        return hit[1]
+    # Compiling allocates many small, long-lived objects (closures): with the
+    # cyclic GC on, they trigger full collections of the whole heap (in a test
+    # process, 30-150 ms each) that find nothing to free.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        launch = _Launch(k)
+    finally:
+        if enabled:
+            gc.enable()
+    if hit is None or hit[0]() is not k:
+        _CACHE[id(k)] = (weakref.ref(k), launch)
+        weakref.finalize(k, _CACHE.pop, id(k), None)
+    return launch
+
+
+class _Launch(Memory, Expressions):
+    """A kernel compiled to closures (holding no reference to the kernel, so
+    that the cache entry dies with it), and the state of the run in progress."""
+
+    def __init__(self, k: ir.Kernel):
+        self.kname = k.name
+        self.invariant = set(k.sizes) | {f"{v}.{a}" for v in ("threadIdx", "blockIdx")
+                                         for a in "xyz"}
+        self.batch = object()  # the batch running (invariant values are per batch)
+        self.running = False
+        self.compiled, self.scope_id, self.scopes = {}, 0, itertools.count(1)
+        self.grid_fns = [self.compile_expr(g) for g in k.grid]
+        self.block_fns = [self.compile_expr(b) for b in k.block]
+        self.block_text = [expr_text(b) for b in k.block]
+        self.body = self.compile_stmt(k.body)
+        self.stored = {s.buffer for s in walk_stmts(k.body) if isinstance(s, ir.Store)}
+        self.allocs = [(s.buffer.scope, s.buffer.dtype.numpy.itemsize,
+                        [self.compile_expr(d) for d in s.buffer.shape])
+                       for s in walk_stmts(k.body) if isinstance(s, ir.Alloc)]
+        del self.compiled, self.scopes  # keyed by id(): only valid while compiling
+
+    def run(self, env: dict, sizes: dict):
+        self.running = True
+        try:
+            self._run(env, sizes)
+        finally:
+            self.running = False
+            self.mem, self.globals, self.races, self.flat_globals = {}, {}, None, {}
+
+    def _run(self, env, sizes):
+        self.globals = env
+        self.scope = {n: np.int64(v) for n, v in sizes.items()}
+        grid = [int(g(self.scope, None)) for g in self.grid_fns]
+        self.grid = grid
+        self.block = tuple(int(b(self.scope, None)) for b in self.block_fns)
         if min(grid) <= 0 or min(self.block) <= 0:
             return  # an empty launch runs nothing, as on the GPU
         # The limits every CUDA device has, so that what runs here launches there.
-        problem = launch_problem(k.name, grid, self.block,
-                                 block_exprs=[expr_text(b) for b in k.block])
+        problem = launch_problem(self.kname, grid, self.block, block_exprs=self.block_text)
         if problem is not None:
             raise SimError(problem)
+        self.T = int(np.prod(self.block))
+        nblocks = grid[0] * grid[1] * grid[2]
+        arrays = {n: a for n, a in env.items() if isinstance(a, np.ndarray)}
+        self.flat_globals = {n: a.reshape(-1) for n, a in arrays.items()
+                             if a.flags.c_contiguous}
+        per_batch = self._batch_size(nblocks)
+        if per_batch == nblocks == 1 or per_batch == 1:
+            return self._launch(arrays, nblocks, per_batch)
+        # Blocks run together meet an error in another order than blocks one
+        # after another would (a race between blocks shows at the other block's
+        # access, an error of block 2 may come before one of block 0): on an
+        # error, run the launch again from its start, one block at a time, and
+        # report the first error in launch order, whatever the batch size.
+        saved = {n: arrays[n].copy() for n in self.stored if n in arrays}
+        try:
+            self._launch(arrays, nblocks, per_batch)
+        except SimError as batched:
+            for n, a in saved.items():
+                np.copyto(arrays[n], a)
+            try:
+                self._launch(arrays, nblocks, 1)
+            except SimError as first:
+                raise first from None
+            raise batched
+
+    def _launch(self, arrays, nblocks, per_batch):
+        self.races = GlobalRaces(self, arrays, self.stored, nblocks)
+        for first in range(0, nblocks, per_batch):
+            self._run_batch(self.body, first, min(per_batch, nblocks - first))
+
+    def _batch_size(self, nblocks):
+        """Blocks per batch: bounded by MAX_LANES and by the memory its
+        allocations need (shapes that depend on more than the sizes count as 0)."""
+        per_block = 0
+        for scope, item, dims in self.allocs:
+            try:
+                n = int(np.prod([int(d(self.scope, None)) for d in dims]))
+            except SimError:
+                continue
+            per_block += n * (self.T * (item + 1) if scope == "local" else item + 9)
+        by_mem = MAX_BATCH_BYTES // max(per_block, 1)
+        return max(1, min(nblocks, MAX_LANES // max(self.T, 1), by_mem))
+
+    def _run_batch(self, body, first, nb):
+        T = self.T
         bx, by, bz = self.block
-        t = bx * by * bz
-        self.nthreads = t
-        tid = np.arange(t)
-        self.tid = tid
-        threads = {"threadIdx.x": (tid % bx).astype(np.int32),
-                   "threadIdx.y": ((tid // bx) % by).astype(np.int32),
-                   "threadIdx.z": (tid // (bx * by)).astype(np.int32)}
-        full = np.ones(t, bool)
-        self.races = GlobalRaces(self, self.globals, _stored(k.body), grid)
-        for gz, gy, gx in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
-            self.races.start_block(gx, gy, gz)
-            env = dict(scope)
-            env.update(threads)
-            env.update({"blockIdx.x": np.int32(gx), "blockIdx.y": np.int32(gy),
-                        "blockIdx.z": np.int32(gz)})
-            self.block_id = (gx, gy, gz)
-            self.mem: dict = {}
-            self.stmt(k.body, env, full)
+        self.first_block, self.nb, self.L = first, nb, nb * T
+        self.lane = np.arange(self.L, dtype=np.int64)
+        self.tid = (self.lane % T).astype(np.int32)
+        self.blk = self.lane // T
+        self.gblock = (self.blk + first).astype(np.int32)
+        tid = self.tid
+        env = dict(self.scope)
+        env.update({"threadIdx.x": (tid % bx).astype(np.int32),
+                    "threadIdx.y": ((tid // bx) % by).astype(np.int32),
+                    "threadIdx.z": (tid // (bx * by)).astype(np.int32)})
+        gx, gy, _ = self.grid
+        ids = np.arange(first, first + nb)
+        coords = {"blockIdx.x": ids % gx, "blockIdx.y": (ids // gx) % gy,
+                  "blockIdx.z": ids // (gx * gy)}
+        for name, c in coords.items():
+            env[name] = np.int32(c[0]) if nb == 1 else np.repeat(c, T).astype(np.int32)
+        self.mem = {}
+        self.batch = object()  # invalidates the values of invariant expressions
+        self.races.start_batch()
+        body(env, None)
+
+    # ------------------------------------------------------------ messages
+    def _thread(self, lane):
+        bx, by, _ = self.block
+        t = int(lane) % self.T
+        return (t % bx, (t // bx) % by, t // (bx * by))
+
+    def _block(self, lane):
+        return self._block_of(self.first_block + int(lane) // self.T)
+
+    def _block_of(self, gid):
+        gx, gy, _ = self.grid
+        return (gid % gx, (gid // gx) % gy, gid // (gx * gy))
 
     # ------------------------------------------------------------ statements
-    def stmt(self, s: ir.Stmt, env: dict, mask):
-        if isinstance(s, ir.Seq):
-            for x in s.stmts:
-                self.stmt(x, env, mask)
-        elif isinstance(s, ir.Store):
-            self.store(s, env, mask)
-        elif isinstance(s, ir.For):
-            lo = self.uniform(s.lo, env, mask, s.var)
-            ext = self.uniform(s.extent, env, mask, s.var)
-            for i in range(lo, lo + max(ext, 0)):
-                env[s.var] = np.int32(i)
-                self.stmt(s.body, env, mask)
-            env.pop(s.var, None)
-        elif isinstance(s, ir.If):
-            c = self.eval(s.cond, env, mask)
+    def compile_stmt(self, s: ir.Stmt):
+        method = getattr(self, "_s_" + type(s).__name__, None)
+        if method is None:
+            kname, what = self.kname, type(s).__name__
+
+            def unknown(env, mask):
+                raise SimError(f"kernel {kname}: cannot execute {what}")
+            return unknown
+        return method(s)
+
+    def _s_Seq(self, s):
+        fns = [self.compile_stmt(x) for x in s.stmts]
+
+        def seq(env, mask):
+            for f in fns:
+                f(env, mask)
+        return seq
+
+    def _s_Let(self, s):
+        value, inv = self._compile(s.value)
+        body, var = self._scoped(s.var, inv, s.body), s.var
+
+        def let(env, mask):
+            v = value(env, mask)
+            if isinstance(v, np.ndarray) and v.base is not None:
+                v = v.copy()  # a view of memory that later stores would change
+            old = env.get(var, _UNSET)
+            env[var] = v
+            body(env, mask)
+            _restore(env, var, old)
+        return let
+
+    def _scoped(self, var, invariant, body):
+        """Compile `body` where `var` is bound to an invariant value or not."""
+        was, outer = var in self.invariant, self.scope_id
+        (self.invariant.add if invariant else self.invariant.discard)(var)
+        self.scope_id = next(self.scopes)
+        try:
+            return self.compile_stmt(body)
+        finally:
+            (self.invariant.add if was else self.invariant.discard)(var)
+            self.scope_id = outer
+
+    def _s_For(self, s):
+        lo, ext, body, var = (self.compile_expr(s.lo), self.compile_expr(s.extent),
+                              self._scoped(s.var, False, s.body), s.var)
+
+        def loop(env, mask):
+            a = self._block_uniform(lo(env, mask), mask, s, s.lo)
+            n = self._block_uniform(ext(env, mask), mask, s, s.extent)
+            old = env.get(var, _UNSET)
+            if np.ndim(a) == 0 and np.ndim(n) == 0:
+                for i in range(int(a), int(a) + max(int(n), 0)):
+                    env[var] = np.int32(i)
+                    body(env, mask)
+            else:  # bounds differ between blocks: each block takes its own iterations
+                a = np.broadcast_to(np.asarray(a, np.int64), (self.L,))
+                end = a + np.maximum(np.broadcast_to(np.asarray(n, np.int64), (self.L,)), 0)
+                live = np.ones(self.L, bool) if mask is None else mask
+                if live.any():
+                    for i in range(int(a[live].min()), int(end[live].max())):
+                        m = live & (a <= i) & (i < end)
+                        if m.any():
+                            env[var] = np.int32(i)
+                            body(env, None if m.all() else m)
+            _restore(env, var, old)
+        return loop
+
+    def _block_uniform(self, v, mask, s, e):
+        """A loop bound: one value per block (a scalar if all blocks agree)."""
+        if np.ndim(v) == 0:
+            return v
+        m = np.ones(self.L, bool) if mask is None else mask
+        vals = v[m]
+        if not vals.size or (vals == vals[0]).all():
+            return vals[0] if vals.size else np.int32(0)
+        rows, active = v.reshape(self.nb, self.T), m.reshape(self.nb, self.T)
+        first = rows[np.arange(self.nb), np.argmax(active, axis=1)]
+        if (active & (rows != first[:, None])).any():
+            b = int(np.argmax((active & (rows != first[:, None])).any(axis=1)))
+            raise SimError(f"kernel {self.kname}: bounds of loop '{s.var}' differ between "
+                           f"threads ({expr_text(e)}) of block "
+                           f"{self._block_of(self.first_block + b)}")
+        return np.repeat(first, self.T)
+
+    def _s_If(self, s):
+        cond, then = self.compile_expr(s.cond), self.compile_stmt(s.then)
+        else_ = self.compile_stmt(s.else_) if s.else_ is not None else None
+
+        def branch(env, mask):
+            c = cond(env, mask)
             if np.ndim(c) == 0:
                 if c:
-                    self.stmt(s.then, env, mask)
-                elif s.else_ is not None:
-                    self.stmt(s.else_, env, mask)
+                    then(env, mask)
+                elif else_ is not None:
+                    else_(env, mask)
+                return
+            m1 = c if mask is None else mask & c
+            if m1.any():
+                then(env, None if m1.all() else m1)
+            if else_ is not None:
+                m2 = ~c if mask is None else mask & ~c
+                if m2.any():
+                    else_(env, None if m2.all() else m2)
+        return branch
+
+    def _s_Alloc(self, s):
+        # Like CUDA's static shared arrays, an allocation lives for the whole block:
+        # entering it again (in a loop) keeps its race-tracking state, so races
+        # between loop iterations are seen; its contents count as unwritten again
+        # (for the lanes/blocks entering), so reading a value left over from an
+        # earlier iteration is caught too.
+        b, body = s.buffer, self.compile_stmt(s.body)
+        dims = [self.compile_expr(d) for d in b.shape]
+        if b.scope not in ("shared", "local"):
+            kname = self.kname
+
+            def bad(env, mask):
+                raise SimError(f"kernel {kname}: cannot allocate {b.scope} buffer '{b.name}'")
+            return bad
+
+        def alloc(env, mask):
+            h = self.mem.get(b.name)
+            if h is None:
+                shape = tuple(int(d(env, None)) for d in dims)
+                h = self.mem[b.name] = (Shared(b, shape, self.nb) if b.scope == "shared"
+                                        else Local(b, shape, self.L))
+            elif mask is None:
+                h.written[...] = False
+                if b.scope == "local":
+                    h.full.clear()
+            elif b.scope == "local":
+                h.written[mask] = False
+                h.full.clear()
             else:
-                m1 = mask & c
-                if m1.any():
-                    self.stmt(s.then, env, m1)
-                if s.else_ is not None:
-                    m2 = mask & ~c
-                    if m2.any():
-                        self.stmt(s.else_, env, m2)
-        elif isinstance(s, ir.Let):
-            env[s.var] = self.eval(s.value, env, mask)
-            self.stmt(s.body, env, mask)
-            env.pop(s.var, None)
-        elif isinstance(s, ir.Alloc):
-            # Like CUDA's static shared arrays, an allocation lives for the whole block:
-            # entering it again (in a loop) keeps its race-tracking state, so races
-            # between loop iterations are seen; its contents count as unwritten again,
-            # so reading a value left over from an earlier iteration is caught too.
-            b = s.buffer
-            shape = tuple(int(self.eval(d, env, None)) for d in b.shape)
-            if b.name in self.mem:
-                self.mem[b.name].written[...] = False
-            else:
-                if b.scope == "shared":
-                    self.mem[b.name] = _Shared(b, shape)
-                elif b.scope == "local":
-                    self.mem[b.name] = _Local(b, shape, self.nthreads)
+                h.written[mask.reshape(self.nb, self.T).any(axis=1)] = False
+            body(env, mask)
+        return alloc
+
+    def _s_Store(self, s):
+        name = s.buffer
+        where = f" (computing the statement at {s.loc})" if s.loc is not None else ""
+        idx = [self.compile_expr(i) for i in s.indices]
+        value = self.compile_expr(s.value)
+        key = tuple(int(i.value) for i in s.indices) if all(
+            isinstance(i, ir.Imm) for i in s.indices) else None
+        at = (slice(None),) + key if key is not None else None
+
+        def store(env, mask):
+            v = value(env, mask)
+            h = self.mem.get(name)
+            if key is not None and type(h) is Local and key in h.full:
+                # registers every lane has written (so in bounds): just the values
+                if mask is None:
+                    h.data[at] = v
                 else:
-                    raise SimError(f"kernel {self.k.name}: cannot allocate {b.scope} buffer "
-                                   f"'{b.name}'")
-            self.stmt(s.body, env, mask)
-        elif isinstance(s, ir.Barrier):
-            if not mask.all():
-                idle = int((~mask).sum())
-                raise SimError(f"kernel {self.k.name}: barrier reached by only some threads of "
-                               f"block {self.block_id} ({idle} threads skip it)")
-            for m in self.mem.values():
-                if isinstance(m, _Shared):
-                    m.writer[...] = -1
-                    m.reader[...] = -1
-            self.races.barrier()
-        elif isinstance(s, ir.AllReduce):
-            if not mask.all():
-                raise SimError(f"kernel {self.k.name}: cross-thread reduction reached by only "
-                               f"some threads of block {self.block_id}")
+                    h.data[at][mask] = v if np.ndim(v) == 0 else v[mask]
+                return
+            vals = [f(env, mask) for f in idx]
+            dest = h if h is not None else self.globals.get(name)
+            if dest is None:
+                raise SimError(f"kernel {self.kname}: unknown buffer '{name}'")
+            scalar, subs = self.subscripts(name, vals, dest.shape, mask, "write to", where)
+            data = dest.data if h is not None else dest
+            if v.dtype != data.dtype:
+                v = v.astype(data.dtype)
+            if type(h) is Local:
+                self.store_local(h, subs, scalar, v, mask)
+            elif h is not None:
+                self.store_shared(name, h, subs, v, mask)
+            else:
+                self.store_global(name, dest, subs, v, mask)
+        return store
+
+    def _s_Barrier(self, s):
+        def barrier(env, mask):
+            blocks = self._whole_blocks(mask, "barrier reached by only some threads of block "
+                                              "{block} ({idle} threads skip it)")
+            self.reset_trackers(blocks)
+        return barrier
+
+    def _whole_blocks(self, mask, message):
+        """The blocks taking part (None: all): a block takes part with all its threads or none."""
+        if mask is None:
+            return None
+        count = mask.reshape(self.nb, self.T).sum(axis=1)
+        partial = (count > 0) & (count < self.T)
+        if partial.any():
+            b = int(np.argmax(partial))
+            raise SimError(f"kernel {self.kname}: " + message.format(
+                block=self._block_of(self.first_block + b), idle=int(self.T - count[b])))
+        return count == self.T
+
+    def _s_AllReduce(self, s):
+        axis = {"x": 3, "y": 2, "z": 1}[s.tag[-1]]
+        extent_of = self.compile_expr(s.extent)
+        f = None
+        if s.op not in ("+", "*"):
+            f = {"max": np.fmax, "min": np.fmin} if s.dtype.is_float else \
+                {"max": np.maximum, "min": np.minimum}
+            f = f[s.op]
+
+        def allreduce(env, mask):
+            self._whole_blocks(mask, "cross-thread reduction reached by only some threads of "
+                                     "block {block}")
             loc = self.mem[s.buffer]
-            if not loc.written[:, 0].all():
-                raise SimError(f"kernel {self.k.name}: cross-thread reduction of {s.buffer} "
+            w = loc.written[:, 0] if mask is None else loc.written[mask, 0]
+            if not w.all():
+                raise SimError(f"kernel {self.kname}: cross-thread reduction of {s.buffer} "
                                f"before every thread wrote it")
             bx, by, bz = self.block
-            vals = loc.data[:, 0].reshape(bz, by, bx)
-            axis = {"x": 2, "y": 1, "z": 0}[s.tag[-1]]
-            extent = int(self.eval(s.extent, env, None))
+            vals = loc.data[:, 0].reshape(self.nb, bz, by, bx)
+            extent = int(extent_of(env, None))
             if vals.shape[axis] != extent:
-                raise SimError(f"kernel {self.k.name}: reduction over {extent} threads along "
+                raise SimError(f"kernel {self.kname}: reduction over {extent} threads along "
                                f"{s.tag}, but the block has {vals.shape[axis]}")
             if s.op == "+":
                 r = vals.sum(axis=axis, keepdims=True, dtype=vals.dtype)
             elif s.op == "*":
                 r = vals.prod(axis=axis, keepdims=True, dtype=vals.dtype)
             else:
-                f = {"max": np.fmax, "min": np.fmin} if vals.dtype.kind == "f" else \
-                    {"max": np.maximum, "min": np.minimum}
-                r = f[s.op].reduce(vals, axis=axis, keepdims=True)
-            loc.data[:, 0] = np.broadcast_to(r, vals.shape).reshape(-1)
-        elif isinstance(s, ir.Evaluate):
-            raise SimError(f"kernel {self.k.name}: the sim target has no meaning for intrinsic "
-                           f"'{s.call.fn}'")
-        else:
-            raise SimError(f"kernel {self.k.name}: cannot execute {type(s).__name__}")
+                r = f.reduce(vals, axis=axis, keepdims=True)
+            r = np.broadcast_to(r, vals.shape).reshape(-1)
+            if mask is None:
+                loc.data[:, 0] = r
+            else:
+                loc.data[mask, 0] = r[mask]
+        return allreduce
 
-    def _read_race(self, what, writers, safe, m):
-        """Raise when a lane reads an element another thread wrote since the last barrier."""
-        race = m & (writers >= 0) & (writers != self.tid)
-        if race.any():
-            lane = int(np.argmax(race))
-            raise SimError(f"kernel {self.k.name}: thread {self._thread(lane)} reads {what}"
-                           f"{[int(i[lane]) for i in safe]} written by thread "
-                           f"{self._thread(int(writers[lane]))} since the last barrier (missing "
-                           f"barrier) in block {self.block_id}")
+    def _s_Evaluate(self, s):
+        kname, fn = self.kname, s.call.fn
 
-    def uniform(self, e, env, mask, var) -> int:
-        v = self.eval(e, env, mask)
-        if np.ndim(v):
-            vals = v[mask]
-            if vals.size and not (vals == vals[0]).all():
-                raise SimError(f"kernel {self.k.name}: bounds of loop '{var}' differ between "
-                               f"threads ({expr_text(e)})")
-            v = vals[0] if vals.size else 0
-        return int(v)
+        def evaluate(env, mask):
+            raise SimError(f"kernel {kname}: the sim target has no meaning for intrinsic '{fn}'")
+        return evaluate
 
-    # ------------------------------------------------------------ memory
-    def _lanes(self, idx, mask):
-        """Per-lane integer subscripts (T,) for each dimension."""
-        t = self.nthreads
-        return [np.broadcast_to(np.asarray(i, np.int64), (t,)) for i in idx]
 
-    def _check(self, name, idx, shape, mask, what):
-        for d, (i, n) in enumerate(zip(idx, shape)):
-            bad = mask & ((i < 0) | (i >= n))
-            if bad.any():
-                lane = int(np.argmax(bad))
-                sub = tuple(int(x[lane]) for x in idx)
-                raise SimError(f"kernel {self.k.name}: {what} {name}{list(sub)} out of bounds "
-                               f"(shape {tuple(shape)}, dimension {d}) in block {self.block_id}, "
-                               f"thread {self._thread(lane)}")
+_UNSET = object()
 
-    def _thread(self, lane):
-        bx, by, _ = self.block
-        return (lane % bx, (lane // bx) % by, lane // (bx * by))
 
-    def _where(self, name):
-        if name in self.mem:
-            return self.mem[name]
-        if name in self.globals:
-            return self.globals[name]
-        raise SimError(f"kernel {self.k.name}: unknown buffer '{name}'")
-
-    def load(self, e: ir.Load, env, mask):
-        store = self._where(e.buffer)
-        idx = self._lanes([self.eval(i, env, mask) for i in e.indices], mask)
-        m = mask if mask is not None else np.ones(self.nthreads, bool)
-        if isinstance(store, _Local):
-            shape = store.data.shape[1:]
-        elif isinstance(store, _Shared):
-            shape = store.data.shape
-        else:
-            shape = store.shape
-        if len(idx) != len(shape):
-            raise SimError(f"kernel {self.k.name}: {e.buffer} has {len(shape)} dimensions, "
-                           f"indexed with {len(idx)}")
-        self._check(e.buffer, idx, shape, m, "read of")
-        safe = tuple(np.where(m, i, 0) for i in idx)
-        if isinstance(store, _Local):
-            key = (self.tid,) + safe
-            unwritten = m & ~store.written[key]
-            if unwritten.any():
-                raise SimError(f"kernel {self.k.name}: read of local {e.buffer} before any write "
-                               f"(thread {self._thread(int(np.argmax(unwritten)))})")
-            return store.data[key]
-        if isinstance(store, _Shared):
-            unwritten = m & ~store.written[safe]
-            if unwritten.any():
-                lane = int(np.argmax(unwritten))
-                raise SimError(f"kernel {self.k.name}: read of shared {e.buffer}"
-                               f"{[int(i[lane]) for i in safe]} that no thread wrote (block "
-                               f"{self.block_id}, thread {self._thread(lane)})")
-            self._read_race(f"shared {e.buffer}", store.writer[safe], safe, m)
-            r = store.reader[safe]
-            store.reader[safe] = np.where(m, np.where((r == -1) | (r == self.tid), self.tid, -2),
-                                          r)
-            return store.data[safe]
-        self.races.read(e.buffer, store, safe, m)
-        return store[safe]
-
-    def store(self, s: ir.Store, env, mask):
-        dest = self._where(s.buffer)
-        idx = self._lanes([self.eval(i, env, mask) for i in s.indices], mask)
-        value = self.eval(s.value, env, mask)
-        shape = dest.data.shape[1:] if isinstance(dest, _Local) else (
-            dest.data.shape if isinstance(dest, _Shared) else dest.shape)
-        if len(idx) != len(shape):
-            raise SimError(f"kernel {self.k.name}: {s.buffer} has {len(shape)} dimensions, "
-                           f"indexed with {len(idx)}")
-        try:
-            self._check(s.buffer, idx, shape, mask, "write to")
-        except SimError as err:
-            if s.loc is not None:
-                raise SimError(f"{err} (computing the statement at {s.loc})") from None
-            raise
-        lanes = np.nonzero(mask)[0]
-        sub = tuple(i[lanes] for i in idx)
-        data = dest.data if isinstance(dest, (_Local, _Shared)) else dest
-        vals = np.broadcast_to(np.asarray(value), (self.nthreads,))[lanes].astype(data.dtype)
-        if not idx and not isinstance(dest, _Local):
-            # A 0-d buffer: every active thread writes the one element.
-            if vals.size and not (vals == vals[0]).all():
-                raise SimError(f"kernel {self.k.name}: threads write different values to "
-                               f"{s.buffer} in the same step")
-            sub = ()
-            vals = vals[0] if vals.size else data[()]
-            lanes = lanes[:1]
-        if isinstance(dest, _Local):
-            key = (lanes,) + sub
-            dest.data[key] = vals
-            dest.written[key] = True
-            return
-        if isinstance(dest, _Shared):
-            self._shared_race(s.buffer, dest, sub, lanes, vals)
-            dest.written[sub] = True
-        else:
-            self.races.write(s.buffer, data, sub, lanes, vals)
-        data[sub] = vals
-
-    def _shared_race(self, name, dest, sub, lanes, vals):
-        flat = np.ravel_multi_index(sub, dest.data.shape)
-        order = np.argsort(flat, kind="stable")
-        f, v, ln = flat[order], vals[order], lanes[order]
-        dup = f[1:] == f[:-1]
-        if dup.any():
-            differ = dup & (v[1:] != v[:-1]) & ~(np.isnan(v[1:].astype(float)) &
-                                                  np.isnan(v[:-1].astype(float)))
-            if differ.any():
-                j = int(np.argmax(differ))
-                raise SimError(f"kernel {self.k.name}: threads {self._thread(int(ln[j]))} and "
-                               f"{self._thread(int(ln[j + 1]))} write different values to shared "
-                               f"{name} at offset {int(f[j])} in the same step")
-        r = dest.reader.reshape(-1)[flat]
-        war = (r == -2) | ((r >= 0) & (r != lanes))
-        if war.any():
-            j = int(np.argmax(war))
-            who = "several threads" if r[j] == -2 else f"thread {self._thread(int(r[j]))}"
-            raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lanes[j]))} overwrites "
-                           f"shared {name} at offset {int(flat[j])} that {who} read since the "
-                           f"last barrier (missing barrier)")
-        w = dest.writer.reshape(-1)
-        d = dest.data.reshape(-1)
-        written = dest.written.reshape(-1)
-        prior = w[flat]
-        other = (prior >= 0) & (prior != lanes) | (prior == -2)
-        if other.any():
-            same = written[flat] & (d[flat] == vals)
-            bad = other & ~same
-            if bad.any():
-                j = int(np.argmax(bad))
-                raise SimError(f"kernel {self.k.name}: thread {self._thread(int(lanes[j]))} "
-                               f"overwrites shared {name} at offset {int(flat[j])}, written by "
-                               f"another thread since the last barrier (missing barrier)")
-        w[flat] = np.where(other, -2, lanes)
-        if dup.any():
-            w[f[1:][dup]] = -2
-
-    # ------------------------------------------------------------ expressions
-    def eval(self, e: ir.Expr, env: dict, mask):
-        if isinstance(e, ir.Imm):
-            return e.dtype.numpy.type(e.value)
-        if isinstance(e, ir.Var):
-            try:
-                return env[e.name]
-            except KeyError:
-                raise SimError(f"kernel {self.k.name}: variable '{e.name}' is not bound") from None
-        if isinstance(e, ir.Load):
-            return self.load(e, env, mask)
-        if isinstance(e, ir.Cast):
-            x = self.eval(e.x, env, mask)
-            if e.dtype.is_bool:
-                return np.asarray(x) != 0
-            return np.asarray(x).astype(e.dtype.numpy)
-        if isinstance(e, ir.Un):
-            x = self.eval(e.x, env, mask)
-            if e.op == "!":
-                return np.logical_not(x)
-            return np.negative(x)
-        if isinstance(e, ir.Select):
-            c = self.eval(e.cond, env, mask)
-            if np.ndim(c) == 0:
-                return self.eval(e.a if c else e.b, env, mask)
-            m = mask if mask is not None else np.ones(self.nthreads, bool)
-            a = self.eval(e.a, env, m & c) if (m & c).any() else np.zeros((), e.dtype.numpy)
-            b = self.eval(e.b, env, m & ~c) if (m & ~c).any() else np.zeros((), e.dtype.numpy)
-            return np.where(c, a, b).astype(e.dtype.numpy)
-        if isinstance(e, ir.Bin):
-            return self.binary(e, env, mask)
-        if isinstance(e, ir.Call):
-            args = [np.asarray(self.eval(a, env, mask)).astype(e.dtype.numpy) for a in e.args]
-            return npfuncs.apply(e.fn, args, True)
-        raise SimError(f"kernel {self.k.name}: cannot evaluate {type(e).__name__}")
-
-    def binary(self, e: ir.Bin, env, mask):
-        if e.op in ("&&", "||"):
-            a = self.eval(e.a, env, mask)
-            if np.ndim(a) == 0:
-                if (e.op == "&&") != bool(a):
-                    return np.bool_(a)
-                return self.eval(e.b, env, mask)
-            m = mask if mask is not None else np.ones(self.nthreads, bool)
-            sub = m & (a if e.op == "&&" else ~a)
-            b = self.eval(e.b, env, sub) if sub.any() else np.bool_(False)
-            return (a & b) if e.op == "&&" else (a | b)
-        a, b = self.eval(e.a, env, mask), self.eval(e.b, env, mask)
-        op = e.op
-        if op in ("<", "<=", ">", ">=", "==", "!="):
-            f = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-                 "==": np.equal, "!=": np.not_equal}[op]
-            return f(a, b)
-        dt = e.dtype.numpy
-        a, b = np.asarray(a).astype(dt, copy=False), np.asarray(b).astype(dt, copy=False)
-        if op == "+":
-            return np.add(a, b)
-        if op == "-":
-            return np.subtract(a, b)
-        if op == "*":
-            return np.multiply(a, b)
-        if op in ("min", "max"):
-            if dt.kind == "f":
-                return (np.fmin if op == "min" else np.fmax)(a, b)
-            return (np.minimum if op == "min" else np.maximum)(a, b)
-        if dt.kind == "f":
-            return np.divide(a, b) if op == "/" else np.fmod(a, b)
-        zero = b == 0
-        if np.any(zero):
-            live = zero if np.ndim(zero) else np.full(self.nthreads, bool(zero))
-            if mask is not None:
-                live = live & mask
-            if np.any(live):
-                raise SimError(f"kernel {self.k.name}: integer division by zero in "
-                               f"{expr_text(e)}")
-            b = np.where(zero, np.ones((), dt), b)
-        return np.floor_divide(a, b) if op == "/" else np.mod(a, b)
+def _restore(env, var, old):
+    if old is _UNSET:
+        env.pop(var, None)
+    else:
+        env[var] = old

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import re
 
 import numpy as np
 import pytest
@@ -385,3 +386,28 @@ def test_cuda_array_host_copy_is_explicit():
                                          "NumPy copies"):
         c.__array__(copy=False)
     assert repr(c) == "<tcomp.CudaArray float32[2, 3] at 0x0 on cuda:0>"
+
+
+# ------------------------------------------------------- call-time checks of DLPack-only inputs
+MM_SRC = "def mm(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+
+
+@pytest.mark.parametrize("a, b, msg", [
+    (np.ones((3, 4), np.float32), np.ones((5, 2), np.float32),
+     "input 'B' dimension 0 is 5, but size K is 4 from input 'A' dimension 1"),
+    (np.ones((3, 4), np.float64), np.ones((4, 2), np.float32),
+     "input 'A' is float32, but the array passed for it is float64"),
+    (np.ones(4, np.float32), np.ones((4, 2), np.float32),
+     "input 'A' must have 2 dimension(s), got 1"),
+])
+def test_dlpack_only_inputs_get_the_shared_checks(a, b, msg):
+    """A DLPack-only object has no .shape/.dtype: the kernel imports it before the
+    call-time checks (which then see its shape and dtype, before any GPU work) and
+    hands every capsule back when a check fails."""
+    k = tcomp.build(tcomp.op(MM_SRC), target="cuda")
+    pa, pb = Producer(a), Producer(b)
+    before = sys.getrefcount(a), sys.getrefcount(b)
+    with pytest.raises(tcomp.LangError, match=re.escape(msg)):
+        k(pa, pb)
+    assert len(pa.calls) == len(pb.calls) == 1
+    assert (sys.getrefcount(a), sys.getrefcount(b)) == before  # deleters ran

@@ -69,8 +69,8 @@ np.testing.assert_array_equal(np.asarray(a), a_np)
 try:
     k(a.astype(jnp.float16), b)
     raise AssertionError("no error for a float16 input")
-except tcomp.CudaError as e:
-    assert "input 'A' is float16 but the kernel takes float32" in str(e), str(e)
+except tcomp.LangError as e:
+    assert "input 'A' is float32, but the array passed for it is float16" in str(e), str(e)
 del c
 import gc
 gc.collect()
@@ -131,12 +131,16 @@ h = k(Capsuled(a.cpu()), Capsuled(b.cpu()))
 assert isinstance(h, np.ndarray)
 np.testing.assert_allclose(h, want, rtol=1e-4, atol=1e-4)
 
-for bad, msg in ((lambda: k(Capsuled(a.t()), b), "not contiguous"),
-                 (lambda: k(Capsuled(a.double()), b), "float64 but the kernel takes float32")):
+for bad, msg, err in (
+        (lambda: k(Capsuled(a.t().contiguous().t()), b), "not contiguous", tcomp.CudaError),
+        (lambda: k(Capsuled(a.double()), b), "float32, but the array passed for it is float64",
+         tcomp.LangError),
+        (lambda: k(Capsuled(a[:, :30].contiguous()), b), "dimension 0 is 31, but size K is 30",
+         tcomp.LangError)):
     try:
         bad()
         raise AssertionError("no error for " + msg)
-    except tcomp.CudaError as e:
+    except err as e:
         assert msg in str(e), str(e)
 del ct, cai, c2, on_s
 import gc

@@ -123,12 +123,13 @@ def test_launch_limits_from_the_driver():
     from tcomp.target_cuda import cuda_api
     k = tcomp.build(conv_rows_on_threads(4), target="cuda")
     k(*conv_args(5, 5))  # loads the module
-    limits = k._module.limits["conv_O"]
+    module = k.variant(32).module
+    limits = module.limits["conv_O"]
     assert limits.threads_per_block == 1024
     assert limits.block == (1024, 1024, 64)
     assert limits.grid == (2**31 - 1, 65535, 65535)
     assert 0 < limits.kernel_threads <= 1024
-    assert cuda_api.launch_limits(k._module.function("conv_O")) == limits
+    assert cuda_api.launch_limits(module.function("conv_O")) == limits
 
 
 def test_unroll_hint_runs():

@@ -1,0 +1,272 @@
+"""Expressions of the sim target, compiled once per launch into closures.
+
+`compile_expr(e)` returns `f(env, mask) -> value`: a NumPy scalar when the
+value is the same for every lane, else an array with one element per lane.
+`mask` is None when every lane of the batch is active, else a bool array over
+the lanes. Dispatch on node types, dtype lookups and the choice of NumPy
+function happen here, once, not at every evaluation; constant operands are
+converted once. Ternaries, `&&` and `||` evaluate their branches only on the
+lanes that take them (a guarded division or load in the other branch is not
+executed), as in the language.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SimError
+from ..lang import npfuncs
+from ..lower import ir
+from ..lower.printer import expr as expr_text
+from .memory import Local
+
+COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+           "==": np.equal, "!=": np.not_equal}
+ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply}
+
+
+_NP: dict = {}      # DType -> NumPy dtype (DType.numpy builds one per call)
+_CONV: dict = {}    # NumPy dtype -> converter
+
+
+def _np(dtype):
+    dt = _NP.get(dtype)
+    if dt is None:
+        dt = _NP[dtype] = dtype.numpy
+    return dt
+
+
+def _converter(dt):
+    """x as dtype `dt` (unchanged when it already is)."""
+    conv = _CONV.get(dt)
+    if conv is None:
+        def conv(x):
+            return x if x.dtype == dt else x.astype(dt)
+        _CONV[dt] = conv
+    return conv
+
+
+class Expressions:
+    """Mixin of the launch (executor._Launch): the expression compiler.
+
+    An expression is *invariant* when its value is the same at every
+    evaluation within a batch of blocks: it reads no memory, its variables
+    are thread/block indices, sizes or `let`s of invariant values (not loop
+    variables), and it divides only by nonzero constants (so it raises for no
+    lane). Its value is computed once per batch, for all lanes, and reused:
+    the index arithmetic of a tile (e.g. `tx / 4 % 8 * 8`) is not recomputed
+    in every iteration of the loops around it. `self.invariant` holds the
+    names of invariant variables at the point being compiled, `self.scope_id`
+    numbers that scope (the closures of a scope are reused: `self.compiled`)."""
+
+    def compile_expr(self, e: ir.Expr):
+        return self._compile(e)[0]
+
+    def _compile(self, e: ir.Expr):
+        """(closure, invariant). A node object met again in the same scope (the
+        rewriters share unchanged subtrees, e.g. between unrolled copies of a
+        loop body) gets the same closure, and so one cached invariant value."""
+        key = (id(e), self.scope_id)
+        hit = self.compiled.get(key)
+        if hit is not None:
+            return hit
+        method = _X.get(type(e))
+        if method is None:
+            method = getattr(Expressions, "_x_" + type(e).__name__, None)
+            if method is None:
+                raise SimError(f"kernel {self.kname}: cannot evaluate {type(e).__name__}")
+            _X[type(e)] = method
+        f, inv = method(self, e)
+        if inv and not isinstance(e, (ir.Imm, ir.Var)):
+            f = self._once_per_batch(f)
+        self.compiled[key] = f, inv
+        return f, inv
+
+    def _once_per_batch(self, f):
+        memo = [_NEVER, None]  # the batch it was computed for, its value
+
+        def cached(env, mask):
+            if memo[0] is not self.batch:
+                memo[1] = f(env, None)
+                memo[0] = self.batch
+            return memo[1]
+        return cached
+
+    def _x_Imm(self, e):
+        v = _np(e.dtype).type(e.value)
+        return (lambda env, mask: v), True
+
+    def _x_Var(self, e):
+        name, kname = e.name, self.kname
+
+        def var(env, mask):
+            try:
+                return env[name]
+            except KeyError:
+                raise SimError(f"kernel {kname}: variable '{name}' is not bound") from None
+        return var, name in self.invariant
+
+    def _x_Load(self, e):
+        name = e.buffer
+        idx = [self.compile_expr(i) for i in e.indices]
+        if all(isinstance(i, ir.Imm) for i in e.indices):
+            return self._const_load(name, tuple(int(i.value) for i in e.indices)), False
+
+        def load(env, mask):
+            vals = [f(env, mask) for f in idx]
+            h = self.mem.get(name)
+            if h is None:
+                arr = self.globals.get(name)
+                if arr is None:
+                    raise SimError(f"kernel {self.kname}: unknown buffer '{name}'")
+                return self.load_global(name, arr, vals, mask)
+            if type(h) is Local:
+                return self.load_local(name, h, vals, mask)
+            return self.load_shared(name, h, vals, mask)
+        return load, False
+
+    def _const_load(self, name, key):
+        """A load at constant subscripts: registers of a local tile read as a
+        view of one column, without checks once every lane has written them."""
+        at = (slice(None),) + key
+
+        def load(env, mask):
+            h = self.mem.get(name)
+            if type(h) is Local and key in h.full:
+                return h.data[at]
+            subs = [np.int32(i) for i in key]
+            if h is None:
+                arr = self.globals.get(name)
+                if arr is None:
+                    raise SimError(f"kernel {self.kname}: unknown buffer '{name}'")
+                return self.load_global(name, arr, subs, mask)
+            if type(h) is Local:
+                return self.load_local(name, h, subs, mask)
+            return self.load_shared(name, h, subs, mask)
+        return load
+
+    def _x_Cast(self, e):
+        x, inv = self._compile(e.x)
+        if e.dtype.is_bool:
+            return (lambda env, mask: np.asarray(x(env, mask)) != 0), inv
+        conv = _converter(_np(e.dtype))
+        return (lambda env, mask: conv(x(env, mask))), inv
+
+    def _x_Un(self, e):
+        x, inv = self._compile(e.x)
+        f = np.logical_not if e.op == "!" else np.negative
+        return (lambda env, mask: f(x(env, mask))), inv
+
+    def _x_Select(self, e):
+        (cond, i1), (a, i2), (b, i3) = (self._compile(x) for x in (e.cond, e.a, e.b))
+        dt = _np(e.dtype)
+        zero = np.zeros((), dt)
+
+        def select(env, mask):
+            c = cond(env, mask)
+            if np.ndim(c) == 0:
+                return (a if c else b)(env, mask)
+            ma = c if mask is None else mask & c
+            mb = ~c if mask is None else mask & ~c
+            va = a(env, ma) if ma.any() else zero
+            vb = b(env, mb) if mb.any() else zero
+            return np.where(c, va, vb).astype(dt)
+        return select, i1 and i2 and i3
+
+    def _x_Call(self, e):
+        compiled = [self._compile(a) for a in e.args]
+        args = [f for f, _ in compiled]
+        dt, fn = _np(e.dtype), e.fn
+        return (lambda env, mask: npfuncs.apply(
+            fn, [np.asarray(f(env, mask)).astype(dt) for f in args], True)), \
+            all(inv for _, inv in compiled)
+
+    # ------------------------------------------------------------ binary
+    def _x_Bin(self, e):
+        if e.op in ("&&", "||"):
+            return self._logic(e)
+        dt = _np(e.dtype)
+        if e.op in COMPARE:
+            f, conv = COMPARE[e.op], None
+        elif e.op in ARITH:
+            f, conv = ARITH[e.op], _converter(dt)
+        elif e.op in ("min", "max"):
+            f = (np.fmin if e.op == "min" else np.fmax) if dt.kind == "f" else \
+                (np.minimum if e.op == "min" else np.maximum)
+            conv = _converter(dt)
+        elif e.op in ("/", "%"):
+            if dt.kind != "f":
+                return self._int_division(e)
+            f = np.divide if e.op == "/" else np.fmod
+            conv = _converter(dt)
+        else:
+            raise SimError(f"kernel {self.kname}: unknown operator '{e.op}'")
+        return self._binary(e, f, conv)
+
+    def _binary(self, e, f, conv):
+        """f(a, b) with each operand converted by `conv` (None: as they are);
+        an immediate operand is converted once, here."""
+        (fa, ia), (fb, ib) = self._compile(e.a), self._compile(e.b)
+        if conv is None:
+            conv = _identity
+        if isinstance(e.b, ir.Imm):
+            cb = conv(self._const(e.b))
+            return (lambda env, mask: f(conv(fa(env, mask)), cb)), ia
+        if isinstance(e.a, ir.Imm):
+            ca = conv(self._const(e.a))
+            return (lambda env, mask: f(ca, conv(fb(env, mask)))), ib
+        return (lambda env, mask: f(conv(fa(env, mask)), conv(fb(env, mask)))), ia and ib
+
+    @staticmethod
+    def _const(e: ir.Imm):
+        return _np(e.dtype).type(e.value)
+
+    def _int_division(self, e):
+        """Integer `/` and `%` (floor semantics); a division by zero on an active
+        lane is an error, on an inactive one (a guarded lane) no matter."""
+        (fa, ia), (fb, _) = self._compile(e.a), self._compile(e.b)
+        dt = _np(e.dtype)
+        conv = _converter(dt)
+        f = np.floor_divide if e.op == "/" else np.mod
+        if isinstance(e.b, ir.Imm) and e.b.value != 0:
+            cb = conv(self._const(e.b))
+            return (lambda env, mask: f(conv(fa(env, mask)), cb)), ia
+        one = np.ones((), dt)
+        text = expr_text(e)
+
+        def div(env, mask):
+            a, b = conv(fa(env, mask)), conv(fb(env, mask))
+            zero = b == 0
+            if np.any(zero):
+                live = zero if np.ndim(zero) else np.full(self.L, bool(zero))
+                if mask is not None:
+                    live = live & mask
+                if np.any(live):
+                    raise SimError(f"kernel {self.kname}: integer division by zero in {text}")
+                b = np.where(zero, one, b)
+            return f(a, b)
+        return div, False
+
+    def _logic(self, e):
+        (fa, ia), (fb, ib) = self._compile(e.a), self._compile(e.b)
+        is_and = e.op == "&&"
+        false = np.bool_(False)
+
+        def logic(env, mask):
+            a = fa(env, mask)
+            if np.ndim(a) == 0:
+                if is_and != bool(a):
+                    return np.bool_(a)
+                return fb(env, mask)
+            take = a if is_and else ~a
+            sub = take if mask is None else mask & take
+            b = fb(env, sub) if sub.any() else false
+            return (a & b) if is_and else (a | b)
+        return logic, ia and ib
+
+
+_NEVER = object()
+_X: dict = {}  # node type -> compiling method
+
+
+def _identity(x):
+    return x
