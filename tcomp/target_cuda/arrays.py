@@ -192,8 +192,12 @@ class DLPackArg:
 
 def has_dlpack_only(args) -> bool:
     """Whether an argument may speak only DLPack (cheap for torch/CuPy/JAX/NumPy)."""
-    return any(kind_of(x) == "other" and hasattr(x, "__dlpack__") and not hasattr(x, "dtype")
-               for x in args)
+    for x in args:
+        if type(x) in TORCH_TYPES:
+            continue
+        if kind_of(x) == "other" and hasattr(x, "__dlpack__") and not hasattr(x, "dtype"):
+            return True
+    return False
 
 
 def import_dlpack_only(names, args, stream: int = streams.LEGACY) -> list:
