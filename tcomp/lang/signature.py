@@ -168,6 +168,20 @@ class Signature:
             c.check(sizes)
         return out, sizes
 
+    def checker(self, compiled: dict | None = None):
+        """A function `args -> (args, sizes)` that accepts exactly the calls
+        `check_call(args, compiled)` accepts, with the same result, generated
+        once for this signature (the per-call cost of a kernel launch).
+
+        It handles the common call, every argument an array with `.shape` and
+        `.dtype` (NumPy, torch, CuPy, JAX): ranks, dtypes (by a per-dtype-object
+        cache of names), constant dimensions, repeated and compiled sizes are
+        compared inline. Anything else (Python data to convert, objects known
+        only by `__cuda_array_interface__`) and every call that fails a check
+        goes to `check_call`, which converts the arguments or raises the
+        error that names the problem."""
+        return _compile_checker(self, dict(compiled or {}))
+
     def bind(self, shapes) -> dict:
         """Size bindings from the inputs' shapes; ranks, constant dimensions and
         repeated size variables checked."""
@@ -186,6 +200,57 @@ class Signature:
                 elif d != n:
                     raise LangError(f"input '{spec.name}' dimension {i} must be {d}, got {n}")
         return sizes
+
+
+# ------------------------------------------------------------------ checkers
+_NAMES: dict = {}  # dtype object (np.dtype, torch.dtype, ...) -> canonical tcomp name
+
+
+class _Miss(Exception):
+    """A compiled checker's way to hand a call to the general check."""
+
+
+def _name_of(dt) -> str:
+    name = _dtype_name(dt)
+    _NAMES[dt] = name
+    return name
+
+
+def _compile_checker(sig: Signature, compiled: dict):
+    """Python source of a checker for `sig` (see Signature.checker), compiled."""
+    n = len(sig.inputs)
+    body, bound = [], {}
+    for i, spec in enumerate(sig.inputs):
+        body.append(f"s{i} = x{i}.shape; d{i} = x{i}.dtype")
+        body.append(f"if len(s{i}) != {len(spec.dims)} or (_NAMES.get(d{i}) or _name_of(d{i})) "
+                    f"!= {spec.dtype.name!r}: raise _Miss")
+        for k, d in enumerate(spec.dims):
+            if isinstance(d, str) and d not in bound:
+                bound[d] = f"v{len(bound)}"
+                body.append(f"{bound[d]} = int(s{i}[{k}])")
+            else:
+                want = bound[d] if isinstance(d, str) else repr(int(d))
+                body.append(f"if int(s{i}[{k}]) != {want}: raise _Miss")
+    for name, v in compiled.items():
+        if name in bound:
+            body.append(f"if {bound[name]} != {int(v)}: raise _Miss")
+    unpack = (", ".join(f"x{i}" for i in range(n)) + ("," if n == 1 else "") + " = args"
+              if n else "if args: raise _Miss")
+    sizes = "{" + ", ".join(f"{k!r}: {v}" for k, v in bound.items()) + "}"
+    lines = ["def check(args):", "    try:", f"        {unpack}"]
+    lines += [f"        {line}" for line in body]
+    # (slow is called after the try statement: its errors are the caller's own,
+    # not raised "during handling" of the miss)
+    lines += ["    except Exception:", "        pass", "    else:", f"        sizes = {sizes}"]
+    if compiled:
+        lines.append("        sizes.update(compiled)")
+    if sig.checks:
+        lines += ["        for c in checks:", "            c.check(sizes)"]
+    lines += ["        return args, sizes", "    return slow(args)"]
+    env = {"_NAMES": _NAMES, "_name_of": _name_of, "_Miss": _Miss, "compiled": compiled,
+           "checks": sig.checks, "slow": lambda args: sig.check_call(args, compiled)}
+    exec("\n".join(lines), env)  # noqa: S102 - our own text, as dataclasses does
+    return env["check"]
 
 
 # ------------------------------------------------------------------ arguments

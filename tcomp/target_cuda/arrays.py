@@ -18,15 +18,15 @@ import numpy as np
 
 from ..errors import CudaError
 from ..lang import dtypes
-from . import cuda_api, dlpack
+from . import cuda_api, dlpack, streams
 
 
-@dataclass
+@dataclass(slots=True)
 class DeviceArray:
     ptr: int
     shape: tuple[int, ...]
     dtype: str  # canonical tcomp dtype name
-    kind: str  # 'numpy', 'torch', 'cai', 'dlpack'
+    kind: str  # 'numpy', 'torch', 'cai', 'cupy', 'dlpack'
     obj: object = None  # the user's object (kept alive), or the host array
     owned: bool = False  # we allocated ptr and must free it
     imported: dlpack.Imported | None = None  # a DLPack tensor to hand back after the launches
@@ -34,15 +34,73 @@ class DeviceArray:
 
 
 def _torch_like(x) -> bool:
-    return type(x).__module__.split(".")[0] == "torch" and hasattr(x, "data_ptr")
+    return kind_of(x) == "torch"
 
 
 def describe(x) -> str:
     return type(x).__module__.split(".")[0] + "." + type(x).__name__
 
 
-def wrap_input(name: str, x, want) -> DeviceArray:
-    """Device view of input `name` (dtype `want`), copying NumPy arrays over."""
+def kind_of(x) -> str:
+    """'torch', 'cupy', 'jax' or 'other', cached per type (the call's hot path
+    asks this for every argument)."""
+    t = type(x)
+    k = _KINDS.get(t)
+    if k is None:
+        top = t.__module__.split(".")[0]
+        k = ("torch" if top == "torch" and hasattr(t, "data_ptr") and hasattr(t, "is_cuda") else
+             "cupy" if top == "cupy" and hasattr(t, "__cuda_array_interface__") else
+             "jax" if top in ("jax", "jaxlib") else "other")
+        _KINDS[t] = k
+        if k == "torch":
+            TORCH_TYPES.add(t)
+    return k
+
+
+_KINDS: dict[type, str] = {}
+TORCH_TYPES: set[type] = set()  # the torch tensor types seen so far (a set lookup per input)
+_torch_allocators = None
+
+
+def torch_allocators():
+    """(torch.empty, torch.zeros, the device object of cuda:0), looked up once."""
+    global _torch_allocators
+    if _torch_allocators is None:
+        import torch
+        _torch_allocators = (torch.empty, torch.zeros, torch.device("cuda", 0))
+    return _torch_allocators
+
+
+def stream_of(args) -> int:
+    """The stream the first input on the GPU names (see streams.py), or the
+    legacy default stream."""
+    for x in args:
+        k = kind_of(x)
+        if k == "torch":
+            if x.is_cuda:
+                return streams.torch_current()
+        elif k == "cupy":
+            return streams.cupy_current()
+        elif k == "other" and not isinstance(x, (np.ndarray, np.generic)):
+            cai = _cai_or_none(x)
+            if cai is not None:
+                named = streams.cai_stream(cai)
+                if named is not None:
+                    return named
+    return streams.LEGACY
+
+
+def _cai_or_none(x):
+    try:
+        cai = getattr(x, "__cuda_array_interface__", None)
+    except Exception:
+        return None  # wrap_input reports it, naming the input
+    return cai if isinstance(cai, dict) else None
+
+
+def wrap_input(name: str, x, want, stream: int = streams.LEGACY) -> DeviceArray:
+    """Device view of input `name` (dtype `want`), copying NumPy arrays over on
+    `stream`, and making `stream` wait for the stream a producer names."""
     if _torch_like(x):
         if not x.is_cuda:
             raise CudaError(f"input '{name}' is a torch tensor on {x.device}; pass a CUDA tensor or "
@@ -53,8 +111,10 @@ def wrap_input(name: str, x, want) -> DeviceArray:
         if not x.is_contiguous():
             raise CudaError(f"input '{name}' is not contiguous (strides {tuple(x.stride())}); "
                             f"call .contiguous() first")
-        _same_device(name, x.data_ptr() if x.numel() else None)
-        return DeviceArray(int(x.data_ptr()), tuple(x.shape), dt, "torch", x)
+        dev = x.get_device()
+        if dev != 0:
+            raise CudaError(f"input '{name}' is on device {dev}, but tcomp runs on device 0")
+        return DeviceArray(x.data_ptr(), x.shape, dt, "torch", x)
     # JAX arrays go through DLPack: their __cuda_array_interface__ has no bfloat16,
     # and DLPack inputs give JAX arrays back.
     cai = None if _is_jax(x) else _cuda_array_interface(name, x)
@@ -74,10 +134,15 @@ def wrap_input(name: str, x, want) -> DeviceArray:
                 raise CudaError(f"input '{name}' is not contiguous (strides {tuple(strides)})")
         ptr = int(cai["data"][0])
         _same_device(name, ptr if np.prod(shape) else None)
-        return DeviceArray(ptr, shape, dt.name, "cai", x)
+        named = streams.cai_stream(cai)
+        if named is not None and named != stream:
+            # CAI v3: the producer's writes are ordered on `named`; ours run on `stream`
+            cuda_api.order_after(stream, named)
+        kind = "cupy" if kind_of(x) == "cupy" else "cai"
+        return DeviceArray(ptr, shape, dt.name, kind, x)
     if isinstance(x, DLPackArg) or (hasattr(x, "__dlpack__")
                                     and not isinstance(x, (np.ndarray, np.generic))):
-        t = x.take() if isinstance(x, DLPackArg) else dlpack.consume(name, x)
+        t = x.take() if isinstance(x, DLPackArg) else dlpack.consume(name, x, stream)
         x = x.obj if isinstance(x, DLPackArg) else x
         try:
             if t.device[0] != dlpack.kDLCPU:
@@ -97,17 +162,22 @@ def wrap_input(name: str, x, want) -> DeviceArray:
         raise CudaError(f"input '{name}' is {a.dtype} but the kernel takes {want.name}")
     a = np.require(a, requirements="C")  # keeps 0-d arrays 0-d
     ptr = cuda_api.mem_alloc(a.nbytes)
-    cuda_api.memcpy_htod(ptr, a.ctypes.data, a.nbytes)
+    try:
+        cuda_api.memcpy_htod(ptr, a.ctypes.data, a.nbytes, stream)
+    except BaseException:
+        cuda_api.mem_free(ptr)
+        raise
     return DeviceArray(ptr, a.shape, want.name, "numpy", a, owned=True)
 
 
 class DLPackArg:
     """An argument that speaks only DLPack (no `.shape`/`.dtype` of its own),
     imported before the call-time checks so that they see its shape and dtype.
-    `wrap_input` takes the import over; `release()` hands back one it did not."""
+    `wrap_input` takes the import over; `release()` hands back one it did not.
+    `stream`: the stream the call will run on, named to the producer."""
 
-    def __init__(self, name: str, obj):
-        self.obj, self._t = obj, dlpack.consume(name, obj)
+    def __init__(self, name: str, obj, stream: int = streams.LEGACY):
+        self.obj, self._t = obj, dlpack.consume(name, obj, stream)
         self.shape = self._t.shape
         self.dtype = self._t.dtype_name()
 
@@ -120,15 +190,26 @@ class DLPackArg:
             self.take().release()
 
 
-def import_dlpack_only(names, args) -> list:
-    """`args` with each DLPack-only object replaced by a `DLPackArg`."""
+def has_dlpack_only(args) -> bool:
+    """Whether an argument may speak only DLPack (cheap for torch/CuPy/JAX/NumPy)."""
+    for x in args:
+        if type(x) in TORCH_TYPES:
+            continue
+        if kind_of(x) == "other" and hasattr(x, "__dlpack__") and not hasattr(x, "dtype"):
+            return True
+    return False
+
+
+def import_dlpack_only(names, args, stream: int = streams.LEGACY) -> list:
+    """`args` with each DLPack-only object replaced by a `DLPackArg` (imported
+    for `stream`)."""
     out = []
     try:
         for i, x in enumerate(args):
             name = names[i] if i < len(names) else f"#{i}"
             if i < len(names) and (hasattr(x, "__dlpack__") and not hasattr(x, "dtype")
                     and _cuda_array_interface(name, x) is None):
-                x = DLPackArg(name, x)
+                x = DLPackArg(name, x, stream)
             out.append(x)
     except BaseException:
         release_args(out)
@@ -203,38 +284,97 @@ def _same_device(name, ptr):
         raise CudaError(f"input '{name}' is on device {dev}, but tcomp runs on device 0")
 
 
-def new_output(shape, dt, like: DeviceArray | None, zero: bool = True) -> DeviceArray:
-    """An output of the same kind as the inputs; zero-filled unless `zero` is
-    False (the program writes every element)."""
+def new_output(shape, dt, like: DeviceArray | None, zero: bool = True,
+               stream: int = streams.LEGACY, explicit: bool = False) -> DeviceArray:
+    """An output of the same kind as the inputs, allocated (and zero-filled
+    unless `zero` is False: the program writes every element) on `stream`.
+    `explicit`: the stream came from the call's `stream=` argument, so it may
+    differ from torch's or CuPy's current stream."""
     if like is not None and like.kind == "torch":
-        import torch
+        torch = _torch()
         make = torch.zeros if zero else torch.empty
-        t = make(shape, dtype=getattr(torch, dt.name if dt.name != "bool" else "bool"),
-                 device=like.obj.device)
-        return DeviceArray(int(t.data_ptr()), tuple(shape), dt.name, "torch", t)
-    if like is not None and like.kind == "cai" and type(like.obj).__module__.startswith("cupy"):
+        tdt = _TORCH_DTYPES.get(dt.name) or _torch_dtype(torch, dt.name)
+        if explicit and stream != streams.torch_current():
+            with torch.cuda.stream(_torch_stream(torch, stream)):
+                t = make(shape, dtype=tdt, device=_DEVICE0)
+        else:
+            t = make(shape, dtype=tdt, device=_DEVICE0)
+        return DeviceArray(t.data_ptr(), shape, dt.name, "torch", t)
+    if like is not None and like.kind == "cupy":
         import cupy
-        c = (cupy.zeros if zero else cupy.empty)(shape, dtype=dt.numpy)
-        return DeviceArray(int(c.data.ptr), tuple(shape), dt.name, "cai", c)
+        make = cupy.zeros if zero else cupy.empty
+        if explicit and stream != streams.cupy_current():
+            ext = cupy.cuda.Stream.null if stream == streams.LEGACY else \
+                cupy.cuda.ExternalStream(stream)
+            with ext:
+                c = make(shape, dtype=dt.numpy)
+        else:
+            c = make(shape, dtype=dt.numpy)
+        return DeviceArray(int(c.data.ptr), tuple(shape), dt.name, "cupy", c)
     if like is not None and like.kind == "dlpack":
         from .cuda_array import CudaArray
-        c = CudaArray(shape, dt, zero=zero)
+        c = CudaArray(shape, dt, zero=zero, stream=stream)
         return DeviceArray(c.ptr, tuple(shape), dt.name, "dlpack", c, as_jax=_is_jax(like.obj))
     n = int(np.prod(shape)) * dt.numpy.itemsize
     ptr = cuda_api.mem_alloc(n)
     if zero:
-        cuda_api.memset_zero(ptr, n)
-    host = np.zeros(shape, dt.numpy)
+        try:
+            cuda_api.memset_zero(ptr, n, stream)
+        except BaseException:
+            cuda_api.mem_free(ptr)
+            raise
+    host = np.empty(shape, dt.numpy)
     return DeviceArray(ptr, tuple(shape), dt.name, "numpy", host, owned=True)
+
+
+def new_temp(shape, dt, like: DeviceArray | None, stream: int = streams.LEGACY,
+             explicit: bool = False) -> DeviceArray:
+    """A zero-filled temporary of the call: from torch's or CuPy's pool when the
+    outputs come from there (freed into the pool after the call, stream-ordered),
+    else device memory that `release` frees."""
+    if like is not None and like.kind in ("torch", "cupy"):
+        return new_output(shape, dt, like, True, stream, explicit)
+    n = int(np.prod(shape)) * dt.numpy.itemsize
+    ptr = cuda_api.mem_alloc(n)
+    a = DeviceArray(ptr, tuple(shape), dt.name, "temp", None, owned=True)
+    try:
+        cuda_api.memset_zero(ptr, n, stream)
+    except BaseException:
+        release([a], stream, quiet=True)
+        raise
+    return a
+
+
+_DEVICE0 = "cuda:0"
+_TORCH_DTYPES: dict = {}
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _torch_dtype(torch, name: str):
+    _TORCH_DTYPES[name] = getattr(torch, name)
+    return _TORCH_DTYPES[name]
+
+
+def _torch_stream(torch, handle: int):
+    """A torch stream object for a handle (for allocating on it)."""
+    if handle == streams.LEGACY:
+        return torch.cuda.default_stream(0)
+    return torch.cuda.ExternalStream(handle, device=_DEVICE0)
 
 
 def _is_jax(x) -> bool:
     return type(x).__module__.split(".")[0] in ("jax", "jaxlib")
 
 
-def finish_output(a: DeviceArray):
+def finish_output(a: DeviceArray, stream: int = streams.LEGACY):
+    """The user's object for output `a`; a NumPy output's copy back is queued
+    on `stream` (it is there once the caller synchronizes that stream)."""
     if a.kind == "numpy":
-        cuda_api.memcpy_dtoh(a.obj.ctypes.data, a.ptr, a.obj.nbytes)
+        cuda_api.memcpy_dtoh(a.obj.ctypes.data, a.ptr, a.obj.nbytes, stream)
         return a.obj
     if a.as_jax:
         import jax.dlpack
@@ -242,14 +382,16 @@ def finish_output(a: DeviceArray):
     return a.obj
 
 
-def release(arrays):
+def release(arrays, stream: int = streams.LEGACY, quiet: bool = False):
     """Free what tcomp allocated and hand DLPack inputs back to their producers.
     A producer may free or reuse a buffer as soon as its deleter runs, and our
-    launches are asynchronous: so the device is synchronized first."""
+    launches are asynchronous: so `stream`, where they run, is synchronized
+    first (that stream only, not the device). `quiet`: an error is already on
+    its way, do not replace it with one from here."""
     error = None
-    if any(a.imported is not None for a in arrays):
+    if any(a.owned or a.imported is not None for a in arrays):
         try:
-            cuda_api.synchronize()
+            cuda_api.stream_synchronize(stream)
         except CudaError as e:
             error = e
     for a in arrays:
@@ -259,5 +401,5 @@ def release(arrays):
         if a.imported is not None:
             a.imported.release()
             a.imported = None
-    if error is not None:
+    if error is not None and not quiet:
         raise error

@@ -10,6 +10,7 @@ import functools
 import glob
 import os
 import sys
+import threading
 
 from ..errors import CudaError
 
@@ -113,12 +114,24 @@ def check(result, what: str):
     else:
         err, rest = result, ()
     if err != driver.CUresult.CUDA_SUCCESS:
-        _, text = driver.cuGetErrorString(err)
-        msg = text.decode() if isinstance(text, bytes) else str(text)
-        raise CudaError(f"{what} failed: {err.name} ({msg})")
+        raise CudaError(error_text(driver, err, what))
     if not rest:
         return None
     return rest[0] if len(rest) == 1 else rest
+
+
+CAPTURE_REMEDY = ("; a CUDA graph is being captured: pass device arrays (torch tensors, CuPy "
+                  "arrays), which tcomp allocates and launches on the capturing stream; NumPy "
+                  "inputs and outputs are copied synchronously and cannot be captured")
+
+
+def error_text(driver, err, what: str) -> str:
+    _, text = driver.cuGetErrorString(err)
+    msg = text.decode() if isinstance(text, bytes) else str(text)
+    out = f"{what} failed: {err.name} ({msg})"
+    if err.name.startswith("CUDA_ERROR_STREAM_CAPTURE"):
+        out += CAPTURE_REMEDY
+    return out
 
 
 class Device:
@@ -226,16 +239,56 @@ def launch_limits(func):
 
 
 def launch(func, grid, block, smem: int, args: list, stream=0):
-    """args: list of (ctypes type, value)."""
-    driver = _driver()
+    """args: list of (ctypes type, value). (The general form; kernel calls go
+    through `launch_packed` with parameters packed once per launch plan.)"""
     holders = [t(v) for t, v in args]
     ptrs = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
-    check(driver.cuLaunchKernel(func, *[int(g) for g in grid], *[int(b) for b in block],
-                                int(smem), stream, ctypes.addressof(ptrs), 0), "cuLaunchKernel")
+    launch_packed(func, *[int(g) for g in grid], *[int(b) for b in block], int(smem), stream,
+                  ctypes.addressof(ptrs) if holders else 0)
+
+
+_launch_kernel = None
+
+
+def kernel_launcher():
+    """cuda.bindings' cuLaunchKernel. Called with `kernelParams` the address
+    of a ready `void*[]` (an int, 0 for none) it is the cheapest launch
+    cuda.bindings offers (a (values, types) tuple is converted on every call;
+    a ctypes prototype of libcuda's function costs twice as much per call).
+    Check its result with `launch_failed`."""
+    global _launch_kernel
+    if _launch_kernel is None:
+        _launch_kernel = _driver().cuLaunchKernel
+    return _launch_kernel
+
+
+def launch_packed(func, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, smem: int,
+                  stream: int, params: int):
+    """Launch `func` with `params` the address of a ready `void*[]` (0 for none)."""
+    args = (func, gx, gy, gz, bx, by, bz, smem, stream, params, 0)
+    err = kernel_launcher()(*args)[0]
+    if err:
+        launch_failed(err, args)
+
+
+def launch_failed(err, args: tuple) -> None:
+    """After cuLaunchKernel(*args) returned `err`: where this thread's current
+    context is not tcomp's (none yet on this thread, or another library
+    switched it; tcomp does not set it before each launch), make it current
+    and launch once more; raise CudaError for any other error."""
+    if err.name in ("CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_HANDLE"):
+        device().activate()
+        err = kernel_launcher()(*args)[0]
+    if err:
+        raise CudaError(error_text(_driver(), err, "cuLaunchKernel"))
 
 
 def synchronize():
     check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+def stream_synchronize(stream: int):
+    check(_driver().cuStreamSynchronize(stream), "cuStreamSynchronize")
 
 
 def mem_alloc(nbytes: int) -> int:
@@ -246,17 +299,19 @@ def mem_free(ptr: int):
     check(_driver().cuMemFree(ptr), "cuMemFree")
 
 
-def memcpy_htod(dst: int, src_ptr: int, nbytes: int):
+def memcpy_htod(dst: int, src_ptr: int, nbytes: int, stream: int = 0):
+    """Host to device, queued on `stream` (the host buffer may change once this returns)."""
     if nbytes:
-        check(_driver().cuMemcpyHtoD(dst, src_ptr, nbytes), "cuMemcpyHtoD")
+        check(_driver().cuMemcpyHtoDAsync(dst, src_ptr, nbytes, stream), "cuMemcpyHtoDAsync")
 
 
-def memcpy_dtoh(dst_ptr: int, src: int, nbytes: int):
+def memcpy_dtoh(dst_ptr: int, src: int, nbytes: int, stream: int = 0):
+    """Device to host, queued on `stream`: the data is there after the stream synchronizes."""
     if nbytes:
-        check(_driver().cuMemcpyDtoH(dst_ptr, src, nbytes), "cuMemcpyDtoH")
+        check(_driver().cuMemcpyDtoHAsync(dst_ptr, src, nbytes, stream), "cuMemcpyDtoHAsync")
 
 
-def memset_zero(ptr: int, nbytes: int, stream=0):
+def memset_zero(ptr: int, nbytes: int, stream: int = 0):
     if nbytes:
         check(_driver().cuMemsetD8Async(ptr, 0, nbytes, stream), "cuMemsetD8Async")
 
@@ -274,15 +329,28 @@ def pointer_device(ptr: int) -> int | None:
     return int(value)
 
 
-def order_after_default_stream(stream: int):
-    """Make `stream` (a CUstream handle as an int) wait for the work queued so
-    far on the legacy default stream, where tcomp launches, without blocking
-    the host."""
+def order_after(waiting: int, producer: int):
+    """Make stream `waiting` wait for the work queued so far on stream
+    `producer` (CUstream handles as ints), without blocking the host."""
     driver = _driver()
     ev = check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)),
                "cuEventCreate")
     try:
-        check(driver.cuEventRecord(ev, 0), "cuEventRecord")
-        check(driver.cuStreamWaitEvent(stream, ev, 0), "cuStreamWaitEvent")
+        check(driver.cuEventRecord(ev, producer), "cuEventRecord")
+        check(driver.cuStreamWaitEvent(waiting, ev, 0), "cuStreamWaitEvent")
     finally:
         check(driver.cuEventDestroy(ev), "cuEventDestroy")
+
+
+_context = threading.local()
+
+
+def ensure_context() -> Device:
+    """The device, with its context made current on this thread (once per
+    thread: a cuCtxSetCurrent per call costs more than the rest of a launch's
+    bookkeeping; `launch_packed` re-activates if another library switched)."""
+    dev = device()
+    if getattr(_context, "device", None) is not dev:
+        dev.activate()
+        _context.device = dev
+    return dev

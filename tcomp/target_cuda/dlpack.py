@@ -12,8 +12,8 @@ Consumer, following the Python array API's DLPack protocol:
      ourselves once the data is no longer used (`Imported.release`).
 
 Which stream the producer must order its work against is chosen in one place,
-`producer_stream`: tcomp launches on the legacy default stream today, which is
-what `stream=None` means for CUDA producers.
+`producer_stream`: the stream the kernel call runs on (streams.py), as the
+protocol spells it (None for the legacy default stream).
 """
 from __future__ import annotations
 
@@ -95,11 +95,14 @@ def _set_name(capsule, name: bytes) -> None:
     _set_name_raw(capsule, ctypes.addressof(_NAMES[name]))
 
 
-def producer_stream(device_type: int):
-    """The `stream` argument for `__dlpack__`: the one place that says which
-    stream tcomp's kernels run on. CUDA: None, which the protocol defines as
-    the legacy default stream, where tcomp launches today (the producer makes
-    that stream wait for its pending writes). CPU producers accept only None."""
+def producer_stream(device_type: int, stream: int = 0):
+    """The `stream` argument for `__dlpack__`: the stream tcomp's kernels of
+    this call run on (`stream`, a CUstream handle), so that the producer makes
+    it wait for its pending writes. CUDA: None for the legacy default stream
+    (the protocol's meaning of None, which every producer accepts), else the
+    handle (2 is the per-thread default stream). CPU producers accept only None."""
+    if device_type in (kDLCUDA, kDLCUDAManaged) and stream not in (0, 1):
+        return stream
     return None
 
 
@@ -199,15 +202,16 @@ def _address(fn) -> int:
     return ctypes.cast(fn, ctypes.c_void_p).value or 0
 
 
-def consume(name: str, x) -> Imported:
+def consume(name: str, x, stream: int = 0) -> Imported:
     """Ask `x` for a DLPack capsule (a versioned one when it can) and import it.
-    `name` is the kernel parameter, for messages."""
+    `name` is the kernel parameter, for messages; `stream` the stream that
+    will read it (a CUstream handle, 0 for the legacy default stream)."""
     try:
         dev_type, dev_id = (int(v) for v in x.__dlpack_device__())
     except Exception as e:
         raise CudaError(f"input '{name}': {type(x).__name__}.__dlpack_device__() failed: "
                         f"{e}") from None
-    stream = producer_stream(dev_type)
+    stream = producer_stream(dev_type, stream)
     try:
         try:
             capsule = x.__dlpack__(stream=stream, max_version=VERSION)

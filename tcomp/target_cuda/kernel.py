@@ -2,7 +2,6 @@
 metadata — callable on arrays, exportable as `.cubin` + `.json`."""
 from __future__ import annotations
 
-import ctypes
 import functools
 import json
 import os
@@ -16,10 +15,10 @@ from ..lang.signature import InputSpec, Signature
 from ..lower import ir
 from ..lower.launch import LaunchLimits, launch_problem
 from . import arrays as A
-from . import cuda_api
+from . import cuda_api, streams
 from .codegen import CodegenOptions, program_source
 from .compile import DEFAULT_ARCH, CompileOptions, compile_source
-from .index_width import index_bits_for, static_index_bits
+from .index_width import static_index_bits
 
 FORMAT = 1
 
@@ -171,6 +170,8 @@ class CudaKernel:
         self.program, self.op = program, op
         bits = int(meta.get("index_bits", 32))
         self._variants = {bits: Variant(bits, cubin, meta["kernels"], source, ptx)}
+        self._plans = {}  # index bits -> launch_plan.Plan, made on first use
+        self._bound = {}  # tuple(sizes.items()) -> launch_plan.Bound, for recent sizes
         if wide is not None:
             self._variants[64] = wide
 
@@ -221,84 +222,152 @@ class CudaKernel:
         return Signature(m["op"], tuple(InputSpec(i["name"], dtypes.BY_NAME[i["dtype"]],
                                                   tuple(i["shape"])) for i in m["inputs"]))
 
-    def __call__(self, *args):
+    @functools.cached_property
+    def _check(self):
+        """The signature's checker, compiled for this kernel's fixed sizes."""
+        return self.signature.checker(self.meta["bound_sizes"])
+
+    @functools.cached_property
+    def _inputs(self) -> list:
+        return [(spec["name"], dtypes.BY_NAME[spec["dtype"]]) for spec in self.meta["inputs"]]
+
+    @functools.cached_property
+    def _made(self) -> list:
+        """(dtype, zero-fill, is an output) of each output, then each temporary."""
         m = self.meta
+        return ([(dtypes.BY_NAME[o["dtype"]], o.get("zero_fill", True), True)
+                 for o in m["outputs"]] +
+                [(dtypes.BY_NAME[t["dtype"]], True, False) for t in m["temps"]])
+
+    @functools.cached_property
+    def _width(self):
+        from .launch_plan import compile_width
+        return compile_width(self.meta)
+
+    def __call__(self, *args, stream=None):
+        """Run the kernel on `args` (API.md); returns the outputs.
+
+        Runs on the caller's stream (streams.py): `stream=` when given (an int
+        handle, a torch or CuPy stream, or an object with `__cuda_stream__`),
+        else torch's current stream for torch tensors, CuPy's for CuPy arrays,
+        the stream a `__cuda_array_interface__` names, else the legacy default
+        stream. Device-array calls return without waiting for the GPU; NumPy
+        calls copy in and out on that stream and wait for it."""
+        if stream is not None:
+            stream = streams.from_argument(stream)  # a bad one is refused before any GPU work
+        if A.has_dlpack_only(args):
+            # Imported first so that the checks see their shapes and dtypes; the producer
+            # is told the stream the call will run on.
+            names = [i["name"] for i in self.meta["inputs"]]
+            args = A.import_dlpack_only(names, args,
+                                        A.stream_of(args) if stream is None else stream)
+            try:
+                return self._run(args, stream)
+            finally:
+                A.release_args(args)  # DLPack imports that never reached wrap_input
+        return self._run(args, stream)
+
+    def _run(self, args, stream: int | None):
         # The checks every target shares (ranks, dims, size variables, dtypes, writes
         # range inference left to run time), before any copy or launch.
-        args = A.import_dlpack_only([i["name"] for i in m["inputs"]], args)
-        try:
-            args, sizes = self.signature.check_call(args, m["bound_sizes"])
-        except BaseException:
-            A.release_args(args)
-            raise
-        dev = cuda_api.device()
-        dev.activate()
-        wrapped, temps = [], []
-        try:
-            for spec, x in zip(m["inputs"], args):
-                wrapped.append(A.wrap_input(spec["name"], x, dtypes.BY_NAME[spec["dtype"]]))
-            shapes = {spec["name"]: w.shape for spec, w in zip(m["inputs"], wrapped)}
-            for spec in m["outputs"] + m["temps"]:
-                shapes[spec["name"]] = tuple(max(0, eval_size(j, sizes)) for j in spec["shape"])
-            v = self._select_variant(sizes, shapes)
-            like = next((w for w in wrapped if w.kind != "numpy"), None)
-            outs = {}
-            for spec in m["outputs"] + m["temps"]:
-                shape = shapes[spec["name"]]
-                is_out = spec in m["outputs"]
-                arr = A.new_output(shape, dtypes.BY_NAME[spec["dtype"]], like if is_out else None,
-                                   zero=spec.get("zero_fill", True))
-                outs[spec["name"]] = arr
-                if not is_out:
-                    temps.append(arr)
-            ptrs = {spec["name"]: w.ptr for spec, w in zip(m["inputs"], wrapped)}
-            ptrs.update({n: a.ptr for n, a in outs.items()})
-            size_type = ctypes.c_longlong if v.index_bits == 64 else ctypes.c_int
-            for kd in v.kernels:
-                grid, block = launch_dims(kd, sizes)
-                if min(grid) <= 0 or min(block) <= 0:
-                    continue  # an empty range: nothing to compute (a 0-thread launch is invalid)
-                for name in kd.get("aligned_buffers", ()):
-                    if ptrs[name] % 16:
-                        raise CudaError(f"kernel {kd['name']} accesses '{name}' with 16-byte "
-                                        f"vectors, but its pointer is not 16-byte aligned")
-                f = v.module.function(kd["name"], kd["dynamic_smem"])
-                check_launch(kd, grid, block, v.module.limits[kd["name"]])
-                params = []
-                for p in kd["params"]:
-                    if "buffer" in p:
-                        params.append((ctypes.c_void_p, ptrs[p["buffer"]]))
-                    else:
-                        params.append((size_type, sizes[p["size"]]))
-                cuda_api.launch(f, grid, block, kd["dynamic_smem"], params)
-            if like is None:
-                cuda_api.synchronize()
-            results = []
-            for spec in m["outputs"]:
-                a = outs[spec["name"]]
-                if spec.get("declared_shape") is not None:
-                    want = tuple(eval_size(j, sizes) for j in spec["declared_shape"])
-                    if want != tuple(a.shape):
-                        raise CudaError(f"output '{spec['name']}' is declared with shape {want} but "
-                                        f"its statements compute shape {tuple(a.shape)}")
-                results.append(A.finish_output(a))
-            A.release(list(outs.values()))
-            return results[0] if len(results) == 1 else tuple(results)
-        finally:
-            A.release(wrapped + temps)
-            A.release_args(args)  # DLPack imports that never reached wrap_input
+        args, sizes = self._check(args)
+        key = tuple(sizes.items())
+        bound = self._bound.get(key) or self._bind(sizes, key)
+        if stream is None and args and type(args[0]) in A.TORCH_TYPES:
+            out = self._torch_call(args, bound)
+            if out is not None:
+                return out
+        return self._call(args, bound, stream)
 
-    def _select_variant(self, sizes: dict, shapes: dict) -> Variant:
-        """The variant these sizes need (index_width.index_bits_for), loaded."""
-        launches = [(kd["name"], [eval_size(g, sizes) for g in kd["grid"]],
-                     [eval_size(b, sizes) for b in kd["block"]]) for kd in self.meta["kernels"]]
-        bits, _ = index_bits_for(shapes, launches, sizes)
-        if bits < self.index_bits:
-            bits = self.index_bits  # a 64-bit-only kernel (sizes fixed at build) runs as is
-        v = self.variant(bits)
-        if v.module is None:
-            v.module = cuda_api.Module(v.cubin)
-        return v
+    def _torch_call(self, args, bound):
+        """The call model code makes, every input a contiguous CUDA tensor on
+        device 0, on torch's current stream, with nothing but the work that
+        call needs; None for any other call (then `_call`, the general path,
+        takes it and names what is wrong). (No cuCtxSetCurrent: a launch made
+        without tcomp's context current is retried with it, see launch_packed.)"""
+        ptrs = []
+        for x in args:
+            if (type(x) not in A.TORCH_TYPES or not x.is_cuda or x.get_device() != 0
+                    or not x.is_contiguous()):
+                return None
+            ptrs.append(x.data_ptr())
+        empty, zeros, dev = A.torch_allocators()
+        outs = []
+        for (tdt, zero, is_out), shape in zip(self._torch_made, bound.shapes):
+            t = (zeros if zero else empty)(shape, dtype=tdt, device=dev)
+            ptrs.append(t.data_ptr())
+            if is_out:
+                outs.append(t)
+        bound.run(ptrs, streams.torch_current())
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @functools.cached_property
+    def _torch_made(self) -> list:
+        """`_made` with torch dtypes."""
+        import torch
+        return [(getattr(torch, dt.name), zero, is_out) for dt, zero, is_out in self._made]
+
+    def _call(self, args, bound, stream: int | None):
+        """Any call: NumPy, torch, CuPy, DLPack and array-interface inputs, and
+        an explicit `stream=` (here its int handle)."""
+        cuda_api.ensure_context()
+        if stream is None:
+            s, explicit = A.stream_of(args), False
+        else:
+            s, explicit = stream, True
+        taken = []  # what release() hands back or frees
+        try:
+            ptrs = []
+            for (name, want), x in zip(self._inputs, args):
+                w = A.wrap_input(name, x, want, s)
+                if w.owned or w.imported is not None:
+                    taken.append(w)
+                ptrs.append(w)
+            like = next((w for w in ptrs if w.kind != "numpy"), None)
+            made = []
+            for (dt, zero, is_out), shape in zip(self._made, bound.shapes):
+                a = (A.new_output(shape, dt, like, zero, s, explicit) if is_out else
+                     A.new_temp(shape, dt, like, s, explicit))
+                if a.owned:
+                    taken.append(a)
+                made.append(a)
+            ptrs = [w.ptr for w in ptrs]
+            ptrs += [a.ptr for a in made]
+            bound.run(ptrs, s)
+            n_out = len(self.meta["outputs"])
+            results = [A.finish_output(a, s) for a in made[:n_out]]
+            if made[0].kind == "numpy":
+                cuda_api.stream_synchronize(s)  # the copies back, queued by finish_output
+        except BaseException:
+            A.release(taken, s, quiet=True)
+            raise
+        if taken:
+            A.release(taken, s)
+        return results[0] if n_out == 1 else tuple(results)
+
+    def _bind(self, sizes: dict, key: tuple):
+        """The launch plan of the variant these sizes need (index_width.py),
+        made on first use, bound to these sizes; the bindings of recent sizes
+        are kept (by `key`, the sizes' items)."""
+        bits = max(self._width(sizes), self.index_bits)  # a 64-bit-only kernel runs as is
+        plan = self._plans.get(bits)
+        if plan is None:
+            from .launch_plan import Plan
+            cuda_api.ensure_context()
+            v = self.variant(bits)
+            if v.module is None:
+                v.module = cuda_api.Module(v.cubin)
+            plan = self._plans[bits] = Plan(self.meta, v.kernels, v.module, bits)
+        bound = plan.bind(sizes)
+        if len(self._bound) >= 64:
+            self._bound.clear()  # a program called with ever new sizes: start again
+        self._bound[key] = bound
+        return bound
+
+    @property
+    def _module(self):
+        """The loaded module of `cubin` (None before the first call)."""
+        return self._variants[self.index_bits].module
 
     def torch_op(self, name: str | None = None):
         """This kernel as a PyTorch custom operator (`torch.ops.tcomp.<name>`)

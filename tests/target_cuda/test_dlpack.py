@@ -178,8 +178,19 @@ def test_consume_falls_back_for_producers_before_dlpack_1():
     t.release()
 
 
-def test_producer_stream_is_the_legacy_default_stream():
+def test_producer_stream_is_the_launch_stream():
     assert D.producer_stream(D.kDLCUDA) is None and D.producer_stream(D.kDLCPU) is None
+    assert D.producer_stream(D.kDLCUDA, 1) is None  # the legacy default stream, as None
+    assert D.producer_stream(D.kDLCUDA, 0x5000) == 0x5000
+    assert D.producer_stream(D.kDLCUDAManaged, 2) == 2  # the per-thread default stream
+    assert D.producer_stream(D.kDLCPU, 0x5000) is None  # CPU producers take only None
+
+
+def test_consume_names_the_launch_stream_to_the_producer():
+    p = Producer(np.ones(3, np.int32), device=(D.kDLCUDA, 0),
+                 capsule=fake_device_capsule(np.ones(3, np.int32)))
+    D.consume("A", p, 0x5000).release()
+    assert p.calls == [{"stream": 0x5000, "max_version": (1, 0)}]
 
 
 def test_device_disagreement_is_an_error():
@@ -217,10 +228,11 @@ def test_device_tensor_taken_in_place(monkeypatch):
                                                         "float32", False)
     assert len(D._LIVE) == 1
     live_at_sync = []
-    monkeypatch.setattr(cuda_api, "synchronize", lambda: live_at_sync.append(len(D._LIVE)))
-    A.release([w])
-    # the kernel may still read the tensor: synchronize before handing it back
-    assert live_at_sync == [1] and not D._LIVE and w.imported is None
+    monkeypatch.setattr(cuda_api, "stream_synchronize",
+                        lambda stream: live_at_sync.append((stream, len(D._LIVE))))
+    A.release([w], 0x5000)
+    # the kernel may still read the tensor: synchronize its stream before handing it back
+    assert live_at_sync == [(0x5000, 1)] and not D._LIVE and w.imported is None
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -252,7 +264,7 @@ def test_cpu_tensor_is_copied_like_numpy(monkeypatch):
     a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]  # strided: copied contiguous
     copies = []
     monkeypatch.setattr(cuda_api, "mem_alloc", lambda n: 4096)
-    monkeypatch.setattr(cuda_api, "memcpy_htod", lambda dst, src, n: copies.append(
+    monkeypatch.setattr(cuda_api, "memcpy_htod", lambda dst, src, n, stream: copies.append(
         np.ctypeslib.as_array((ctypes.c_float * (n // 4)).from_address(src)).copy()))
     p = Producer(a)
     before = sys.getrefcount(a)
@@ -336,9 +348,18 @@ def test_cuda_array_exports_capsules(monkeypatch):
             t.release()
             assert not D._LIVE
         waited = []
-        monkeypatch.setattr(cuda_api, "order_after_default_stream", waited.append)
+        monkeypatch.setattr(cuda_api, "order_after", lambda w, p: waited.append((w, p)))
         D.import_capsule(c.__dlpack__(stream=0x5000)).release()
-        assert waited == [0x5000]  # another stream waits for tcomp's kernels
+        assert waited == [(0x5000, 0)]  # another stream waits for tcomp's kernels
+        D.import_capsule(c.__dlpack__(stream=1)).release()  # the stream it was written on
+        D.import_capsule(c.__dlpack__()).release()
+        assert waited == [(0x5000, 0)]
+        c.stream = 0x7000  # written on a stream of the caller's
+        assert c.__cuda_array_interface__["stream"] == 0x7000
+        D.import_capsule(c.__dlpack__()).release()
+        D.import_capsule(c.__dlpack__(stream=0x7000)).release()
+        D.import_capsule(c.__dlpack__(stream=-1)).release()
+        assert waited == [(0x5000, 0), (0, 0x7000)]
     finally:
         c.ptr = 0  # nothing to free
 

@@ -33,7 +33,7 @@ def test_jax_buffers_are_read_in_place():
 def test_jax_cpu_arrays_are_copied_like_numpy(monkeypatch):
     sent = []
     monkeypatch.setattr(cuda_api, "mem_alloc", lambda n: 8192)
-    monkeypatch.setattr(cuda_api, "memcpy_htod", lambda dst, src, n: sent.append(n))
+    monkeypatch.setattr(cuda_api, "memcpy_htod", lambda dst, src, n, stream: sent.append(n))
     w = A.wrap_input("A", jnp.ones((4, 5), jnp.float32), dtypes.float32)
     assert (w.kind, w.shape, w.owned, sent) == ("numpy", (4, 5), True, [80])
 

@@ -247,8 +247,10 @@ def _free_gpu_memory() -> int:
 
 
 def _force_64_bit(monkeypatch):
-    from tcomp.target_cuda import kernel
-    monkeypatch.setattr(kernel, "index_bits_for", lambda *a, **k: (64, "forced by the test"))
+    """Kernels made from now on choose 64-bit indices for every call (the width
+    function of their launch plans, launch_plan.compile_width, says 64)."""
+    from tcomp.target_cuda import launch_plan
+    monkeypatch.setattr(launch_plan, "compile_width", lambda meta: lambda sizes: 64)
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])
