@@ -95,6 +95,9 @@ def main():
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--profile", action="store_true",
+                    help="also print where the fixed-size tcomp call spends its host time "
+                         "(cProfile, top functions by own time)")
     args = ap.parse_args()
     n = args.n
     a = torch.randn(n, device="cuda")
@@ -109,10 +112,15 @@ def main():
         ("tcomp, symbolic size", lambda: symbolic(a, b)),
         ("tcomp via k.torch_op()", lambda: op(a, b)),
     ]
+    parts = [  # the floor a call cannot go below: the output's allocation
+        ("(part) `torch.empty_like(a)` alone", lambda: torch.empty_like(a)),
+    ]
     replay, graph_out = graph_of(lambda: fixed(a, b))
     rows = []
     for name, fn in contenders:
         torch.testing.assert_close(fn(), want)
+        rows.append((name, per_call_us(fn, args.calls, args.repeats)))
+    for name, fn in parts:
         rows.append((name, per_call_us(fn, args.calls, args.repeats)))
     replay()
     torch.cuda.synchronize()
@@ -132,6 +140,16 @@ def main():
         print(f"| {name:44} | {med:.1f} | {min(times):.1f} | {triton_us / med:.2f} |")
         results.append({"name": name, "us_per_call": med, "min_us": min(times), "all_us": times,
                         "triton_over_this": triton_us / med})
+    if args.profile:
+        import cProfile
+        import pstats
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.calls):
+            fixed(a, b)
+        prof.disable()
+        torch.cuda.synchronize()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
     out = os.environ.get("OUT")
     if out:
         with open(os.path.join(out, "launch_overhead.json"), "w") as f:
