@@ -74,18 +74,22 @@ def nvrtc_compile(source: str, name: str, options: list[str]) -> tuple[str, byte
         opts = [o.encode() for o in options]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         err_log, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
+        # Output buffers are bytearrays: NVRTC writes into them, and `b" " * 1` would
+        # be CPython's shared one-byte object (an empty log has size 1), which the
+        # write would corrupt for the whole process (every b" " then reads b"\x00",
+        # and code compiled afterwards loses the spaces of its f-strings).
+        log = bytearray(size)
         nvrtc.nvrtcGetProgramLog(prog, log)
         log = log.decode(errors="replace").rstrip("\x00").strip()
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise _CompileFailed(log)
         _, n = nvrtc.nvrtcGetPTXSize(prog)
-        ptx = b" " * n
+        ptx = bytearray(n)
         nvrtc.nvrtcGetPTX(prog, ptx)
         cubin = b""
         if any(o.startswith("--gpu-architecture=sm_") for o in options):
             _, n = nvrtc.nvrtcGetCUBINSize(prog)
-            cubin = b" " * n
+            cubin = bytearray(n)
             nvrtc.nvrtcGetCUBIN(prog, cubin)
         return ptx.decode().rstrip("\x00"), bytes(cubin), log
     finally:

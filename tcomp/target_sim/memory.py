@@ -86,11 +86,9 @@ class Memory:
 
     def _out_of_bounds(self, name, what, where, shape, d, lane, subs):
         sub = self._sub_at(subs, lane)
-        # (str.format, not an f-string: CPython 3.12's f-string tokenizer dropped the
-        # space between {what} and {name} here when the module was compiled afresh)
-        raise SimError("kernel {}: {} {}{} out of bounds (shape {}, dimension {}) in block {}, "
-                       "thread {}{}".format(self.kname, what, name, sub, tuple(shape), d,
-                                            self._block(lane), self._thread(lane), where))
+        raise SimError(f"kernel {self.kname}: {what} {name}{sub} out of bounds (shape "
+                       f"{tuple(shape)}, dimension {d}) in block {self._block(lane)}, thread "
+                       f"{self._thread(lane)}{where}")
 
     @staticmethod
     def flatten(subs, shape):

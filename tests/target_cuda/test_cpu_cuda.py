@@ -82,3 +82,28 @@ def test_export_writes_cubin_and_sidecar(tmp_path):
         k.export(str(tmp_path / "mm.bin"))
     with pytest.raises(tcomp.TcompError, match="No such file"):
         tcomp.load(str(tmp_path / "missing.cubin"))
+
+
+NVRTC_KEEPS_SHARED_BYTES = r"""
+from tcomp.target_cuda import cuda_api
+ptx, cubin, log = cuda_api.nvrtc_compile('extern "C" __global__ void k() {}', "k.cu",
+                                         ["--gpu-architecture=sm_90a"])
+assert log == "" and cubin, (log, len(cubin))      # an empty log: NVRTC's log size is 1
+assert bytes([32])[0] == 32 and " ".encode()[0] == 32, bytes([32])  # (contents: all b" " are one)
+x, y = 1, 2
+assert eval(compile('f"{x} {y}"', "<f>", "eval")) == "1 2"
+print("ok")
+"""
+
+
+def test_nvrtc_output_buffers_never_alias_shared_bytes():
+    """NVRTC writes its log, PTX and cubin into the buffers it is given; a
+    one-byte `b" " * 1` is CPython's shared b" " object, and writing the empty
+    log's NUL into it broke every later b" " in the process (f-strings compiled
+    afterwards lost their spaces: the CUDA source read `intN`). A fresh
+    interpreter, so that nothing else compiled first."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", NVRTC_KEEPS_SHARED_BYTES], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
