@@ -49,16 +49,23 @@ def _message(fn, *args) -> str:
     return info.value.message
 
 
-@pytest.mark.parametrize("src,args,message", BAD_CALLS)
-def test_built_and_loaded_kernels_refuse_bad_calls_like_evaluate(src, args, message, tmp_path):
+def assert_refused_like_evaluate(src, args, message, folder):
+    """A built cuda kernel, the same loaded from its files, and the sim kernel
+    refuse `args` with evaluate's LangError text (on a GPU machine too: the
+    checks come before anything reaches the device)."""
     op = tcomp.op(src)
     want = _message(tcomp.evaluate, op, *args)
     assert want.startswith(message)
     k = tcomp.build(op, target="cuda")
     assert _message(k, *args) == want
-    k.export(str(tmp_path / "k.cubin"))
-    assert _message(tcomp.load(str(tmp_path / "k.cubin")), *args) == want
+    k.export(str(folder / "k.cubin"))
+    assert _message(tcomp.load(str(folder / "k.cubin")), *args) == want
     assert _message(tcomp.build(op, target="sim"), *args) == want
+
+
+@pytest.mark.parametrize("src,args,message", BAD_CALLS)
+def test_built_and_loaded_kernels_refuse_bad_calls_like_evaluate(src, args, message, tmp_path):
+    assert_refused_like_evaluate(src, args, message, tmp_path)
 
 
 def test_signature_travels_in_the_sidecar(tmp_path):

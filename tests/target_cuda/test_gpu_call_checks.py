@@ -12,28 +12,17 @@ import pytest
 import tcomp
 from tests.lower.test_half_reductions import HALF_TYPES, ROWSUM, SCHEDULES, exact, rows
 
-from .test_call_checks import BAD_CALLS, SCALARS, WRITES
+from .test_call_checks import (BAD_CALLS, SCALARS, WRITES, _message,
+                               assert_refused_like_evaluate)
 
 pytestmark = pytest.mark.cuda
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _message(fn, *args) -> str:
-    with pytest.raises(tcomp.LangError) as info:
-        fn(*args)
-    return info.value.message
-
-
 @pytest.mark.parametrize("src,args,message", BAD_CALLS)
 def test_bad_calls_never_reach_the_gpu(src, args, message, tmp_path):
-    op = tcomp.op(src)
-    want = _message(tcomp.evaluate, op, *args)
-    assert want.startswith(message)
-    k = tcomp.build(op, target="cuda")
-    assert _message(k, *args) == want
-    k.export(str(tmp_path / "k.cubin"))
-    assert _message(tcomp.load(str(tmp_path / "k.cubin")), *args) == want
+    assert_refused_like_evaluate(src, args, message, tmp_path)
 
 
 def test_python_data_is_converted_on_the_gpu():

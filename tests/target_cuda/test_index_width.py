@@ -15,6 +15,7 @@ from tcomp.lower.pipeline import lower
 from tcomp.lower.rewriter import walk_stmts
 from tcomp.target_cuda.codegen import CodegenOptions, program_source
 from tcomp.target_cuda.index_width import LIMIT, index_bits_for, static_index_bits, widen
+from tests.target_cuda.test_gpu_runtime import tiled_matmul as _tiled_matmul
 
 ROWSUM = "def rowsum(bfloat16(N, D) X) -> (S) { S(n) +=! float(X(n, d)) }"
 DATA = """def f(int32(N) B, float(M) A) -> (O, P, Q) {
@@ -51,24 +52,7 @@ def data_schedule():
 
 
 def tiled_matmul(t=8):
-    s = tcomp.Schedule(tcomp.op(MM))
-    C = s["C"]
-    m, n = C.axes
-    (k,) = C.reduce_axes
-    mo, no, mi, ni = C.tile(m, n, t, t)
-    ko, ki = C.split(k, t)
-    C.reorder(mo, no, ko, mi, ni, ki)
-    C.bind(mo, "blockIdx.x")
-    C.bind(no, "blockIdx.y")
-    C.bind(mi, "threadIdx.y")
-    C.bind(ni, "threadIdx.x")
-    for name in ("A", "B"):
-        S = s.cache_read(name, "shared", [C])
-        S.compute_at(C, ko)
-        a0, a1 = S.axes
-        S.bind(a0, "threadIdx.y")
-        S.bind(a1, "threadIdx.x")
-    return s
+    return _tiled_matmul(tcomp.op(MM), t)
 
 
 def scale_schedule():
