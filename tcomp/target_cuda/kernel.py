@@ -172,6 +172,7 @@ class CudaKernel:
         self._variants = {bits: Variant(bits, cubin, meta["kernels"], source, ptx)}
         self._plans = {}  # index bits -> launch_plan.Plan, made on first use
         self._bound = {}  # tuple(sizes.items()) -> launch_plan.Bound, for recent sizes
+        self._fixed = None  # the one Bound of a kernel whose every size is fixed at build
         if wide is not None:
             self._variants[64] = wide
 
@@ -271,35 +272,24 @@ class CudaKernel:
         # The checks every target shares (ranks, dims, size variables, dtypes, writes
         # range inference left to run time), before any copy or launch.
         args, sizes = self._check(args)
-        key = tuple(sizes.items())
-        bound = self._bound.get(key) or self._bind(sizes, key)
+        bound = self._fixed
+        if bound is None:
+            key = tuple(sizes.items())
+            bound = self._bound.get(key) or self._bind(sizes, key)
         if stream is None and args and type(args[0]) in A.TORCH_TYPES:
-            out = self._torch_call(args, bound)
+            # The call model code makes, every input a contiguous CUDA tensor on device 0,
+            # on torch's current stream, with nothing but the work that call needs
+            # (torch_fast.py); None for any other call (then `_call`, the general path,
+            # takes it and names what is wrong). (No cuCtxSetCurrent: a launch made
+            # without tcomp's context current is retried with it, see launch_failed.)
+            fast = bound.plan.torch_call
+            if fast is None:
+                from .torch_fast import make_torch_call
+                fast = bound.plan.torch_call = make_torch_call(bound.plan, self._torch_made)
+            out = fast(args, bound)
             if out is not None:
                 return out
         return self._call(args, bound, stream)
-
-    def _torch_call(self, args, bound):
-        """The call model code makes, every input a contiguous CUDA tensor on
-        device 0, on torch's current stream, with nothing but the work that
-        call needs; None for any other call (then `_call`, the general path,
-        takes it and names what is wrong). (No cuCtxSetCurrent: a launch made
-        without tcomp's context current is retried with it, see launch_packed.)"""
-        ptrs = []
-        for x in args:
-            if (type(x) not in A.TORCH_TYPES or not x.is_cuda or x.get_device() != 0
-                    or not x.is_contiguous()):
-                return None
-            ptrs.append(x.data_ptr())
-        empty, zeros, dev = A.torch_allocators()
-        outs = []
-        for (tdt, zero, is_out), shape in zip(self._torch_made, bound.shapes):
-            t = (zeros if zero else empty)(shape, dtype=tdt, device=dev)
-            ptrs.append(t.data_ptr())
-            if is_out:
-                outs.append(t)
-        bound.run(ptrs, streams.torch_current())
-        return outs[0] if len(outs) == 1 else tuple(outs)
 
     @functools.cached_property
     def _torch_made(self) -> list:
@@ -359,6 +349,8 @@ class CudaKernel:
                 v.module = cuda_api.Module(v.cubin)
             plan = self._plans[bits] = Plan(self.meta, v.kernels, v.module, bits)
         bound = plan.bind(sizes)
+        if not self.meta["sizes"]:
+            self._fixed = bound  # (the checker has compared every size with the fixed ones)
         if len(self._bound) >= 64:
             self._bound.clear()  # a program called with ever new sizes: start again
         self._bound[key] = bound
