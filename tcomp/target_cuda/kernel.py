@@ -173,6 +173,7 @@ class CudaKernel:
         self._plans = {}  # index bits -> launch_plan.Plan, made on first use
         self._bound = {}  # tuple(sizes.items()) -> launch_plan.Bound, for recent sizes
         self._fixed = None  # the one Bound of a kernel whose every size is fixed at build
+        self._fast = None  # torch_fast.py's per-kernel call, made at the first torch call
         if wide is not None:
             self._variants[64] = wide
 
@@ -254,6 +255,10 @@ class CudaKernel:
         the stream a `__cuda_array_interface__` names, else the legacy default
         stream. Device-array calls return without waiting for the GPU; NumPy
         calls copy in and out on that stream and wait for it."""
+        if stream is None and self._fast is not None:
+            out = self._fast(args)  # torch_fast.py: None for any call it does not take
+            if out is not None:
+                return out
         if stream is not None:
             stream = streams.from_argument(stream)  # a bad one is refused before any GPU work
         if A.has_dlpack_only(args):
@@ -282,12 +287,16 @@ class CudaKernel:
             # (torch_fast.py); None for any other call (then `_call`, the general path,
             # takes it and names what is wrong). (No cuCtxSetCurrent: a launch made
             # without tcomp's context current is retried with it, see launch_failed.)
-            fast = bound.plan.torch_call
-            if fast is None:
-                from .torch_fast import make_torch_call
-                fast = bound.plan.torch_call = make_torch_call(bound.plan, self._torch_made)
-            out = fast(args, bound)
+            from .torch_fast import make_torch_call
+            plan = bound.plan
+            if plan.torch_call is None:
+                plan.torch_call = make_torch_call(plan, self._torch_made)
+            out = plan.torch_call(args, bound)
             if out is not None:
+                if self._fast is None and not self.signature.checks:
+                    # from now on __call__ tries this first (the write checks need
+                    # the sizes as a dict: a kernel with them keeps this path)
+                    self._fast = make_torch_call(plan, self._torch_made, self)
                 return out
         return self._call(args, bound, stream)
 
