@@ -13,10 +13,15 @@ inside `torch.compile` graphs without a graph break.
   allocated by the kernel call.
 * The fake (meta) implementation gives output shapes from the sidecar's size
   expressions over the inputs' shapes, with SymInts under dynamic shapes
-  (`torch.sym_min`/`sym_max`); it checks ranks and dtypes and records the
+  (`torch.sym_min`/`sym_max`). With concrete shapes it makes the check every
+  target makes (signature.py: the same LangError/LoweringError texts); with
+  symbolic ones it checks ranks and dtypes (the same texts) and records the
   size equalities (`torch._check`) the kernel enforces at run time.
-* The real implementation makes inputs contiguous and calls the kernel.
-  No autograd formula is registered: gradients through the op are an error.
+* Registered with a FRAGMENT `torch.library.Library` (define + impl: the
+  dispatcher calls the implementation directly; see `_register`). The real
+  implementation makes inputs contiguous and calls the kernel (CUDA tensors:
+  its torch fast path, torch_fast.py). No gradient formula: a backward pass
+  through the op raises CudaError.
 
 torch is imported only when an operator is made (it is not a dependency).
 """
@@ -27,7 +32,7 @@ import json
 import keyword
 import re
 
-from ..errors import CudaError
+from ..errors import CudaError, LangError
 
 NAMESPACE = "tcomp"
 _REGISTERED: dict[str, tuple[str, object]] = {}  # qualified name -> (kernel digest, op)
@@ -150,15 +155,21 @@ def fake_outputs(meta: dict, args):
     import torch
     if len(args) != len(meta["inputs"]):
         raise CudaError(f"'{meta['op']}' takes {len(meta['inputs'])} input(s), got {len(args)}")
+    if all(isinstance(n, int) for x in args for n in x.shape):
+        # concrete shapes: the check every target makes, with its errors (LangError ...)
+        _signature(meta).check_call(args, meta["bound_sizes"])
     sizes = dict(meta["bound_sizes"])
     for spec, x in zip(meta["inputs"], args):
+        # (symbolic shapes: signature.py's texts for ranks and dtypes, without reading
+        # the sizes as ints, which would specialise them)
         if x.dim() != len(spec["shape"]):
-            raise CudaError(f"input '{spec['name']}' must have {len(spec['shape'])} "
-                            f"dimension(s), got {x.dim()}")
+            raise LangError(f"input '{spec['name']}' must have {len(spec['shape'])} "
+                            f"dimension(s), got {x.dim()} (shape {tuple(x.shape)})")
         want = _torch_dtype(torch, spec["dtype"])
         if x.dtype != want:
-            raise CudaError(f"input '{spec['name']}' is {str(x.dtype).split('.')[-1]} but the "
-                            f"kernel takes {spec['dtype']}")
+            raise LangError(f"input '{spec['name']}' is {spec['dtype']}, but the array passed "
+                            f"for it is {str(x.dtype).split('.')[-1]}; convert it explicitly "
+                            f"(NumPy: .astype(), torch: .to()), tcomp never casts arrays")
         for j, n in zip(spec["shape"], x.shape):
             if isinstance(j, str) and j not in sizes:
                 sizes[j] = n
@@ -177,6 +188,15 @@ def fake_outputs(meta: dict, args):
         shape = [torch.sym_max(0, sym_size(j, sizes)) for j in spec["shape"]]
         outs.append(torch.empty(shape, dtype=_torch_dtype(torch, spec["dtype"]), device=device))
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _signature(meta: dict):
+    from ..lang import dtypes
+    from ..lang.signature import InputSpec, Signature
+    if "signature" in meta:
+        return Signature.from_json(meta["signature"])
+    return Signature(meta["op"], tuple(InputSpec(i["name"], dtypes.BY_NAME[i["dtype"]],
+                                                 tuple(i["shape"])) for i in meta["inputs"]))
 
 
 def sym_size(j, sizes: dict):
