@@ -75,13 +75,15 @@ def main():
     n = 4096
     a, b = FakeCudaTensor(n), FakeCudaTensor(n)
     fixed, symbolic = kernel({"N": n}), kernel()
+    cpu = torch.device("cpu")
     assert fixed(a, b).shape == (n,)
     launch = tcomp.target_cuda.cuda_api.kernel_launcher()
     bound = next(iter(fixed._bound.values()))
     func, *dims = bound.calls[0][1]
     rows = [("tcomp, size fixed at build", lambda: fixed(a, b)),
             ("tcomp, symbolic size", lambda: symbolic(a, b)),
-            ("(part) torch.empty((4096,)) on the CPU", lambda: torch.empty((n,))),
+            ("(part) torch.empty(size=(4096,)) on the CPU",
+             lambda: torch.empty(size=(n,), dtype=torch.float32, device=cpu)),
             ("(part) cuLaunchKernel alone", lambda: launch(func, *dims, 0x5000, 0, 0))]
     print(f"| {'path':40} | µs per call (median) | min |")
     for name, fn in rows:
