@@ -216,9 +216,14 @@ def _name_of(dt) -> str:
     return name
 
 
-def _compile_checker(sig: Signature, compiled: dict):
-    """Python source of a checker for `sig` (see Signature.checker), compiled."""
-    n = len(sig.inputs)
+def check_lines(sig: Signature, compiled: dict) -> tuple[list[str], list[tuple[str, str]]]:
+    """The inline checks of a compiled checker (see Signature.checker), for
+    other generated code to share: lines over arguments named x0, x1, ...
+    (unpacked by the caller) that raise `_Miss` (from CHECK_ENV) when the
+    common call's fast comparison does not accept them, and the sizes' items
+    in the order of the checker's `sizes` dict as (name, Python expression):
+    the size variables bound from the shapes, then the compiled ones the
+    shapes do not bind. (The write checks, `sig.checks`, are not among them.)"""
     body, bound = [], {}
     for i, spec in enumerate(sig.inputs):
         body.append(f"s{i} = x{i}.shape; d{i} = x{i}.dtype")
@@ -234,9 +239,22 @@ def _compile_checker(sig: Signature, compiled: dict):
     for name, v in compiled.items():
         if name in bound:
             body.append(f"if {bound[name]} != {int(v)}: raise _Miss")
+    items = list(bound.items()) + [(k, repr(int(v))) for k, v in compiled.items()
+                                   if k not in bound]
+    return body, items
+
+
+CHECK_ENV = {"_NAMES": _NAMES, "_name_of": _name_of, "_Miss": _Miss}
+
+
+def _compile_checker(sig: Signature, compiled: dict):
+    """Python source of a checker for `sig` (see Signature.checker), compiled."""
+    n = len(sig.inputs)
+    body, items = check_lines(sig, compiled)
+    bound = [(k, v) for k, v in items if v.startswith("v")]  # (the rest: sizes.update)
     unpack = (", ".join(f"x{i}" for i in range(n)) + ("," if n == 1 else "") + " = args"
               if n else "if args: raise _Miss")
-    sizes = "{" + ", ".join(f"{k!r}: {v}" for k, v in bound.items()) + "}"
+    sizes = "{" + ", ".join(f"{k!r}: {v}" for k, v in bound) + "}"
     lines = ["def check(args):", "    try:", f"        {unpack}"]
     lines += [f"        {line}" for line in body]
     # (slow is called after the try statement: its errors are the caller's own,

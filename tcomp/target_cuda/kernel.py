@@ -172,6 +172,8 @@ class CudaKernel:
         self._variants = {bits: Variant(bits, cubin, meta["kernels"], source, ptx)}
         self._plans = {}  # index bits -> launch_plan.Plan, made on first use
         self._bound = {}  # tuple(sizes.items()) -> launch_plan.Bound, for recent sizes
+        self._fixed = None  # the one Bound of a kernel whose every size is fixed at build
+        self._fast = None  # torch_fast.py's per-kernel call, made at the first torch call
         if wide is not None:
             self._variants[64] = wide
 
@@ -253,6 +255,10 @@ class CudaKernel:
         the stream a `__cuda_array_interface__` names, else the legacy default
         stream. Device-array calls return without waiting for the GPU; NumPy
         calls copy in and out on that stream and wait for it."""
+        if stream is None and self._fast is not None:
+            out = self._fast(args)  # torch_fast.py: None for any call it does not take
+            if out is not None:
+                return out
         if stream is not None:
             stream = streams.from_argument(stream)  # a bad one is refused before any GPU work
         if A.has_dlpack_only(args):
@@ -271,35 +277,28 @@ class CudaKernel:
         # The checks every target shares (ranks, dims, size variables, dtypes, writes
         # range inference left to run time), before any copy or launch.
         args, sizes = self._check(args)
-        key = tuple(sizes.items())
-        bound = self._bound.get(key) or self._bind(sizes, key)
+        bound = self._fixed
+        if bound is None:
+            key = tuple(sizes.items())
+            bound = self._bound.get(key) or self._bind(sizes, key)
         if stream is None and args and type(args[0]) in A.TORCH_TYPES:
-            out = self._torch_call(args, bound)
+            # The call model code makes, every input a contiguous CUDA tensor on device 0,
+            # on torch's current stream, with nothing but the work that call needs
+            # (torch_fast.py); None for any other call (then `_call`, the general path,
+            # takes it and names what is wrong). (No cuCtxSetCurrent: a launch made
+            # without tcomp's context current is retried with it, see launch_failed.)
+            from .torch_fast import make_torch_call
+            plan = bound.plan
+            if plan.torch_call is None:
+                plan.torch_call = make_torch_call(plan, self._torch_made)
+            out = plan.torch_call(args, bound)
             if out is not None:
+                if self._fast is None and not self.signature.checks:
+                    # from now on __call__ tries this first (the write checks need
+                    # the sizes as a dict: a kernel with them keeps this path)
+                    self._fast = make_torch_call(plan, self._torch_made, self)
                 return out
         return self._call(args, bound, stream)
-
-    def _torch_call(self, args, bound):
-        """The call model code makes, every input a contiguous CUDA tensor on
-        device 0, on torch's current stream, with nothing but the work that
-        call needs; None for any other call (then `_call`, the general path,
-        takes it and names what is wrong). (No cuCtxSetCurrent: a launch made
-        without tcomp's context current is retried with it, see launch_packed.)"""
-        ptrs = []
-        for x in args:
-            if (type(x) not in A.TORCH_TYPES or not x.is_cuda or x.get_device() != 0
-                    or not x.is_contiguous()):
-                return None
-            ptrs.append(x.data_ptr())
-        empty, zeros, dev = A.torch_allocators()
-        outs = []
-        for (tdt, zero, is_out), shape in zip(self._torch_made, bound.shapes):
-            t = (zeros if zero else empty)(shape, dtype=tdt, device=dev)
-            ptrs.append(t.data_ptr())
-            if is_out:
-                outs.append(t)
-        bound.run(ptrs, streams.torch_current())
-        return outs[0] if len(outs) == 1 else tuple(outs)
 
     @functools.cached_property
     def _torch_made(self) -> list:
@@ -359,6 +358,8 @@ class CudaKernel:
                 v.module = cuda_api.Module(v.cubin)
             plan = self._plans[bits] = Plan(self.meta, v.kernels, v.module, bits)
         bound = plan.bind(sizes)
+        if not self.meta["sizes"]:
+            self._fixed = bound  # (the checker has compared every size with the fixed ones)
         if len(self._bound) >= 64:
             self._bound.clear()  # a program called with ever new sizes: start again
         self._bound[key] = bound

@@ -112,8 +112,9 @@ class Launch:
         self.kd = kd
         dims = list(kd["grid"]) + list(kd["block"])
         # a call's values: [buffer pointers in slot order..., size values...]
-        self.pick = _getter([slot_of[p["buffer"]] if "buffer" in p else slot_of[("size", p["size"])]
-                             for p in kd["params"]])
+        self.slot_order = [slot_of[p["buffer"]] if "buffer" in p else slot_of[("size", p["size"])]
+                           for p in kd["params"]]
+        self.pick = _getter(self.slot_order)
         self.n_params = len(kd["params"])
         self.aligned = tuple(slot_of[n] for n in kd.get("aligned_buffers", ()))
         self.dims_of = compile_sizes(dims)  # sizes -> the six dimensions
@@ -192,6 +193,11 @@ class Bound:
             if launch.dims is None:
                 launch.check(dims)
             self.calls.append((launch, (launch.func, *dims, launch.smem)))
+        # what torch_fast's generated call reads: the made tensors' dimensions, the size
+        # parameters, then each launch's head (None: empty at these sizes)
+        heads = {id(launch): head for launch, head in self.calls}
+        self.flat = (*[d for shape in self.shapes for d in shape], *self.extra,
+                     *[heads.get(id(launch)) for launch in plan.launches])
 
     def run(self, pointers: list, stream: int) -> None:
         """Launch everything on `stream`; `pointers`: one per buffer of the plan."""
@@ -225,6 +231,9 @@ class Plan:
         fixed = dict(meta["bound_sizes"]) if not meta["sizes"] else None
         self.size_values = compile_sizes(self.size_params)
         made = meta["outputs"] + meta["temps"]
+        self.ranks = [len(b["shape"]) for b in made]
+        self.n_inputs = len(meta["inputs"])
+        self.torch_call = None  # the torch fast path (torch_fast.py), made by the kernel
         self._shapes_of = compile_sizes([d for b in made for d in b["shape"]], "max(0, {})")
         self._split = _splitter([len(b["shape"]) for b in made])
         self.declared = [(i, b["name"], compile_sizes(b["declared_shape"]))

@@ -69,15 +69,21 @@ def _bad_stream(stream) -> str:
 _torch_raw_stream = None
 
 
-def torch_current() -> int:
-    """torch's current stream on device 0 (tcomp runs on device 0)."""
+def torch_raw_stream():
+    """A function device -> the raw handle of torch's current stream there
+    (1 may mean the legacy default stream: see `torch_current`), looked up once."""
     global _torch_raw_stream
     if _torch_raw_stream is None:
         import torch
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Triton calls, too
         _torch_raw_stream = raw if raw is not None else (
             lambda dev: torch.cuda.current_stream(dev).cuda_stream)
-    h = _torch_raw_stream(0)
+    return _torch_raw_stream
+
+
+def torch_current() -> int:
+    """torch's current stream on device 0 (tcomp runs on device 0)."""
+    h = (_torch_raw_stream or torch_raw_stream())(0)
     return LEGACY if h == 1 else h
 
 

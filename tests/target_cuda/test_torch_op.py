@@ -76,18 +76,47 @@ def test_fake_shapes_and_dtypes():
     assert t.shape == (6, 10) and t.dtype == torch.bfloat16
 
 
-def test_fake_errors():
+def test_fake_errors_are_the_signature_errors_of_every_target():
     op = build(tiled_matmul(), sizes={"K": 24}).torch_op()
     with FakeTensorMode():
         a, b = torch.empty(5, 24), torch.empty(24, 3)
         assert op(a, b).shape == (5, 3)
-        with pytest.raises(tcomp.CudaError, match=r"input 'A' dimension 1 is 25, expected 24"):
+        with pytest.raises(tcomp.LoweringError, match=r"'matmul' was compiled for K=24, but the "
+                                                      r"inputs have K=25"):
             op(torch.empty(5, 25), torch.empty(25, 3))
-        with pytest.raises(tcomp.CudaError, match=r"input 'B' must have 2 dimension\(s\), got 1"):
+        with pytest.raises(tcomp.LangError, match=r"input 'B' must have 2 dimension\(s\), got 1 "
+                                                  r"\(shape \(24,\)\)"):
             op(a, torch.empty(24))
-        with pytest.raises(tcomp.CudaError, match="input 'A' is float64 but the kernel takes "
-                                                  "float32"):
+        with pytest.raises(tcomp.LangError, match=r"input 'A' is float32, but the array passed "
+                                                  r"for it is float64; convert it explicitly"):
             op(a.double(), b)
+
+
+def test_fake_errors_under_symbolic_shapes():
+    op = build(ADDMIN).torch_op()
+    with pytest.raises(tcomp.LangError, match=r"input 'A' is float32, but the array passed for "
+                                              r"it is float64; convert it explicitly \(NumPy: "
+                                              r"\.astype\(\), torch: \.to\(\)\), tcomp never "
+                                              r"casts arrays"):
+        make_fx(lambda a, b: op(a, b), tracing_mode="symbolic")(torch.empty(5).double(),
+                                                                torch.empty(7))
+    with pytest.raises(tcomp.LangError, match=r"input 'B' must have 1 dimension\(s\), got 2"):
+        make_fx(lambda a, b: op(a, b), tracing_mode="symbolic")(torch.empty(5),
+                                                                torch.empty(7, 2))
+
+
+def test_backward_through_the_op_is_an_error():
+    s = tiled_matmul()
+    mm = tcomp.target_cuda.torch_op.torch_op(CpuKernel(build(s), s.op))
+    a = torch.randn(4, 5, requires_grad=True)
+    out = mm(a, torch.randn(5, 3))
+    assert out.shape == (4, 3) and out.requires_grad
+    with pytest.raises(tcomp.CudaError, match=r"torch_op: 'tcomp::matmul_[0-9a-f]{12}' has no "
+                                              r"gradient formula: tcomp kernels run forward "
+                                              r"only"):
+        out.sum().backward()
+    with torch.no_grad():  # no autograd at all: the plain call
+        assert not mm(a, torch.randn(5, 3)).requires_grad
 
 
 def test_fake_shapes_are_symbolic_under_dynamic_tracing():
