@@ -26,12 +26,6 @@ from .test_launch_plan import VOID, DeviceArrayLike, Driver
 ARCH = "cuda:sm_90a"
 
 
-def rows(src: str, width: int = 4):
-    """The row-shift op: O (M x `width` columns, vectorized by `vec`) reads A
-    (M x W columns) at column j + shift."""
-    return tcomp.op(src)
-
-
 def vectorized(op, vec: int):
     s = tcomp.Schedule(op)
     O = s["O"]
@@ -51,6 +45,7 @@ def vector_accesses(src: str):
     return out
 
 
+# O (M x `cols`) reads A (M x W) at column j + shift; O's columns split by `vec`, vectorized.
 SHIFT = "def shift(float(M,W) A) -> (O) {{ O(i, j) = A(i, j + {shift}) where j in 0:{cols} }}"
 
 
