@@ -178,7 +178,12 @@ class _Eval:
             f = np.fmax if self.op == "max" else np.fmin
         else:
             f = np.maximum if self.op == "max" else np.minimum
-        return f.reduce(val.reshape(spatial_shape + (-1,)), axis=-1)
+        # Start from the identity, as compiled kernels do: float max/min ignore
+        # NaN (fmaxf/fminf), so a row of NaNs only gives -inf (max) / +inf (min).
+        # (the reduced length spelled out: -1 cannot be inferred when a spatial extent is 0)
+        flat = val.reshape(spatial_shape + (int(np.prod(shape[self.nsp:], dtype=np.int64)),))
+        return f.reduce(flat, axis=-1,
+                        initial=_identity(self.op, val.dtype))
 
     def einsum(self, box):
         """`+=` of a product of in-bounds affine reads and constants, via einsum."""

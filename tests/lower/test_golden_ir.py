@@ -19,7 +19,11 @@ from pathlib import Path
 import pytest
 
 import tcomp
+import dataclasses
+
+from tcomp.lower import pipeline as pipeline_module
 from tcomp.lower.pipeline import PASSES
+from tcomp.lower.rewriter import Rewriter
 from tcomp.lower.pipeline import lower as lower_pipeline
 
 from .util import inputs_for, run_sim
@@ -576,21 +580,67 @@ def test_no_stale_golden_files():
 
 # --------------------------------------------------------------------- passes
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_verifier_after_every_pass(name):
+def test_verifier_after_every_pass(name, monkeypatch):
+    """check=True runs the verifier on every kernel after construction and after
+    each pass (flat subscripts only after flatten_storage), and every example's IR
+    passes it at each step."""
     s, sizes = EXAMPLES[name]()
+    calls = []
+    real = pipeline_module.verify
+
+    def spy(k, prog, flat=False):
+        calls.append((k.name, flat))
+        return real(k, prog, flat=flat)
+
+    monkeypatch.setattr(pipeline_module, "verify", spy)
     prog = lower_pipeline(s, sizes, check=True)
-    assert str(prog) == str(tcomp.lower(s, sizes=sizes))
+    names = [k.name for k in prog.kernels]
+    assert [n for n, _ in calls] == names * (1 + len(PASSES))
+    assert [f for _, f in calls] == [False] * (len(names) * len(PASSES)) + [True] * len(names)
+
+
+def _breaks_a_buffer_name(k, prog):
+    """A deliberately wrong pass: every Store writes a buffer that does not exist."""
+    class Rename(Rewriter):
+        def stmt_Store(self, st):
+            return dataclasses.replace(st, buffer="no_such_buffer")
+    return dataclasses.replace(k, body=Rename().stmt(k.body))
+
+
+@pytest.mark.parametrize("name", ["split_factor", "cache_read_shared", "compute_at"])
+def test_verifier_catches_a_broken_pass(name, monkeypatch):
+    """The verifier between passes is not vacuous: a pass that writes an unknown
+    buffer is reported with check=True, right after that pass."""
+    s, sizes = EXAMPLES[name]()
+    broken = list(PASSES)
+    broken.insert(2, ("break_buffers", _breaks_a_buffer_name))
+    monkeypatch.setattr(pipeline_module, "PASSES", broken)
+    with pytest.raises(tcomp.LoweringError, match="unknown buffer 'no_such_buffer'"):
+        lower_pipeline(s, sizes, check=True)
+
+
+# Examples whose schedule needs a compile-time size: refused with this message
+# when every size is left symbolic.
+NEEDS_CONSTANT_SIZES = {
+    "cache_write_local": "stage 'C.local' (local) computed at 'C.m_i' needs a region of "
+                         "non-constant extent N in dimension 1",
+}
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_verifier_symbolic_sizes(name):
-    """The same schedules with every size left symbolic also verify after each pass
-    (or are refused with a LoweringError, never another exception)."""
-    s, _ = EXAMPLES[name]()
-    try:
-        lower_pipeline(s, None, check=True)
-    except tcomp.LoweringError:
-        pass
+    """The same schedules with every size left symbolic verify after each pass
+    and compute the oracle's answer at the example's sizes (passed at run time);
+    the few that need a constant size are refused with a message naming why."""
+    s, sizes = EXAMPLES[name]()
+    if name in NEEDS_CONSTANT_SIZES:
+        with pytest.raises(tcomp.LoweringError) as e:
+            lower_pipeline(s, None, check=True)
+        assert NEEDS_CONSTANT_SIZES[name] in str(e.value)
+        return
+    prog = lower_pipeline(s, None, check=True)
+    assert set(prog.sizes) == set(s.op.size_vars)  # nothing was fixed at compile time
+    run_sim(s, inputs_for(s.op, sizes, seed=5))
 
 
 @pytest.mark.parametrize("name", ["cache_read_shared", "compute_inline", "split_nondividing"])

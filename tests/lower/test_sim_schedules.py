@@ -913,10 +913,7 @@ def test_softmax_cross_thread_producer_synchronised():
     _, ed = ex.axes
     edo, edi = ex.split(ed, 8)
     ex.bind(edi, "threadIdx.x")
-    try:
-        prog = tcomp.lower(s, sizes={"N": 4, "D": 16})
-    except tcomp.LoweringError:
-        return
+    prog = tcomp.lower(s, sizes={"N": 4, "D": 16})  # accepted (a refusal would also be safe)
     lines = str(prog).splitlines()
     store = max(i for i, l in enumerate(lines) if l.strip().startswith("ex["))
     load = min(i for i, l in enumerate(lines) if "sm_acc[0] + ex[" in l)
@@ -1007,11 +1004,7 @@ def test_memory_accumulation_in_a_kernel_with_threads(which):
     a1o, a1i = AS.split(a1, 4)
     AS.bind(a1i, "threadIdx.x")
     sz = sizes_of(which, {"M": 2, "N": 3, "K": 8}, {"M": 3, "N": 2, "K": 7})
-    try:
-        tcomp.lower(s, sizes={"K": sz["K"]})
-    except tcomp.LoweringError:
-        return
-    check(s, sz, build_sizes={"K": sz["K"]})
+    check(s, sz, build_sizes={"K": sz["K"]})  # accepted (a refusal would also be safe)
 
 
 @pytest.mark.parametrize("which", BOTH)

@@ -8,7 +8,7 @@ what is tested.
 
 Only what the generated kernels of these tests use is provided (float32,
 float64, int8, int32 and int64 buffers, the shuffle intrinsics, the math of <cmath>,
-__int_as_float, __longlong_as_double).
+__int_as_float, __longlong_as_double, float2/float4 vector casts).
 """
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ PRELUDE = r"""
 #include <vector>
 using std::min; using std::max;
 struct tc_dim3 { unsigned x, y, z; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
 static thread_local tc_dim3 threadIdx, blockIdx;
 static tc_dim3 blockDim, gridDim;
 #define __global__
