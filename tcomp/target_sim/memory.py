@@ -17,6 +17,8 @@ dimension. Messages name elements by their multi-index in the buffer's shape.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import SimError
@@ -72,8 +74,8 @@ class Memory:
         subscript per dimension, each checked against its dimension. `where`
         ends an out-of-bounds message."""
         if len(vals) == 1 and len(shape) != 1:
-            size = int(np.prod(shape, dtype=np.int64))
-            scalar, (off,) = self._check(name, vals, (size,), mask, what, where, shape)
+            scalar, (off,) = self._check(name, vals, (math.prod(shape),), mask, what, where,
+                                         shape)
             return scalar, off
         if len(vals) != len(shape):
             raise SimError(f"kernel {self.kname}: {name} has {len(shape)} dimensions, "
