@@ -49,6 +49,7 @@ import weakref
 import numpy as np
 
 from ..errors import SimError
+from ..lang import npfuncs
 from ..lower import ir
 from ..lower.launch import launch_problem
 from ..lower.printer import expr as expr_text
@@ -403,7 +404,7 @@ class _Launch(Memory, Expressions):
             scalar, off = self.offsets(name, vals, dest.shape, mask, "write to", where)
             data = dest.data if h is not None else dest
             if v.dtype != data.dtype:
-                v = v.astype(data.dtype)
+                v = npfuncs.convert(v, data.dtype)
             if type(h) is Local:
                 self.store_local(h, off, scalar, v, mask)
             elif h is not None:

@@ -39,8 +39,12 @@ def _converter(dt):
     """x as dtype `dt` (unchanged when it already is)."""
     conv = _CONV.get(dt)
     if conv is None:
-        def conv(x):
-            return x if x.dtype == dt else x.astype(dt)
+        if dt.name == "bfloat16":  # rounded once, as in `evaluate` (npfuncs.convert)
+            def conv(x):
+                return x if x.dtype == dt else npfuncs.convert(x, dt)
+        else:
+            def conv(x):
+                return x if x.dtype == dt else x.astype(dt)
         _CONV[dt] = conv
     return conv
 

@@ -187,3 +187,73 @@ def test_rowsum_across_threads(t):
     got = same(s, args)
     exact = (args[0].astype(np.float64) ** 2).sum(axis=1)
     assert (exact != got.astype(np.float64)).any()  # the store rounds some sums
+
+
+# ------------------------------------------------------------------ conversions from wide types
+# x just above a tie of the narrow type: rounded once it goes up; rounded
+# through float32 first (which lands on the tie, then ties to even) it goes down.
+ABOVE_TIES = {
+    "half": (np.float64([1 + 2.0 ** -11 + 2.0 ** -40, -(1 + 2.0 ** -11 + 2.0 ** -40), 3.0]),
+             np.float64([1 + 2.0 ** -10, -(1 + 2.0 ** -10), 3.0])),
+    "bfloat16": (np.float64([1 + 2.0 ** -8 + 2.0 ** -30, -(1 + 2.0 ** -8 + 2.0 ** -30), 3.0]),
+                 np.float64([1 + 2.0 ** -7, -(1 + 2.0 ** -7), 3.0])),
+}
+INT_ABOVE_TIES = (np.int64([2 ** 24 + 2 ** 16 + 1, 2 ** 62 + 2 ** 54 + 1, -(2 ** 24 + 2 ** 16 + 1)]),
+                  np.float64([2 ** 24 + 2 ** 17, 2 ** 62 + 2 ** 55, -(2 ** 24 + 2 ** 17)]))
+
+
+@pytest.mark.parametrize("t", list(TYPES))
+def test_double_to_narrow_rounds_once(t):
+    """float64 -> float16/bfloat16 rounds once (ml_dtypes alone rounds to
+    bfloat16 through float32: twice)."""
+    x, want = ABOVE_TIES[t]
+    op = tcomp.op(f"def f(double(N) D) -> (O) {{ O(i) = {t}(D(i)) }}")
+    got = same(threads(op, "O", 2), [x])
+    np.testing.assert_array_equal(got.astype(np.float64), want)
+
+
+def test_integer_to_bfloat16_rounds_once():
+    x, want = INT_ABOVE_TIES
+    for src in ("int64", "int32"):
+        op = tcomp.op(f"def f({src}(N) D) -> (O) {{ O(i) = bfloat16(D(i)) }}")
+        keep = want if src == "int64" else want[[0, 2]]
+        data = x if src == "int64" else x[[0, 2]].astype(np.int32)
+        got = same(threads(op, "O", 2), [data])
+        np.testing.assert_array_equal(got.astype(np.float64), keep)
+
+
+def test_convert_rounds_once_on_random_data():
+    """npfuncs.convert to bfloat16 against the exact rounding (Fractions) of
+    random float64 values over 60 decades and random 64-bit integers."""
+    from fractions import Fraction
+
+    from tcomp.lang.npfuncs import convert
+    bf = TYPES["bfloat16"]
+
+    def nearest(v):
+        near = np.array([float(v)], np.float64).astype(np.float32).astype(bf)
+        u = int(near.view(np.uint16)[0])
+        cands = [np.array([c], np.uint16).view(bf) for c in range(u - 2, u + 3)
+                 if 0 <= c <= 0xFFFF and (c & 0x7F80) != 0x7F80]  # finite neighbours
+        return min(cands, key=lambda c: (abs(Fraction(float(c.astype(np.float64)[0])) - v),
+                                         int(c.view(np.uint16)[0]) & 1)).astype(np.float64)[0]
+
+    rng = np.random.default_rng(7)
+    xs = rng.standard_normal(400) * 10.0 ** rng.integers(-30, 30, 400)
+    got = convert(xs, bf).astype(np.float64)
+    assert all(g == nearest(Fraction(float(x))) for g, x in zip(got, xs))
+    ints = rng.integers(-2 ** 62, 2 ** 62, 400)
+    got = convert(ints, bf).astype(np.float64)
+    assert all(g == nearest(Fraction(int(v))) for g, v in zip(got, ints))
+
+
+@pytest.mark.parametrize("t", list(TYPES))
+def test_cuda_converts_doubles_once(t):
+    """The CUDA source converts a double straight to the narrow type (not
+    through float); NVRTC compiles it."""
+    op = tcomp.op(f"def f(double(N) D, int64(N) I) -> (O) {{ O(i) = {t}(D(i)) + {t}(I(i)) }}")
+    k = tcomp.build(threads(op, "O"), target="cuda")
+    conv = "__double2half" if t == "half" else "__double2bfloat16"
+    assert k.source.count(f"{conv}((double)(D[") == 1
+    assert k.source.count(f"{conv}((double)(I[") == 1
+    assert k.ptx

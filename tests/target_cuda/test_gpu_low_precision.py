@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import tcomp
-from tests.lower.test_sim_low_precision import (ELEMENTWISE, MATMUL, TYPES, bits, small_ints,
-                                                threads, vectorized)
+from tests.lower.test_sim_low_precision import (ABOVE_TIES, ELEMENTWISE, INT_ABOVE_TIES, MATMUL,
+                                                TYPES, bits, small_ints, threads, vectorized)
 from tests.lower.util import inputs_for
 
 pytestmark = pytest.mark.cuda
@@ -62,3 +62,21 @@ def test_integer_matmul_bit_exact(t):
     C.bind(ni, "threadIdx.x")
     got = tcomp.build(s, target="cuda")(*args)
     np.testing.assert_array_equal(bits(got), bits(tcomp.evaluate(op, *args)))
+
+
+@pytest.mark.parametrize("t", list(TYPES))
+def test_wide_to_narrow_conversions_round_once(t):
+    """double and 64-bit integers to float16/bfloat16: one rounding, bit for bit
+    with `evaluate` (values just above a tie, where rounding through float goes wrong)."""
+    x, want = ABOVE_TIES[t]
+    op = tcomp.op(f"def f(double(N) D) -> (O) {{ O(i) = {t}(D(i)) }}")
+    got = tcomp.build(threads(op, "O", 2), target="cuda")(x)
+    np.testing.assert_array_equal(bits(got), bits(tcomp.evaluate(op, x)))
+    np.testing.assert_array_equal(got.astype(np.float64), want)
+    if t == "bfloat16":  # integers below 2^53 (exact in double; beyond, 1 ulp at most)
+        x, want = INT_ABOVE_TIES
+        x, want = x[[0, 2]], want[[0, 2]]
+        op = tcomp.op("def f(int64(N) D) -> (O) { O(i) = bfloat16(D(i)) }")
+        got = tcomp.build(threads(op, "O", 2), target="cuda")(x)
+        np.testing.assert_array_equal(bits(got), bits(tcomp.evaluate(op, x)))
+        np.testing.assert_array_equal(got.astype(np.float64), want)
