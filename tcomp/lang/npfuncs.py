@@ -125,7 +125,7 @@ def apply(fn: str, args, float_result: bool):
 
 def convert(x, dt) -> np.ndarray:
     """`x` (an array or NumPy scalar) as NumPy dtype `dt`, rounded once, to
-    nearest even: the conversion of every target (README, "Types").
+    nearest even: the conversion of every target (docs/language.md, "float16 and bfloat16").
 
     NumPy rounds once for every pair but one: ml_dtypes converts to bfloat16
     through float32, which rounds float64 values and integers beyond 2^24

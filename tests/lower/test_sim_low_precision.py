@@ -3,9 +3,9 @@ float16 and bfloat16.
 
 Both compute in float32 (a float16/bfloat16 value is widened on load, the
 arithmetic is float32, a reduction accumulates in float32) and round once,
-to nearest even, when the result is stored (README, "Types"). Where the
-float32 operations happen in the same order, the results are then identical,
-so these tests compare with `assert_array_equal` on the bits, not with the
+to nearest even, when the result is stored (docs/language.md, "float16 and
+bfloat16"). Where the float32 operations happen in the same order, the
+results are then identical, so these tests compare the bits, not within the
 tolerances of util.TOL (1e-2 for float16 would hide a 1-ulp error, such as a
 cast that truncates instead of rounding, in half the products).
 
