@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import LoweringError, TcompError
+from .errors import LoweringError, SimError, TcompError
 from .lang.evaluate import bind_inputs
 from .lang.symbolic import eval_int
 from .lower import ir
 from .lower.pipeline import lower as _lower
+from .lower.pipeline import run_passes
 
 TARGETS = ("sim", "cuda")
 
@@ -37,30 +38,36 @@ def build(schedule, target: str = "cuda", sizes: dict | None = None):
 
 
 class SimKernel:
-    """A compiled program for the "sim" target: call it like `tcomp.evaluate`."""
+    """A compiled program for the "sim" target: call it like `tcomp.evaluate`.
+
+    It runs `program`, the final Kernel IR (the whole pipeline: what the CUDA
+    target prints), so every layout decision (storage order, padding, flat
+    offsets) shows in the values it computes. `unflattened` is the same IR
+    before storage flattening, with one subscript per buffer dimension: when
+    a run of `program` fails, it is run too, and its error (naming the
+    subscript and the dimension at fault) is reported when it has one.
+    `set_unflattened(p)` replaces both by `p` and its flattening (the tests
+    that break the IR on purpose)."""
     target = "sim"
 
     def __init__(self, schedule, sizes):
         self.schedule = schedule
         self.op = schedule.op
         self.sizes = dict(sizes or {})
-        self.program = _lower(schedule, self.sizes, until="flatten_storage")
+        self.set_unflattened(_lower(schedule, self.sizes, until="flatten_storage"))
+
+    def set_unflattened(self, prog: ir.Program) -> None:
+        """Run `prog` (IR before storage flattening) flattened from now on."""
+        self.unflattened = prog
+        self.program = run_passes(prog, start="flatten_storage")
 
     def __repr__(self) -> str:
         return f"<tcomp sim kernel {self.op.name}: {len(self.program.kernels)} launch(es)>"
 
     def __call__(self, *arrays):
-        from .target_sim import run_program
         op = self.op
-        env, sizes = bind_inputs(op, arrays, self.sizes)
-        for b in self.program.buffers:
-            if b.role == "input":
-                continue
-            shape = []
-            for d in b.shape:
-                shape.append(max(0, _eval(d, sizes)))
-            env[b.name] = np.zeros(tuple(shape), b.dtype.numpy)
-        run_program(self.program, env, sizes)
+        inputs, sizes = bind_inputs(op, arrays, self.sizes)
+        env = self._run(self.program, inputs, sizes)
         outs = tuple(env[t.name] for t in op.outputs)
         for t in op.outputs:
             if t.declared_shape is not None:
@@ -69,6 +76,32 @@ class SimKernel:
                     raise LoweringError(f"output '{t.name}' is declared with shape {want} but "
                                         f"its statements compute shape {env[t.name].shape}")
         return outs[0] if len(outs) == 1 else outs
+
+    def _run(self, prog, inputs, sizes) -> dict:
+        from .target_sim import run_program
+        env = dict(inputs)
+        for b in prog.buffers:
+            if b.role == "input":
+                continue
+            shape = []
+            for d in b.shape:
+                shape.append(max(0, _eval(d, sizes)))
+            env[b.name] = np.zeros(tuple(shape), b.dtype.numpy)
+        try:
+            run_program(prog, env, sizes)
+        except SimError as final:
+            if prog is not self.program:
+                raise
+            # The flat offset at fault says less than the subscripts before
+            # flattening (which dimension overflowed): run that IR, on fresh
+            # buffers, for its message; if it runs clean, the fault is in the
+            # flattening itself and the final IR's message stands.
+            try:
+                self._run(self.unflattened, inputs, sizes)
+            except SimError as structured:
+                raise structured from None
+            raise final
+        return env
 
 
 def _eval(e: ir.Expr, sizes: dict) -> int:

@@ -16,7 +16,8 @@ Semantics pinned here (and documented in docs/language.md and the README):
     raises; float `%` is C's fmod; integer overflow wraps;
   * float16/bfloat16 arithmetic is done in float32 and rounded on store; a
     reduction accumulates in the statement's `acc_dtype` (float32 for them)
-    and is rounded once, when the result is stored;
+    and is rounded once, when the result is stored; every conversion rounds
+    once, to nearest even (npfuncs.convert: also float64 to bfloat16);
   * arguments are checked by signature.py, as on every target.
 """
 from __future__ import annotations
@@ -120,7 +121,7 @@ def _run(op: Op, st: Statement, env: dict, sizes: dict):
     if st.continues:
         prior = view[st.tensor][region].astype(st.acc_dtype.numpy)
         result = _combine(st.reduce_op, prior, result)
-    out[region] = result.astype(out.dtype)
+    out[region] = npfuncs.convert(result, out.dtype)
 
 
 def _all_exprs(st: Statement):
@@ -311,7 +312,7 @@ class _Eval:
             x = self.ev(e.x, mask)
             if t.is_bool:
                 return x != 0
-            return x.astype(t.numpy).astype(ct, copy=False)
+            return npfuncs.convert(x, t.numpy).astype(ct, copy=False)
         if isinstance(e, Unary):
             x = self.ev(e.x, mask)
             if e.op == "!":

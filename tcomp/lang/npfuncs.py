@@ -121,3 +121,45 @@ def apply(fn: str, args, float_result: bool):
         return np.abs(args[0])
     out = FUNCS[fn](*args)
     return np.asarray(out).astype(args[0].dtype, copy=False)
+
+
+def convert(x, dt) -> np.ndarray:
+    """`x` (an array or NumPy scalar) as NumPy dtype `dt`, rounded once, to
+    nearest even: the conversion of every target (docs/language.md, "float16 and bfloat16").
+
+    NumPy rounds once for every pair but one: ml_dtypes converts to bfloat16
+    through float32, which rounds float64 values and integers beyond 2^24
+    twice (1 + 2^-8 + 2^-30 becomes 1, not 1 + 2^-7). For those, x is first
+    rounded to float32 *to odd* (truncated, the last bit set when inexact):
+    with 16 bits to spare, rounding that to bfloat16 gives x's own rounding."""
+    x = np.asarray(x)
+    dt = np.dtype(dt)
+    if x.dtype == dt:
+        return x
+    if dt.name != "bfloat16" or x.dtype.kind not in "fiu" or \
+            (x.dtype.kind == "f" and x.dtype.itemsize <= 4) or x.dtype.itemsize <= 2:
+        return x.astype(dt)
+    return _to_odd_float32(x).astype(dt)
+
+
+def _to_odd_float32(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind == "f":  # float64 (float128 alike)
+        with np.errstate(over="ignore"):  # beyond float32: inf, stepped back below
+            f = x.astype(np.float32)
+        wide = f.astype(x.dtype)
+        inexact = np.isfinite(x) & (wide != x)
+        f = np.where(inexact & (np.abs(wide) > np.abs(x)), np.nextafter(f, np.float32(0)), f)
+    else:  # integers: the magnitude cut to at most 24 bits, a sticky last bit
+        mag = np.abs(x.astype(np.int64)).astype(np.uint64) if x.dtype.kind == "i" else \
+            x.astype(np.uint64)
+        if x.dtype == np.int64:  # abs(-2^63) wraps to -2^63, whose uint64 view is 2^63
+            mag = np.where(x == np.iinfo(np.int64).min, np.uint64(1 << 63), mag)
+        _, e = np.frexp(mag.astype(np.float64))  # >= the bit length (rounding may add one)
+        shift = np.maximum(e - 24, 0).astype(np.uint64)
+        kept = mag >> shift
+        inexact = (kept << shift) != mag
+        f = np.ldexp(kept.astype(np.float32), shift.astype(np.int32)).astype(np.float32)
+        if x.dtype.kind == "i":
+            f = np.where(x < 0, -f, f)
+    bits = f.view(np.uint32) | inexact.astype(np.uint32)
+    return bits.view(np.float32)

@@ -2,8 +2,9 @@
 row-major offset per buffer.
 
 Pre: Load/Store carry one subscript per buffer dimension.
-Post: Load/Store carry a single subscript. (The sim target runs before this
-pass so it can check every subscript against its own dimension.)
+Post: Load/Store carry a single subscript. Both targets run the IR after this
+pass (the sim runs the IR before it too, on an error, to name the dimension
+at fault).
 """
 from __future__ import annotations
 

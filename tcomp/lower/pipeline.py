@@ -62,7 +62,21 @@ def lower(schedule, sizes: dict | None = None, dump: str | None = None,
     if check:
         for k in prog.kernels:
             verify(k, prog)
-    for i, (name, fn) in enumerate(PASSES, 1):
+    return run_passes(prog, until=until, dump=dump, check=check)
+
+
+def run_passes(prog: Program, start: str | None = None, until: str | None = None,
+               dump: str | None = None, check: bool = False) -> Program:
+    """Run PASSES on `prog`, from pass `start` (None: the first) up to, not
+    including, `until` (None: to the end). `lower(s, until=p)` followed by
+    `run_passes(that, start=p)` is `lower(s)`: the sim target keeps both IRs."""
+    names = [name for name, _ in PASSES]
+    for what, name in (("start", start), ("until", until)):
+        if name is not None and name not in names:
+            raise LoweringError(f"lower: {what}={name!r} is not a pass (passes: "
+                                f"{', '.join(names)})")
+    first = 0 if start is None else names.index(start)
+    for i, (name, fn) in enumerate(PASSES[first:], first + 1):
         if name == until:
             break
         prog = dataclasses.replace(prog, kernels=tuple(fn(k, prog) for k in prog.kernels))

@@ -171,10 +171,16 @@ class _Kernel:
         elif src.name == "bfloat16":
             x = f"__bfloat162float({x})"
             src = dtypes.float32
-        if dst.name == "float16":
-            return f"__float2half_rn((float)({x}))"
-        if dst.name == "bfloat16":
-            return f"__float2bfloat16_rn((float)({x}))"
+        if dst.is_low_precision:
+            # One rounding, as `evaluate` (npfuncs.convert): a double, or an
+            # integer float cannot hold exactly, is converted from double
+            # (64-bit integers beyond 2^53 round twice: at most 1 ulp apart).
+            wide = src.name == "float64" or (src.kind in "iu" and src.bits >= 32)
+            if dst.name == "float16":
+                return f"__double2half((double)({x}))" if wide else \
+                    f"__float2half_rn((float)({x}))"
+            return f"__double2bfloat16((double)({x}))" if wide else \
+                f"__float2bfloat16_rn((float)({x}))"
         return f"(({ctype(dst)})({x}))"
 
     def call(self, e: ir.Call) -> str:

@@ -11,8 +11,10 @@ sits out the remaining iterations). Shared memory is per block, local memory
 per thread; both start unwritten.
 
 The executor raises `SimError` for what a GPU would get wrong:
-  * an access outside a buffer dimension (each subscript against its own
-    dimension), naming the block and thread;
+  * an access outside a buffer: a flat offset (the final IR, after storage
+    flattening) against the buffer's element count, per-dimension subscripts
+    (the IR before flattening) each against its own dimension; naming the
+    block and thread;
   * a read of shared/local memory nobody wrote;
   * within a block, since its last barrier, on shared and global memory: a
     thread reading an element another thread wrote (RAW), overwriting one
@@ -33,8 +35,10 @@ order, whatever the batch size.
 The statements and expressions of a kernel are compiled once into
 closures (expressions.py), cached while the kernel object lives; memory
 accesses and their checks are in memory.py, global race tables in races.py.
-It runs the pipeline up to, not including, storage flattening, so that each
-subscript is checked against its own dimension.
+`tcomp.build(..., target="sim")` runs the final Kernel IR, the one the CUDA
+printer prints (flat offsets, every layout decision applied), and on an error
+runs the IR before flattening to name the subscript and dimension at fault
+(tcomp/build.py).
 """
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ import weakref
 import numpy as np
 
 from ..errors import SimError
+from ..lang import npfuncs
 from ..lower import ir
 from ..lower.launch import launch_problem
 from ..lower.printer import expr as expr_text
@@ -58,10 +63,19 @@ MAX_BATCH_BYTES = 256 << 20  # shared + local memory (with its tracking) of one 
 
 
 def run_program(prog: ir.Program, env: dict, sizes: dict) -> None:
-    """Run every kernel of `prog` on the global arrays in `env` (in place)."""
-    with np.errstate(all="ignore"):
-        for k in prog.kernels:
-            _compiled(k).run(env, sizes)
+    """Run every kernel of `prog` on the global arrays in `env` (in place).
+    Buffers are addressed flat: an array that is not C-contiguous is run on a
+    contiguous copy, copied back when the program ends (or fails)."""
+    work = {n: np.ascontiguousarray(a) if isinstance(a, np.ndarray) and
+            not a.flags.c_contiguous else a for n, a in env.items()}
+    try:
+        with np.errstate(all="ignore"):
+            for k in prog.kernels:
+                _compiled(k).run(work, sizes)
+    finally:
+        for n, a in work.items():
+            if a is not env[n]:
+                np.copyto(env[n], a)
 
 
 # Compiled kernels by id(kernel), while the kernel lives: a kernel built once
@@ -103,12 +117,27 @@ class _Launch(Memory, Expressions):
         self.grid_fns = [self.compile_expr(g) for g in k.grid]
         self.block_fns = [self.compile_expr(b) for b in k.block]
         self.block_text = [expr_text(b) for b in k.block]
+        self.local_shapes = _local_shapes(k.body)
         self.body = self.compile_stmt(k.body)
         self.stored = {s.buffer for s in walk_stmts(k.body) if isinstance(s, ir.Store)}
         self.allocs = [(s.buffer.scope, s.buffer.dtype.numpy.itemsize,
                         [self.compile_expr(d) for d in s.buffer.shape])
                        for s in walk_stmts(k.body) if isinstance(s, ir.Alloc)]
-        del self.compiled, self.scopes  # keyed by id(): only valid while compiling
+        del self.compiled, self.scopes, self.local_shapes  # only needed while compiling
+
+    def const_offset(self, name, key):
+        """The flat offset of constant subscripts `key` into local buffer `name`
+        (None: not a local buffer of constant shape, or out of its bounds: the
+        access takes the checked path)."""
+        shape = self.local_shapes.get(name)
+        if shape is None:
+            return None
+        size = int(np.prod(shape, dtype=np.int64))
+        if len(key) == 1 and len(shape) != 1:
+            return key[0] if 0 <= key[0] < size else None
+        if len(key) != len(shape) or not all(0 <= i < n for i, n in zip(key, shape)):
+            return None
+        return self.flatten(list(key), shape)
 
     def run(self, env: dict, sizes: dict):
         self.running = True
@@ -133,8 +162,7 @@ class _Launch(Memory, Expressions):
         self.T = int(np.prod(self.block))
         nblocks = grid[0] * grid[1] * grid[2]
         arrays = {n: a for n, a in env.items() if isinstance(a, np.ndarray)}
-        self.flat_globals = {n: a.reshape(-1) for n, a in arrays.items()
-                             if a.flags.c_contiguous}
+        self.flat_globals = {n: a.reshape(-1) for n, a in arrays.items()}
         per_batch = self._batch_size(nblocks)
         if per_batch == nblocks == 1 or per_batch == 1:
             return self._launch(arrays, nblocks, per_batch)
@@ -355,9 +383,9 @@ class _Launch(Memory, Expressions):
         where = f" (computing the statement at {s.loc})" if s.loc is not None else ""
         idx = [self.compile_expr(i) for i in s.indices]
         value = self.compile_expr(s.value)
-        key = tuple(int(i.value) for i in s.indices) if all(
-            isinstance(i, ir.Imm) for i in s.indices) else None
-        at = (slice(None),) + key if key is not None else None
+        key = None
+        if all(isinstance(i, ir.Imm) for i in s.indices):
+            key = self.const_offset(name, tuple(int(i.value) for i in s.indices))
 
         def store(env, mask):
             v = value(env, mask)
@@ -365,24 +393,24 @@ class _Launch(Memory, Expressions):
             if key is not None and type(h) is Local and key in h.full:
                 # registers every lane has written (so in bounds): just the values
                 if mask is None:
-                    h.data[at] = v
+                    h.data[:, key] = v
                 else:
-                    h.data[at][mask] = v if np.ndim(v) == 0 else v[mask]
+                    h.data[:, key][mask] = v if np.ndim(v) == 0 else v[mask]
                 return
             vals = [f(env, mask) for f in idx]
             dest = h if h is not None else self.globals.get(name)
             if dest is None:
                 raise SimError(f"kernel {self.kname}: unknown buffer '{name}'")
-            scalar, subs = self.subscripts(name, vals, dest.shape, mask, "write to", where)
+            scalar, off = self.offsets(name, vals, dest.shape, mask, "write to", where)
             data = dest.data if h is not None else dest
             if v.dtype != data.dtype:
-                v = v.astype(data.dtype)
+                v = npfuncs.convert(v, data.dtype)
             if type(h) is Local:
-                self.store_local(h, subs, scalar, v, mask)
+                self.store_local(h, off, scalar, v, mask)
             elif h is not None:
-                self.store_shared(name, h, subs, v, mask)
+                self.store_shared(name, h, off, v, mask)
             else:
-                self.store_global(name, dest, subs, v, mask)
+                self.store_global(name, dest, off, v, mask)
         return store
 
     def _s_Barrier(self, s):
@@ -449,6 +477,20 @@ class _Launch(Memory, Expressions):
 
 
 _UNSET = object()
+
+
+def _local_shapes(body) -> dict:
+    """Constant shapes of the local buffers a kernel allocates (a name allocated
+    with two shapes is left out)."""
+    shapes = {}
+    for s in walk_stmts(body):
+        if isinstance(s, ir.Alloc) and s.buffer.scope == "local":
+            dims = s.buffer.shape
+            shape = tuple(int(d.value) for d in dims) if all(
+                isinstance(d, ir.Imm) for d in dims) else None
+            name = s.buffer.name
+            shapes[name] = shape if shapes.get(name, shape) == shape else None
+    return {n: sh for n, sh in shapes.items() if sh is not None}
 
 
 def _restore(env, var, old):

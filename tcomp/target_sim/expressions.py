@@ -39,8 +39,12 @@ def _converter(dt):
     """x as dtype `dt` (unchanged when it already is)."""
     conv = _CONV.get(dt)
     if conv is None:
-        def conv(x):
-            return x if x.dtype == dt else x.astype(dt)
+        if dt.name == "bfloat16":  # rounded once, as in `evaluate` (npfuncs.convert)
+            def conv(x):
+                return x if x.dtype == dt else npfuncs.convert(x, dt)
+        else:
+            def conv(x):
+                return x if x.dtype == dt else x.astype(dt)
         _CONV[dt] = conv
     return conv
 
@@ -109,7 +113,8 @@ class Expressions:
         name = e.buffer
         idx = [self.compile_expr(i) for i in e.indices]
         if all(isinstance(i, ir.Imm) for i in e.indices):
-            return self._const_load(name, tuple(int(i.value) for i in e.indices)), False
+            key = tuple(int(i.value) for i in e.indices)
+            return self._const_load(name, key, self.const_offset(name, key)), False
 
         def load(env, mask):
             vals = [f(env, mask) for f in idx]
@@ -124,15 +129,15 @@ class Expressions:
             return self.load_shared(name, h, vals, mask)
         return load, False
 
-    def _const_load(self, name, key):
-        """A load at constant subscripts: registers of a local tile read as a
-        view of one column, without checks once every lane has written them."""
-        at = (slice(None),) + key
+    def _const_load(self, name, key, off):
+        """A load at constant subscripts `key` (flat offset `off` into a local
+        buffer, else None): registers of a local tile read as a view of one
+        column, without checks once every lane has written them."""
 
         def load(env, mask):
             h = self.mem.get(name)
-            if type(h) is Local and key in h.full:
-                return h.data[at]
+            if off is not None and type(h) is Local and off in h.full:
+                return h.data[:, off]
             subs = [np.int32(i) for i in key]
             if h is None:
                 arr = self.globals.get(name)

@@ -3,13 +3,21 @@ blocks, their bounds checks and the race tracking of shared memory (global
 memory: races.py; the rules: executor.py).
 
 A batch runs `nb` blocks of `T` threads as `nb * T` lanes; lane `l` is thread
-`l % T` of the batch's block `l // T`. Local memory has one row per lane,
-shared memory one copy per block (a leading block axis), global memory is the
-caller's arrays. Shared elements are flat offsets (block * size + offset
-within the block's copy), so the data, the written flags and the race
-trackers of a buffer are indexed alike.
+`l % T` of the batch's block `l // T`. Every buffer is stored flat, as the
+final Kernel IR (after storage flattening) addresses it: local memory has one
+row of `size` elements per lane, shared memory one row per block, global
+memory is a flat view of the caller's arrays. Shared elements are flat offsets
+(block * size + offset within the block's copy), so the data, the written
+flags and the race trackers of a buffer are indexed alike.
+
+An access carries either one subscript (the flat offset of the final IR),
+checked against the buffer's element count, or one subscript per dimension
+(the IR before flattening, or a 1-d buffer), each checked against its own
+dimension. Messages name elements by their multi-index in the buffer's shape.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -22,13 +30,14 @@ _UNSIGNED = {np.dtype(np.int32): np.uint32, np.dtype(np.int64): np.uint64,
 
 
 class Local:
-    """Per-lane registers. `full` holds constant subscripts every lane has
-    written since the allocation was entered (their reads skip the check)."""
+    """Per-lane registers, `size` per lane. `full` holds constant offsets every
+    lane has written since the allocation was entered (their reads skip the check)."""
 
     def __init__(self, buf, shape, lanes):
         self.buf, self.shape = buf, shape
-        self.data = np.zeros((lanes,) + shape, buf.dtype.numpy)
-        self.written = np.zeros((lanes,) + shape, bool)
+        self.size = int(np.prod(shape, dtype=np.int64))
+        self.data = np.zeros((lanes, self.size), buf.dtype.numpy)
+        self.written = np.zeros((lanes, self.size), bool)
         self.full: set = set()
 
 
@@ -40,7 +49,7 @@ class Shared:
     def __init__(self, buf, shape, blocks):
         self.buf, self.shape = buf, shape
         self.size = int(np.prod(shape, dtype=np.int64))
-        full = (blocks,) + shape
+        full = (blocks, self.size)
         self.data = np.zeros(full, buf.dtype.numpy)
         self.written = np.zeros(full, bool)
         self.writer = np.full(full, NOBODY, np.int32)
@@ -56,21 +65,35 @@ class Memory:
     self.flat_globals, self.races (races.GlobalRaces), and its message helpers."""
 
     # ------------------------------------------------------------ subscripts
-    def subscripts(self, name, vals, shape, mask, what, where=""):
-        """Check per-dimension bounds of the active lanes; returns (scalar, subs):
-        subscripts the same for all lanes are Python ints (scalar: all are),
-        the others integer arrays over the lanes, their inactive out-of-bounds
-        lanes moved to 0. `where` ends an out-of-bounds message."""
+    def offsets(self, name, vals, shape, mask, what, where=""):
+        """Check the bounds of the active lanes' access; returns (scalar, off):
+        the flat offset, a Python int when the same for all lanes (scalar), else
+        an int64 array over the lanes, its inactive out-of-bounds lanes moved
+        to 0. One subscript into a buffer of several (or no) dimensions is a
+        flat offset, checked against the element count; otherwise there is one
+        subscript per dimension, each checked against its dimension. `where`
+        ends an out-of-bounds message."""
+        if len(vals) == 1 and len(shape) != 1:
+            scalar, (off,) = self._check(name, vals, (math.prod(shape),), mask, what, where,
+                                         shape)
+            return scalar, off
         if len(vals) != len(shape):
             raise SimError(f"kernel {self.kname}: {name} has {len(shape)} dimensions, "
                            f"indexed with {len(vals)}")
+        scalar, subs = self._check(name, vals, shape, mask, what, where)
+        return scalar, self.flatten(subs, shape)
+
+    def _check(self, name, vals, dims, mask, what, where, flat_of=None):
+        """Subscripts the same for all lanes become Python ints, the others stay
+        integer arrays over the lanes; each is checked against its entry of `dims`.
+        flat_of: the buffer's shape when `dims` is its element count (a flat offset)."""
         subs = [v if type(v) is np.ndarray and v.ndim else int(v) for v in vals]
         scalar = True
-        for d, (i, n) in enumerate(zip(subs, shape)):
+        for d, (i, n) in enumerate(zip(subs, dims)):
             if type(i) is int:
                 if not 0 <= i < n:
                     lane = 0 if mask is None else int(np.argmax(mask))
-                    self._out_of_bounds(name, what, where, shape, d, lane, subs)
+                    self._out_of_bounds(name, what, where, dims, d, lane, subs, flat_of)
                 continue
             scalar = False
             u = _UNSIGNED.get(i.dtype)
@@ -81,37 +104,47 @@ class Memory:
                     if not bad.any():  # only guarded (inactive) lanes are outside
                         subs[d] = np.where(mask, i, 0)
                         continue
-                self._out_of_bounds(name, what, where, shape, d, int(np.argmax(bad)), subs)
+                self._out_of_bounds(name, what, where, dims, d, int(np.argmax(bad)), subs,
+                                    flat_of)
         return scalar, subs
 
-    def _out_of_bounds(self, name, what, where, shape, d, lane, subs):
+    def _out_of_bounds(self, name, what, where, dims, d, lane, subs, flat_of):
         sub = self._sub_at(subs, lane)
+        at = f"in block {self._block(lane)}, thread {self._thread(lane)}{where}"
+        if flat_of is not None:
+            raise SimError(f"kernel {self.kname}: {what} {name} at flat offset {sub[0]} out of "
+                           f"bounds (shape {tuple(flat_of)}: {dims[0]} elements) {at}")
         raise SimError(f"kernel {self.kname}: {what} {name}{sub} out of bounds (shape "
-                       f"{tuple(shape)}, dimension {d}) in block {self._block(lane)}, thread "
-                       f"{self._thread(lane)}{where}")
+                       f"{tuple(dims)}, dimension {d}) {at}")
 
     @staticmethod
     def flatten(subs, shape):
-        """Row-major offsets (int64) of per-dimension subscripts (ints or arrays)."""
-        flat = np.asarray(subs[0], np.int64) if subs else np.int64(0)
+        """Row-major offset of per-dimension subscripts: an int when they all
+        are ints, else an int64 array."""
+        if not subs:
+            return 0
+        if all(type(i) is int for i in subs):
+            flat = subs[0]
+            for i, n in zip(subs[1:], shape[1:]):
+                flat = flat * n + i
+            return flat
+        flat = np.asarray(subs[0], np.int64)
         for i, n in zip(subs[1:], shape[1:]):
             flat = flat * n + i
         return flat
 
     # ------------------------------------------------------------ local
     def load_local(self, name, h, vals, mask):
-        scalar, subs = self.subscripts(name, vals, h.shape, mask, "read of")
+        scalar, off = self.offsets(name, vals, h.shape, mask, "read of")
         if scalar:
-            key = tuple(subs)
-            idx = (slice(None),) + key
-            if key not in h.full:
-                w = h.written[idx]
+            if off not in h.full:
+                w = h.written[:, off]
                 if w.all():
-                    h.full.add(key)
+                    h.full.add(off)
                 else:
                     self._unwritten_local(name, ~w if mask is None else mask & ~w)
-            return h.data[idx]
-        idx = (self.lane,) + tuple(subs)
+            return h.data[:, off]
+        idx = (self.lane, off)
         w = h.written[idx]
         if not w.all():
             self._unwritten_local(name, ~w if mask is None else mask & ~w)
@@ -122,33 +155,30 @@ class Memory:
             raise SimError(f"kernel {self.kname}: read of local {name} before any write "
                            f"(thread {self._thread(int(np.argmax(unwritten)))})")
 
-    def store_local(self, h, subs, scalar, vals, mask):
+    def store_local(self, h, off, scalar, vals, mask):
         if scalar:
-            key = tuple(subs)
-            idx = (slice(None),) + key
             if mask is None:
-                h.data[idx] = vals
-                h.written[idx] = True
-                h.full.add(key)
+                h.data[:, off] = vals
+                h.written[:, off] = True
+                h.full.add(off)
             else:
-                h.data[idx][mask] = vals if np.ndim(vals) == 0 else vals[mask]
-                h.written[idx][mask] = True
+                h.data[:, off][mask] = vals if np.ndim(vals) == 0 else vals[mask]
+                h.written[:, off][mask] = True
             return
         lanes = self.lane if mask is None else np.flatnonzero(mask)
-        idx = (lanes,) + tuple(s if mask is None or type(s) is int else s[lanes] for s in subs)
+        idx = (lanes, off if mask is None else off[lanes])
         h.data[idx] = vals if np.ndim(vals) == 0 or mask is None else vals[lanes]
         h.written[idx] = True
 
     # ------------------------------------------------------------ shared
-    def _shared_flat(self, h, subs):
-        flat = self.flatten(subs, h.shape)
+    def _shared_flat(self, h, off):
         if self.nb > 1:
-            flat = self.blk * h.size + flat
-        return np.broadcast_to(np.asarray(flat, np.int64), (self.L,))
+            off = self.blk * h.size + off
+        return np.broadcast_to(np.asarray(off, np.int64), (self.L,))
 
     def load_shared(self, name, h, vals, mask):
-        _, subs = self.subscripts(name, vals, h.shape, mask, "read of")
-        flat = self._shared_flat(h, subs)
+        _, off = self.offsets(name, vals, h.shape, mask, "read of")
+        flat = self._shared_flat(h, off)
         lanes, tid, f = self.lane, self.tid, flat
         if mask is not None:
             lanes = np.flatnonzero(mask)
@@ -157,7 +187,7 @@ class Memory:
         if not w.all():
             lane = int(lanes[int(np.argmax(~w))])
             raise SimError(f"kernel {self.kname}: read of shared {name}"
-                           f"{self._sub_at(subs, lane)} that no thread wrote (block "
+                           f"{self._element(h, flat, lane)} that no thread wrote (block "
                            f"{self._block(lane)}, thread {self._thread(lane)})")
         writer = h.fwriter[f]
         race = writer != tid
@@ -166,7 +196,7 @@ class Memory:
             if race.any():
                 j = int(np.argmax(race))
                 lane = int(lanes[j])
-                self._read_race(f"shared {name}{self._sub_at(subs, lane)}", lane,
+                self._read_race(f"shared {name}{self._element(h, flat, lane)}", lane,
                                 lane - int(tid[j]) + int(writer[j]))
         # The reader of each element: this thread, or SEVERAL when another thread
         # read it too (now or since the last barrier). Lanes of one step that read
@@ -179,8 +209,8 @@ class Memory:
             h.freader[f[several]] = SEVERAL
         return h.fdata[flat]
 
-    def store_shared(self, name, h, subs, vals, mask):
-        flat = self._shared_flat(h, subs)
+    def store_shared(self, name, h, off, vals, mask):
+        flat = self._shared_flat(h, off)
         lanes = self.lane
         vals = np.broadcast_to(vals, (self.L,))
         if mask is not None:
@@ -231,28 +261,24 @@ class Memory:
 
     # ------------------------------------------------------------ global
     def load_global(self, name, arr, vals, mask):
-        scalar, subs = self.subscripts(name, vals, arr.shape, mask, "read of")
-        flatarr = self.flat_globals.get(name)
+        scalar, off = self.offsets(name, vals, arr.shape, mask, "read of")
+        flatarr = self.flat_globals[name]
         if not self.races.tracks(name):
-            if flatarr is None or scalar:
-                return arr[tuple(subs)]
-            return flatarr[self.flatten(subs, arr.shape)]
-        flat = np.broadcast_to(self.flatten(subs, arr.shape), (self.L,))
+            return flatarr[off]
+        flat = np.broadcast_to(np.asarray(off, np.int64), (self.L,))
         self.races.read(name, arr.shape, flat, mask)
-        return flatarr[flat] if flatarr is not None else arr[tuple(subs)]
+        return flatarr[flat]
 
-    def store_global(self, name, arr, subs, vals, mask):
+    def store_global(self, name, arr, off, vals, mask):
         lanes = self.lane
-        flat = np.broadcast_to(self.flatten(subs, arr.shape), (self.L,))
+        flat = np.broadcast_to(np.asarray(off, np.int64), (self.L,))
         vals = np.broadcast_to(vals, (self.L,))
         if mask is not None:
             lanes = np.flatnonzero(mask)
             flat, vals = flat[lanes], vals[lanes]
-        data = self.flat_globals.get(name)
-        at = flat if data is not None else np.unravel_index(flat, arr.shape)
-        target = data if data is not None else arr
-        self.races.write(name, arr.shape, flat, lanes, vals, target[at])
-        target[at] = vals
+        data = self.flat_globals[name]
+        self.races.write(name, arr.shape, flat, lanes, vals, data[flat])
+        data[flat] = vals
 
     # ------------------------------------------------------------ barriers
     def reset_trackers(self, blocks):
@@ -272,4 +298,14 @@ class Memory:
     @staticmethod
     def _sub_at(subs, lane):
         return [int(s) if np.ndim(s) == 0 else int(s[lane]) for s in subs]
+
+    def _element(self, h, flat, lane):
+        """The multi-index of lane `lane`'s element (`flat`: batch-wide offsets
+        of per-block copies) in shared buffer `h`."""
+        return element(h.shape, int(flat[lane]) % max(h.size, 1))
+
+
+def element(shape, offset: int) -> list:
+    """The multi-index, in `shape`, of an in-bounds flat offset."""
+    return [int(i) for i in np.unravel_index(offset, shape)] if shape else []
 

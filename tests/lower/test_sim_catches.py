@@ -3,8 +3,9 @@
 Each test builds a correct program, checks that it runs, then breaks its
 Kernel IR on purpose the way a buggy pass would (drop a barrier, shift a
 subscript, drop a tail guard, put a barrier under a thread-dependent `if`,
-forget a store, ...) by replacing `k.program` with a rewritten copy, and
-asserts the `tcomp.SimError` the sim raises, by its message.
+forget a store, ...) in the IR before storage flattening (`k.unflattened`,
+replaced by a rewritten copy, which the sim flattens and runs), and asserts
+the `tcomp.SimError` the sim raises, by its message.
 """
 from __future__ import annotations
 
@@ -83,13 +84,14 @@ def tail_scale():
 
 # ----------------------------------------------------------------- rewriting
 def rewrite(k, rewriter: Rewriter):
-    """Replace k.program by a copy whose kernel bodies went through `rewriter`;
-    fails if nothing changed (the test would prove nothing)."""
-    prog = k.program
+    """Replace k's IR before flattening by a copy whose kernel bodies went
+    through `rewriter` (the sim runs it flattened); fails if nothing changed
+    (the test would prove nothing)."""
+    prog = k.unflattened
     kernels = tuple(dataclasses.replace(kk, body=rewriter.stmt(kk.body)) for kk in prog.kernels)
     new = dataclasses.replace(prog, kernels=kernels)
     assert new != prog, f"{type(rewriter).__name__} changed nothing"
-    k.program = new
+    k.set_unflattened(new)
     return k
 
 
@@ -262,8 +264,8 @@ def test_barrier_under_thread_dependent_if(mm_args):
 def test_verifier_rejects_barrier_under_thread_dependent_if():
     k = rewrite(build_shared(), BarrierUnderThreadIf())
     with pytest.raises(tcomp.LoweringError, match="barrier under a thread-dependent condition"):
-        for kern in k.program.kernels:
-            verify(kern, k.program)
+        for kern in k.unflattened.kernels:
+            verify(kern, k.unflattened)
 
 
 def test_barrier_under_block_uniform_if_is_fine(mm_args):
