@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 
 import torch
@@ -30,7 +31,10 @@ import triton.language as tl
 
 import tcomp
 
-SRC = "def fma(float(N) A, float(N) B) -> (C) { C(i) = A(i) * B(i) + A(i) }"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import schedules as S  # noqa: E402
+
+SRC = S.FMA
 
 
 @triton.jit
@@ -50,13 +54,7 @@ def triton_fma(a, b):
 
 
 def tcomp_kernel(sizes=None):
-    s = tcomp.Schedule(tcomp.op(SRC))
-    C = s["C"]
-    (i,) = C.axes
-    io, ii = C.split(i, 256)
-    C.bind(io, "blockIdx.x")
-    C.bind(ii, "threadIdx.x")
-    return tcomp.build(s, target="cuda", sizes=sizes)
+    return tcomp.build(S.fma()[1], target="cuda", sizes=sizes)
 
 
 def per_call_us(fn, calls: int, repeats: int, warmup: int = 200) -> list[float]:

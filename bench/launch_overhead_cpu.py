@@ -15,7 +15,9 @@ cuda.bindings' real argument conversion into the stub's no-op.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -24,7 +26,10 @@ import tcomp
 from tcomp.target_cuda import arrays as A
 from tcomp.target_cuda import streams
 
-SRC = "def fma(float(N) A, float(N) B) -> (C) { C(i) = A(i) * B(i) + A(i) }"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import schedules as S  # noqa: E402
+
+SRC = S.FMA
 
 
 class FakeCudaTensor:
@@ -42,13 +47,7 @@ FakeCudaTensor.__module__ = "torch.bench_fake"
 
 
 def kernel(sizes=None):
-    s = tcomp.Schedule(tcomp.op(SRC))
-    C = s["C"]
-    (i,) = C.axes
-    io, ii = C.split(i, 256)
-    C.bind(io, "blockIdx.x")
-    C.bind(ii, "threadIdx.x")
-    return tcomp.build(s, target="cuda", sizes=sizes)
+    return tcomp.build(S.fma()[1], target="cuda", sizes=sizes)
 
 
 def per_call_us(fn, calls, repeats):

@@ -23,6 +23,8 @@ LAYERNORM = """def layernorm(float(N, D) X, float(D) gamma, float(D) beta) -> (Y
 
 ROWSUM = "def rowsum(float(N, D) X) -> (S) { S(n) +=! X(n, d) }"
 
+FMA = "def fma(float(N) A, float(N) B) -> (C) { C(i) = A(i) * B(i) + A(i) }"
+
 TRANSPOSE = "def transpose(float(M, N) A) -> (O) { O(j, i) = A(i, j) }"
 
 GELU = """def gelu_affine(float(N) X, float w, float b) -> (O) {
@@ -307,4 +309,16 @@ def gelu(sizes, threads=256, vec=4):
     ioo, ioi = O.split(io, threads)
     O.bind(ioo, "blockIdx.x")
     O.bind(ioi, "threadIdx.x")
+    return op, s
+
+
+def fma(sizes=None, threads=256):
+    """The launch-cost kernel (bench/launch_overhead.py): one element per thread."""
+    op = tcomp.op(FMA)
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    (i,) = C.axes
+    io, ii = C.split(i, threads)
+    C.bind(io, "blockIdx.x")
+    C.bind(ii, "threadIdx.x")
     return op, s

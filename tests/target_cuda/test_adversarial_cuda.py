@@ -16,7 +16,7 @@ import pytest
 
 import tcomp
 from tcomp.target_cuda.codegen import PRELUDE as CUDA_PRELUDE
-from tests.lower.test_adversarial_data import (DATA, OPS, PAIRS, SCHEDULES, assert_result,
+from tests.lower.test_adversarial_data import (OPS, PAIRS, SCHEDULES, assert_result,
                                                case, data_all_negative)
 
 from .emulator import HAVE_CXX, _compile, run_emulated

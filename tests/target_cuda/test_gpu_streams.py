@@ -19,11 +19,12 @@ import numpy as np
 import pytest
 
 import tcomp
+from tests.bench.common import S
 from tests.target_cuda.test_gpu_interop import run_script
 
 pytestmark = pytest.mark.cuda
 
-FMA = "def fma(float(N) A, float(N) B) -> (C) { C(i) = A(i) * B(i) + A(i) }"
+FMA = S.FMA
 ROWSUM = "def rowsum(float(M, K) A) -> (S) { S(m) +=! A(m, k) }"
 
 SPIN_SRC = r"""
@@ -41,13 +42,7 @@ SECOND = 2_000_000_000  # clock cycles: about a second at the H200's clocks
 
 
 def fma_kernel(sizes=None):
-    s = tcomp.Schedule(tcomp.op(FMA))
-    C = s["C"]
-    (i,) = C.axes
-    io, ii = C.split(i, 256)
-    C.bind(io, "blockIdx.x")
-    C.bind(ii, "threadIdx.x")
-    return tcomp.build(s, target="cuda", sizes=sizes)
+    return tcomp.build(S.fma()[1], target="cuda", sizes=sizes)
 
 
 def rowsum_kernel():

@@ -18,18 +18,8 @@ from tcomp.target_cuda.index_width import index_bits_for
 from tcomp.target_cuda.kernel import eval_size
 
 from tests.target_cuda.test_call_checks import BAD_CALLS
+from tests.target_cuda.test_gpu_streams import FMA, fma_kernel
 
-FMA = "def fma(float(N) A, float(N) B) -> (C) { C(i) = A(i) * B(i) + A(i) }"
-
-
-def fma_kernel(sizes=None):
-    s = tcomp.Schedule(tcomp.op(FMA))
-    C = s["C"]
-    (i,) = C.axes
-    io, ii = C.split(i, 256)
-    C.bind(io, "blockIdx.x")
-    C.bind(ii, "threadIdx.x")
-    return tcomp.build(s, target="cuda", sizes=sizes)
 
 
 # ------------------------------------------------------------------ packing
