@@ -6,7 +6,9 @@ that do not (primes, rows shorter than the block, single elements), with the
 small parameters that keep the sim fast and, where the sim stays fast, with the
 benchmark's own parameters (512/1024-thread rows, 128x128x8 GEMM tiles).
 Sizes are bound at build time as bench/suite.py binds them; the schedules that
-lower with symbolic sizes are also run unbound.
+lower with symbolic sizes are also run unbound. Every case of bench/suite.py also
+runs with its own parameters (test_suite_case_on_sim): the value check of the
+cases whose CUDA source test_bench_golden_cuda.py checks by structure only.
 
 The sim checks races and uninitialised reads besides the values; the lowered IR
 is checked for the cross-thread reductions (`allreduce_*`), the shared/local
@@ -22,7 +24,7 @@ import pytest
 import tcomp
 from tests.lower.util import inputs_for, run_sim
 
-from .common import S
+from .common import S, SUITE_CASES
 
 GELU_SCALARS = {"w": 0.75, "b": -0.25}  # as bench/suite.py passes them
 
@@ -250,6 +252,9 @@ GEMM_VARIANTS = {
     "frag+scalar": {"vector": False}, "frag+scalar+pipe": {"vector": False, "pipeline": True},
     "frag+warp+pad+pipe+g2": {"lanes": True, "pad": True, "pipeline": True, "group": 2},
     "shared+warp+pad+g2": {"fragments": False, "lanes": True, "pad": True, "group": 2},
+    "frag+warp+pad": {"lanes": True, "pad": True},
+    "shared+warp+pad+pipe+g2": {"fragments": False, "lanes": True, "pad": True, "pipeline": True,
+                                "group": 2},
 }
 LANES = {"small": (2, 2), "odd-fetch": (2, 4), "bench": (4, 8)}
 
@@ -308,3 +313,30 @@ def test_gemm_unbound_sizes(variant):
     op, s = S.gemm({}, **gemm_kw("small", variant, SMALL))
     for m, n, k in ((21, 19, 7), (16, 16, 8), (37, 29, 23)):
         run(s, {"M": m, "N": n, "K": k}, bind=False)
+
+
+# ------------------------------------------------------------------ the suite's own cases
+def suite_small_sizes(c):
+    """Small sizes for suite case `c` that divide its tiles as the benchmark sizes
+    do: two 128 x 128 GEMM block rows and columns and three K steps, two rows of
+    two float4 chunks per thread (one for the 1024-thread rows), four blocks of gelu."""
+    fixed = {"gemm": {"M": 256, "N": 256, "K": 24}, "transpose": {"M": 64, "N": 96},
+             "gelu": {"N": 4096}}
+    if c.kind in fixed:
+        return fixed[c.kind]
+    threads = c.kwargs["threads"]
+    if c.kind == "rowsum":  # two trips of the 8-times unrolled loop
+        return {"N": 2, "D": threads * 8 * 2}
+    return {"N": 2, "D": 4 * threads * (1 if threads >= 1024 else 2)}
+
+
+@pytest.mark.parametrize("case", SUITE_CASES, ids=[c.slug for c in SUITE_CASES])
+def test_suite_case_on_sim(case):
+    """Every case of bench/suite.py, with the suite's own schedule parameters (as
+    test_bench_golden_cuda.py builds them), computes the oracle's values on the
+    sim: the value check behind the structural checks of its CUDA source (only
+    a few cases keep a golden file)."""
+    op, s = case.schedule()
+    sizes = suite_small_sizes(case)
+    assert set(sizes) == set(case.sizes)
+    run(s, sizes)
