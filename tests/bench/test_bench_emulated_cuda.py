@@ -7,7 +7,6 @@ all-reduces' shuffles) is checked against numpy on the very source NVRTC
 compiles for the benchmark."""
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,13 +19,6 @@ from .test_bench_golden_cuda import ARCH
 from .test_bench_schedules_sim import make_inputs, suite_small_sizes
 
 BY_SLUG = {c.slug: c for c in SUITE_CASES}
-# Two gaps of the emulator's prelude that these kernels reach: g++ rejects its
-# `static alignas(16) float X[..]` (the __shared__ and __align__ macros: a
-# standard attribute may not follow `static`, a GNU attribute may), and it lacks
-# CUDA's rsqrtf (layernorm).
-PRELUDE_FIX = ("#undef __align__\n#define __align__(n) __attribute__((aligned(n)))\n"
-               "inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }\n")
-
 CASES = ["gemm_4096_frag_warp_pad_pipe_g8", "gemm_4096_shared_warp_pad_pipe_g8",
          "layernorm_32768x4096_512t_smem_vec4"]
 
@@ -49,7 +41,7 @@ def test_suite_case_emulated(slug):
     sizes = suite_small_sizes(c)
     k = tcomp.build(s, target=f"cuda:{ARCH}", sizes=sizes)
     args = make_inputs(op, sizes, seed=3)
-    out = run_emulated(SimpleNamespace(source=PRELUDE_FIX + k.source, meta=k.meta), *args)
+    out = run_emulated(k, *args)
     want = oracle(c.kind, args)
     assert out.shape == want.shape
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

@@ -48,7 +48,8 @@ static tc_dim3 blockDim, gridDim;
 #define __launch_bounds__(n)
 #define __restrict__ __restrict
 #define __shared__ static
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 struct tc_warp { std::barrier<>* bar; unsigned lanes; unsigned long long vals[32]; };
 static std::barrier<>* tc_block_barrier;
 static thread_local tc_warp* tc_my_warp;
