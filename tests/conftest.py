@@ -31,5 +31,6 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
-                     help="rewrite the golden files (tests/lang/golden, tests/lower/golden, tests/bench/golden) and the "
-                          "output blocks of docs/ and the README from the current output")
+                     help="rewrite the golden files (tests/lang/golden, tests/lower/golden, "
+                          "tests/bench/golden) and the output blocks of docs/ and the README "
+                          "from the current output")
