@@ -16,6 +16,7 @@ and constants, nested / and %) at random points inside random ranges.
 """
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -367,3 +368,28 @@ def test_divisor_rule_keeps_the_value(g_log, c_mul, kx, ky, k0, lo, span):
                 for i in range(lo, lo + span + 1):
                     env = {"x": x, "y": y, "i": i}
                     assert evaluate(out, env) == evaluate(e, env), env
+
+
+# ------------------------------------------------------------------ deciding comparisons
+_BOUNDS = [None, -3, -2, -1, 0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("op", ["<", "<=", ">", ">=", "==", "!="])
+def test_comparisons_are_decided_soundly_and_whenever_the_bounds_settle_them(op):
+    """`a op b` from the bounds of a - b: True or False only when every difference in the
+    bounds gives that answer (a wrong fold is a wrong answer in every kernel), and decided
+    whenever both bounds are known and agree (else guards stay in the code)."""
+    from tcomp.lower.simplify import _decide
+    cmp = {"<": lambda v: v < 0, "<=": lambda v: v <= 0, ">": lambda v: v > 0,
+           ">=": lambda v: v >= 0, "==": lambda v: v == 0, "!=": lambda v: v != 0}[op]
+    for lo in _BOUNDS:
+        for hi in _BOUNDS:
+            if lo is not None and hi is not None and lo > hi:
+                continue
+            values = range(-10 if lo is None else lo, (10 if hi is None else hi) + 1)
+            answers = {cmp(v) for v in values}
+            got = _decide(op, (lo, hi))
+            if got is not None:
+                assert answers == {got}, (op, lo, hi, got)
+            elif lo is not None and hi is not None:
+                assert len(answers) == 2, (op, lo, hi)
