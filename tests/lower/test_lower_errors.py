@@ -13,7 +13,7 @@ import pytest
 import tcomp
 from tcomp.lower.pipeline import lower as lower_pipeline
 
-from .util import inputs_for, run_sim
+from .util import TWO_STAGES, inputs_for, run_sim
 
 MM = tcomp.op("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }")
 SCALE = tcomp.op("def scale(float(M,N) A) -> (O) { O(i, j) = A(i, j) * 2.0 }")
@@ -104,10 +104,7 @@ def _unroll_symbolic():
 
 def _two_thread_extents():
     """threadIdx.x over N in one stage and over 4 in another: one block size."""
-    two = tcomp.op("""def two(float(M,N) A) -> (C, D) {
-      C(i, j) = A(i, j) + 1.0
-      D(i, j) = C(i, j) * 2.0
-    }""")
+    two = TWO_STAGES
     s = tcomp.Schedule(two)
     D = s["D"]
     i, j = D.axes
@@ -145,10 +142,7 @@ def test_messages_print_expressions(make, text):
 
 # ------------------------------------------------------------------ launch-shape errors
 def test_thread_tag_with_two_extents_in_one_kernel():
-    two = tcomp.op("""def two(float(M,N) A) -> (C, D) {
-      C(i, j) = A(i, j) + 1.0
-      D(i, j) = C(i, j) * 2.0
-    }""")
+    two = TWO_STAGES
     s = tcomp.Schedule(two)
     D = s["D"]
     i, j = D.axes

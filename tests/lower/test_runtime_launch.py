@@ -20,7 +20,7 @@ from tcomp.lower import unroll
 from tcomp.lower.launch import CUDA_LIMITS, LaunchLimits, launch_problem
 from tcomp.target_cuda.kernel import check_launch, size_text
 
-from .util import inputs_for, run_sim
+from .util import TWO_STAGES, inputs_for, run_sim
 
 GOLDEN = Path(__file__).parent / "golden" / "runtime_launch"  # (not examples of test_golden_ir)
 
@@ -172,10 +172,7 @@ def test_constant_z_extent_above_64():
 
 
 def test_runtime_extents_of_one_tag_must_match():
-    two = tcomp.op("""def two(float(M,N) A) -> (C, D) {
-      C(i, j) = A(i, j) + 1.0
-      D(i, j) = C(i, j) * 2.0
-    }""")
+    two = TWO_STAGES
     s = tcomp.Schedule(two)
     D = s["D"]
     i, j = D.axes

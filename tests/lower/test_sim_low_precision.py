@@ -23,7 +23,7 @@ import pytest
 
 import tcomp
 
-from .util import inputs_for
+from .util import inputs_for, tile_on_blocks_and_threads
 
 TYPES = {"half": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
@@ -162,11 +162,7 @@ def test_matmul_accumulates_in_float32_and_rounds_once(t):
     s = tcomp.Schedule(op)
     C = s["C"]
     m, n = C.axes
-    mo, no, mi, ni = C.tile(m, n, 4, 4)
-    C.bind(mo, "blockIdx.y")
-    C.bind(no, "blockIdx.x")
-    C.bind(mi, "threadIdx.y")
-    C.bind(ni, "threadIdx.x")
+    tile_on_blocks_and_threads(C, m, n, 4, 4)
     same(s, args)
 
 

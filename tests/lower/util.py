@@ -63,3 +63,20 @@ def run_sim(s: tcomp.Schedule, args, sizes: dict | None = None, tol: dict | None
     want = tcomp.evaluate(s.op, *args)
     assert_matches(s.op, got, want, tol)
     return k
+
+
+# C then D = f(C), for schedules with two stages in one kernel (C computed at D's rows).
+TWO_STAGES = tcomp.op("""def two(float(M,N) A) -> (C, D) {
+  C(i, j) = A(i, j) + 1.0
+  D(i, j) = C(i, j) * 2.0
+}""")
+
+
+def tile_on_blocks_and_threads(stage, a, b, ta, tb):
+    """Tile (a, b) by (ta, tb): outer loops on blockIdx.y/x, inner on threadIdx.y/x."""
+    ao, bo, ai, bi = stage.tile(a, b, ta, tb)
+    stage.bind(ao, "blockIdx.y")
+    stage.bind(bo, "blockIdx.x")
+    stage.bind(ai, "threadIdx.y")
+    stage.bind(bi, "threadIdx.x")
+    return ao, bo, ai, bi

@@ -2,14 +2,12 @@
 reductions (item 6) — the same errors and the same bits as `tcomp.evaluate`."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import tcomp
+from tests.target_cuda.test_gpu_interop import run_script
 from tests.lower.test_half_reductions import HALF_TYPES, ROWSUM, SCHEDULES, exact, rows
 
 from .test_call_checks import (BAD_CALLS, SCALARS, WRITES, _message,
@@ -17,7 +15,6 @@ from .test_call_checks import (BAD_CALLS, SCALARS, WRITES, _message,
 
 pytestmark = pytest.mark.cuda
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize("src,args,message", BAD_CALLS)
@@ -93,13 +90,7 @@ print("torch call checks ok")
 
 def test_torch_dtypes_and_half_reduction():
     """In a fresh interpreter, as tests/target_cuda/test_gpu_runtime.py does for torch."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    r = subprocess.run([sys.executable, "-c", TORCH_SCRIPT], capture_output=True, text=True,
-                       env=env, cwd=ROOT, timeout=300)
-    if "No module named 'torch'" in r.stderr:
-        pytest.skip("torch is not installed")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "torch call checks ok" in r.stdout
+    assert "torch call checks ok" in run_script(TORCH_SCRIPT, "torch", timeout=300)
 
 
 def test_cupy_dtype_mismatch():

@@ -16,7 +16,7 @@ import pytest
 import tcomp
 from tests.lower.test_sim_low_precision import (ABOVE_TIES, ELEMENTWISE, INT_ABOVE_TIES, MATMUL,
                                                 TYPES, bits, small_ints, threads, vectorized)
-from tests.lower.util import inputs_for
+from tests.lower.util import inputs_for, tile_on_blocks_and_threads
 
 pytestmark = pytest.mark.cuda
 
@@ -55,11 +55,7 @@ def test_integer_matmul_bit_exact(t):
     s = tcomp.Schedule(op)
     C = s["C"]
     m, n = C.axes
-    mo, no, mi, ni = C.tile(m, n, 4, 4)
-    C.bind(mo, "blockIdx.y")
-    C.bind(no, "blockIdx.x")
-    C.bind(mi, "threadIdx.y")
-    C.bind(ni, "threadIdx.x")
+    tile_on_blocks_and_threads(C, m, n, 4, 4)
     got = tcomp.build(s, target="cuda")(*args)
     np.testing.assert_array_equal(bits(got), bits(tcomp.evaluate(op, *args)))
 

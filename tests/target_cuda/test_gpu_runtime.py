@@ -12,8 +12,6 @@ import tcomp
 
 pytestmark = pytest.mark.cuda
 
-ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.dirname(
-    __import__("os").path.abspath(__file__))))
 
 MM = "def matmul(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
 
@@ -86,16 +84,8 @@ def test_torch_zero_copy():
     failed its first import inside pytest (registering one of its own custom
     ops: "expected ident ... annotate(strtag)"), while a plain interpreter
     imports it fine."""
-    import os
-    import subprocess
-    import sys
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    r = subprocess.run([sys.executable, "-c", TORCH_SCRIPT], capture_output=True, text=True,
-                       env=env, cwd=ROOT, timeout=300)
-    if "No module named 'torch'" in r.stderr:
-        pytest.skip("torch is not installed")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "torch zero-copy ok" in r.stdout
+    from tests.target_cuda.test_gpu_interop import run_script
+    assert "torch zero-copy ok" in run_script(TORCH_SCRIPT, "torch", timeout=300)
 
 
 def test_cupy_zero_copy():
