@@ -2,13 +2,12 @@
 reductions (item 6) — the same errors and the same bits as `tcomp.evaluate`."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
 import tcomp
-from tests.target_cuda.test_gpu_interop import run_script
 from tests.lower.test_half_reductions import HALF_TYPES, ROWSUM, SCHEDULES, exact, rows
+from tests.target_cuda.test_gpu_interop import run_script
 
 from .test_call_checks import (BAD_CALLS, SCALARS, WRITES, _message,
                                assert_refused_like_evaluate)
