@@ -139,6 +139,30 @@ def main():
         results.append({"name": name, "us_per_call": med, "min_us": min(times), "all_us": times,
                         "triton_over_this": triton_us / med})
     if args.profile:
+        # the parts of a fixed-size call, each timed alone: what the launch floor is
+        from tcomp.target_cuda import cuda_api, streams
+        launch = cuda_api.kernel_launcher()
+        bound = next(iter(fixed._bound.values()))
+        func, *dims = bound.calls[0][1]
+        raw = streams.torch_raw_stream()
+        s = raw(0)
+        s = 0 if s == 1 else s
+        n_out = (n,)
+        parts2 = [
+            ("(part) cuLaunchKernel alone, ready parameters", lambda: launch(func, *dims, s, 0, 0)),
+            ("(part) torch.empty(size=(n,)) alone",
+             lambda: torch.empty(size=n_out, dtype=torch.float32, device=a.device)),
+            ("(part) torch's raw current stream alone", lambda: raw(0)),
+            ("(part) 3 x data_ptr + is_contiguous + get_device",
+             lambda: (a.data_ptr(), b.data_ptr(), a.data_ptr(), a.is_contiguous(),
+                      a.get_device())),
+            ("(part) an empty Python call", lambda: None),
+        ]
+        for name, fn in parts2:
+            t = per_call_us(fn, args.calls, args.repeats)
+            print(f"| {name:44} | {statistics.median(t):.2f} | {min(t):.2f} | |")
+            results.append({"name": name, "us_per_call": statistics.median(t)})
+        print("generated fast call:\n" + getattr(fixed._fast, "source", "?"))
         import cProfile
         import pstats
         prof = cProfile.Profile()

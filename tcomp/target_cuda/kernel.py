@@ -296,7 +296,8 @@ class CudaKernel:
                 if self._fast is None and not self.signature.checks:
                     # from now on __call__ tries this first (the write checks need
                     # the sizes as a dict: a kernel with them keeps this path)
-                    self._fast = make_torch_call(plan, self._torch_made, self)
+                    self._fast = make_torch_call(plan, self._torch_made, self,
+                                                 tuple(x.dtype for x in args))
                 return out
         return self._call(args, bound, stream)
 

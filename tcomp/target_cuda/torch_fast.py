@@ -7,7 +7,8 @@ Two forms, one body (`make_torch_call`):
   kernel.CudaKernel._run calls after the signature check and the binding;
 * per kernel, `call(args) -> outputs or None`, made after the first such
   call succeeds: what CudaKernel.__call__ tries first. It opens with the
-  signature checker's own inline comparisons (signature.check_lines), then
+  signature checker's comparisons (as signature.check_lines, for one array
+  type: dtypes by identity, a constant shape in one comparison), then
   finds the Bound (the one of a kernel whose sizes are fixed at build, else
   the kernel's Bound for these sizes, when it is there and of this plan).
 
@@ -33,15 +34,17 @@ import sys
 import threading
 
 from ..errors import CudaError
-from ..lang.signature import CHECK_ENV, check_lines
+from ..lang.signature import CHECK_ENV
 from . import arrays as A
 from . import cuda_api, streams
 
 
-def make_torch_call(plan, made: list, kernel=None):
+def make_torch_call(plan, made: list, kernel=None, seen: tuple = ()):
     """The fast call of `plan` (module docstring): per plan, or with `kernel`
     (its signature, fixed sizes and Bounds) the per-kernel form. `made`:
-    (torch dtype, zero-filled, is an output) of each output, then each temp."""
+    (torch dtype, zero-filled, is an output) of each output, then each temp.
+    `seen` (per-kernel form): the dtype objects of a call the checker accepted,
+    compared by identity (another object of the same dtype takes the general path)."""
     empty, zeros, dev = A.torch_allocators()
     n_inputs = plan.n_inputs
     env = {"TT": A.TORCH_TYPES, "raw": streams.torch_raw_stream(), "launch":
@@ -50,14 +53,15 @@ def make_torch_call(plan, made: list, kernel=None):
            "empty": empty, "zeros": zeros, "P": plan, **CHECK_ENV}
     xs = [f"x{i}" for i in range(n_inputs)]
     unpack = f"{', '.join(xs)}{',' if n_inputs == 1 else ''} = args" if xs else "raise _Miss"
-    torch_tests = [f"if type({x}) not in TT or not {x}.is_cuda or {x}.get_device() != 0 "
+    # (get_device() is -1 for a CPU tensor: 0 means CUDA device 0)
+    torch_tests = [f"if type({x}) not in TT or {x}.get_device() != 0 "
                    f"or not {x}.is_contiguous(): raise _Miss" for x in xs]
     if kernel is None:
         lines = ["def call(args, b):", "    try:", f"        {unpack}"]
         lines += [f"        {t}" for t in torch_tests]
         lines += ["    except _Miss:", "        return None"]
     else:
-        body, items = check_lines(kernel.signature, dict(kernel.meta["bound_sizes"]))
+        body, items = _check_lines(kernel.signature, dict(kernel.meta["bound_sizes"]), seen, env)
         lines = ["def call(args):", "    try:", f"        {unpack}"]
         lines += [f"        {t}" for t in torch_tests + body]
         lines += ["    except Exception:", "        return None"]
@@ -116,6 +120,38 @@ def make_torch_call(plan, made: list, kernel=None):
     call = env["call"]
     call.source = source
     return call
+
+
+def _check_lines(sig, compiled: dict, seen: tuple, env: dict):
+    """signature.check_lines for tensors of one array type: the dtype compared by
+    identity with the one `seen` (env's D0, D1, ...), a shape of constants with one
+    tuple comparison, else unpacked (a wrong rank raises, which is a miss); the
+    sizes' items as check_lines gives them."""
+    body, bound = [], {}
+    for i, spec in enumerate(sig.inputs):
+        env[f"D{i}"] = seen[i]
+        body.append(f"if x{i}.dtype is not D{i}: raise _Miss")
+        if all(not isinstance(d, str) for d in spec.dims):
+            body.append(f"if x{i}.shape != ({''.join(f'{int(d)}, ' for d in spec.dims)}): "
+                        f"raise _Miss")
+            continue
+        names, tests = [], []
+        for k, d in enumerate(spec.dims):
+            if isinstance(d, str) and d not in bound:
+                bound[d] = f"v{len(bound)}"
+                names.append(bound[d])
+            else:
+                names.append(f"w{i}_{k}")
+                tests.append(f"w{i}_{k} != {bound[d] if isinstance(d, str) else int(d)}")
+        body.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = x{i}.shape")
+        if tests:
+            body.append(f"if {' or '.join(tests)}: raise _Miss")
+    tests = [f"{bound[name]} != {int(v)}" for name, v in compiled.items() if name in bound]
+    if tests:
+        body.append(f"if {' or '.join(tests)}: raise _Miss")
+    items = list(bound.items()) + [(k, repr(int(v))) for k, v in compiled.items()
+                                   if k not in bound]
+    return body, items
 
 
 def _new_slots(plan) -> list:
