@@ -48,6 +48,15 @@ class Load(Expr):
 
 
 @dataclass(frozen=True)
+class Ref(Expr):
+    """The address of `buffer[indices]`: an intrinsic's operand (a fragment's
+    first register, a shared-memory row), not a value. Only intrinsic calls take it."""
+    buffer: str
+    indices: tuple[Expr, ...]
+    dtype: DType = int32
+
+
+@dataclass(frozen=True)
 class Bin(Expr):
     """Binary operation: + - * / % min max < <= > >= == != && ||."""
     op: str
@@ -244,7 +253,7 @@ def seq(*stmts) -> Stmt:
 
 
 def expr_children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, Load):
+    if isinstance(e, (Load, Ref)):
         return e.indices
     if isinstance(e, Bin):
         return (e.a, e.b)
