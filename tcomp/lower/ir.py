@@ -112,15 +112,18 @@ class Store(Stmt):
 
 @dataclass(frozen=True)
 class For(Stmt):
-    """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread.
-    A thread loop has `tag` (threadIdx.x, blockIdx.y, ...): its iterations are
-    spread over threads or blocks instead of executed in sequence."""
+    """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread |
+    tensorize. A thread loop has `tag` (threadIdx.x, blockIdx.y, ...): its
+    iterations are spread over threads or blocks instead of executed in
+    sequence. A tensorize loop names `intrin`, the intrinsic that computes it
+    and the loops inside it (lower/tensor_cores.py replaces them by it)."""
     var: str
     lo: Expr
     extent: Expr
     kind: str
     body: Stmt
     tag: str | None = None
+    intrin: str | None = None
 
 
 @dataclass(frozen=True)

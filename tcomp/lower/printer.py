@@ -56,6 +56,8 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
         lo = expr(s.lo)
         hi = expr(s.extent) if lo == "0" else f"{lo} + {expr(s.extent, 5)}"
         kind = f"  @{s.tag}" if s.tag else ("" if s.kind == "serial" else f"  @{s.kind}")
+        if s.intrin:
+            kind = f"  @tensorize({s.intrin})"
         return [f"{pad}for {s.var} in {lo}:{hi}{kind}"] + stmt(s.body, indent + 1)
     if isinstance(s, ir.If):
         out = [f"{pad}if {expr(s.cond)}"] + stmt(s.then, indent + 1)
