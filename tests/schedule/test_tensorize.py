@@ -123,6 +123,8 @@ CASES = [  # (sizes, schedule arguments)
     ({"M": 64, "N": 64, "K": 32}, dict(bm=64, bn=64, wm=32, wn=32, bk=32)),
     ({"M": 32, "N": 48, "K": 64}, dict(bm=32, bn=16, wm=16, wn=16, bk=16)),
     ({"M": 128, "N": 64, "K": 48}, dict(bm=64, bn=64, wm=64, wn=32, bk=16)),
+    ({"M": 64, "N": 128, "K": 64}, dict(bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=True)),
+    ({"M": 32, "N": 32, "K": 32}, dict(bm=32, bn=32, wm=16, wn=16, bk=16, pad=False)),
 ]
 
 
