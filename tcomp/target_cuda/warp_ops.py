@@ -34,7 +34,28 @@ def emit(gen, call: ir.Call) -> str | None:
         return _ldmatrix(gen, call)
     if call.fn == "mma_m16n8k16":
         return _mma(gen, call)
+    if call.fn == "cp_async":
+        return _cp_async(gen, call)
+    if call.fn == "cp_async_commit":
+        return 'asm volatile("cp.async.commit_group;\\n" ::);'
+    if call.fn == "cp_async_wait":
+        (n,) = call.args
+        return f'asm volatile("cp.async.wait_group {int(n.value)};\\n" ::: "memory");'
     return None
+
+
+def _cp_async(gen, call: ir.Call) -> str:
+    """16 bytes bypass L1 (.cg); 4 and 8 bytes go through it (.ca, the only form)."""
+    dst, src, nbytes, src_bytes = call.args
+    nb = int(nbytes.value)
+    if nb not in (4, 8, 16):
+        raise CudaError(f"codegen: cp_async of {nb} bytes (4, 8 or 16)")
+    cache = "cg" if nb == 16 else "ca"
+    daddr = (f"static_cast<unsigned>(__cvta_generic_to_shared(&{dst.buffer}"
+             f"[{gen.expr(dst.indices[0])}]))")
+    saddr = f"&{src.buffer}[{gen.expr(src.indices[0])}]"
+    return (f'asm volatile("cp.async.{cache}.shared.global [%0], [%1], {nb}, %2;\\n" :: '
+            f'"r"({daddr}), "l"({saddr}), "r"((int)({gen.expr(src_bytes)})) : "memory");')
 
 
 def _reg(gen, ref: ir.Ref, i: int, pair: bool) -> str:

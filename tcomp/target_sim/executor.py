@@ -56,7 +56,7 @@ from ..lower.printer import expr as expr_text
 from ..lower.rewriter import walk_stmts
 from .expressions import Expressions
 from .memory import Local, Memory, Shared
-from . import warp_ops
+from . import async_copy, warp_ops
 from .races import GlobalRaces
 
 MAX_LANES = 1 << 15          # lanes (threads) of one batch of blocks
@@ -471,7 +471,7 @@ class _Launch(Memory, Expressions):
 
     def _s_Evaluate(self, s):
         kname, fn = self.kname, s.call.fn
-        rule = warp_ops.compile_call(self, s.call)
+        rule = warp_ops.compile_call(self, s.call) or async_copy.compile_call(self, s.call)
         if rule is not None:
             return rule
 

@@ -87,3 +87,40 @@ def one_tile(dtype=dtypes.bfloat16, warps=1, a_row=16, b_row=16, trans_b=True, z
 
 
 assert MMA_C.coords(5, 3) == (1 + 8, 2 * 1 + 1)  # (the layout the stores above spell out)
+
+
+def async_copy(threads=64, wait=0, groups=1, zero_from=None, misalign=False, extra_store=False):
+    """Each thread copies 8 bfloat16 (16 bytes) of G to shared S with cp_async
+    (in `groups` commit groups: thread pieces split by group), commits, waits
+    with `cp_async_wait(wait)`, a barrier, then writes the piece of thread
+    (t + 1) % threads to O. Threads from `zero_from` on copy 0 source bytes
+    (their piece is zero-filled). `misalign`: the destination is shifted by 4
+    elements (8 bytes). `extra_store`: a plain store to S while the copy is pending."""
+    T = threads
+    dt = dtypes.bfloat16
+    n = 8 * T * groups
+    G = ir.Buffer("G", dt, (c(n),), "global", "input")
+    O = ir.Buffer("O", dt, (c(n),), "global", "output")
+    S = ir.Buffer("S", dt, (c(n + 8),), "shared")
+    body = []
+    for g in range(groups):
+        base = b("*", b("+", TX, c(g * T)), c(8))
+        dbase = b("+", base, c(4)) if misalign else base
+        src_bytes = c(16) if zero_from is None else ir.Select(
+            ir.Bin("<", TX, c(zero_from), BOOL), c(16), c(0), I32)
+        body.append(ir.Evaluate(ir.Call("cp_async", (ir.Ref("S", (dbase,)), ir.Ref("G", (base,)),
+                                                      c(16), src_bytes), I32)))
+        if extra_store and g == 0:
+            body.append(ir.Store("S", (base,), ir.Imm(1.0, dt)))
+        body.append(ir.Evaluate(ir.Call("cp_async_commit", (), I32)))
+    body.append(ir.Evaluate(ir.Call("cp_async_wait", (c(wait),), I32)))
+    body.append(ir.Barrier())
+    nxt = b("%", b("+", TX, c(1)), c(T))
+    i = ir.Var("i")
+    for g in range(groups):
+        body.append(ir.For("i", c(0), c(8), "serial", ir.Store(
+            "O", (b("+", b("*", b("+", TX, c(g * T)), c(8)), i),),
+            ir.Load("S", (b("+", b("*", b("+", nxt, c(g * T)), c(8)), i),), dt))))
+    k = ir.Kernel("async_copy", ("G", "O"), (), (c(1), c(1), c(1)), (c(T), c(1), c(1)),
+                  ir.Alloc(S, ir.seq(*body)))
+    return ir.Program("async_copy", (G, O), (k,), ("G",), ("O",), ())

@@ -94,3 +94,42 @@ def test_gpu_matches_the_sim(dtype, warps):
     ref = a.astype(np.float64).reshape(-1, 16) @ b.astype(np.float64).reshape(16, 16)
     np.testing.assert_allclose(got.reshape(-1, 16), ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_cp_async_source_and_ptx():
+    from ..lower.warp_kernels import async_copy
+    src, _ = program_source(async_copy(groups=2, wait=0, zero_from=40))
+    assert 'cp.async.cg.shared.global [%0], [%1], 16, %2;' in src
+    assert 'asm volatile("cp.async.commit_group;\\n" ::);' in src
+    assert 'asm volatile("cp.async.wait_group 0;\\n" ::: "memory");' in src
+    ptx = compile_source(src, "async_copy").ptx
+    assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group 0" in ptx
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("groups, zero_from", [(1, None), (2, None), (1, 40)])
+def test_gpu_cp_async_matches_the_sim(groups, zero_from):
+    from tcomp.target_cuda import cuda_api
+
+    from ..lower.warp_kernels import async_copy
+    prog = async_copy(groups=groups, zero_from=zero_from)
+    src, _ = program_source(prog)
+    mod = cuda_api.Module(compile_source(src, "async_copy").cubin)
+    f = mod.function("async_copy")
+    g = (np.arange(8 * 64 * groups) % 251).astype(dtypes.bfloat16.numpy)
+    want = np.zeros_like(g)
+    run_program(prog, {"G": g, "O": want}, {})
+    ptrs = []
+    for arr in (g, np.zeros_like(g)):
+        p = cuda_api.mem_alloc(arr.nbytes)
+        cuda_api.memcpy_htod(p, arr.ctypes.data, arr.nbytes)
+        ptrs.append(p)
+    try:
+        cuda_api.launch(f, (1, 1, 1), (64, 1, 1), 0, [(ctypes.c_void_p, p) for p in ptrs])
+        got = np.empty_like(g)
+        cuda_api.memcpy_dtoh(got.ctypes.data, ptrs[1], got.nbytes)
+        cuda_api.synchronize()
+    finally:
+        for p in ptrs:
+            cuda_api.mem_free(p)
+    np.testing.assert_array_equal(got, want)
