@@ -11,6 +11,7 @@
     pipelining.py    software pipelining of shared copies through registers
     launch.py        grid and block from the thread-bound loops
     kernel_params.py the buffers and sizes a kernel takes
+    interface.py     what a target needs besides the kernels (size sources, zero-fill, ...)
 
 The Builder holds the schedule, the sizes fixed at compile time and which
 stages are computed at which loop; its methods `nest`, `loop`, `region` and
@@ -19,7 +20,7 @@ stages are computed at which loop; its methods `nest`, `loop`, `region` and
 from __future__ import annotations
 
 from ..errors import LoweringError
-from . import ir
+from . import interface, ir
 from .attach import attach, region
 from .construct import ident, lang_sub
 from .context import KernelCtx
@@ -65,8 +66,13 @@ class Builder:
             if st.attach == ("root",) or inline_output:
                 kernels.append(self.kernel(n))
         free = tuple(v for v in op.size_vars if v not in self.sizes)
+        temps = [b.name for b in bufs if b.role == "temp"]
         return ir.Program(op.name, tuple(bufs), tuple(kernels), tuple(t.name for t in op.inputs),
-                          tuple(t.name for t in op.outputs), free, dict(self.sizes))
+                          tuple(t.name for t in op.outputs), free, dict(self.sizes),
+                          size_sources=interface.size_sources(op),
+                          zero_fill=interface.zero_fill(op, temps),
+                          declared_shapes=interface.declared_shapes(op, self.lsize),
+                          signature=interface.signature(op))
 
     def kernel(self, stage: str) -> ir.Kernel:
         ctx = KernelCtx()

@@ -202,7 +202,9 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Program:
-    """Kernels in launch order, and every global buffer they share."""
+    """Kernels in launch order, every global buffer they share, and what a
+    target needs to run them (size sources, zero-fill, declared shapes, the
+    inputs' signature)."""
     name: str
     buffers: tuple[Buffer, ...]
     kernels: tuple[Kernel, ...]
@@ -210,6 +212,16 @@ class Program:
     outputs: tuple[str, ...]
     sizes: tuple[str, ...]  # symbolic size parameters (bound at run time)
     bound_sizes: dict = field(default_factory=dict, compare=False, hash=False)
+    # What a target needs besides the kernels (lower/interface.py), so that no
+    # target calls back into lowering:
+    # size parameter -> (input position, dimension) it is read from at a call
+    size_sources: dict = field(default_factory=dict, compare=False, hash=False)
+    # outputs and temporaries that must start zero-filled
+    zero_fill: frozenset = field(default=frozenset(), compare=False, hash=False)
+    # output -> its declared shape (size expressions), for typed outputs
+    declared_shapes: dict = field(default_factory=dict, compare=False, hash=False)
+    # the inputs' contract (lang.signature.Signature), checked before a run
+    signature: object = field(default=None, compare=False, hash=False)
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:
