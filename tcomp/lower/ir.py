@@ -102,16 +102,35 @@ class Store(Stmt):
 
 
 @dataclass(frozen=True)
+class VectorAccess:
+    """How a vectorized loop moves memory, decided by the `vectorize` pass
+    (lower/vectorize.py): each access below moves the loop's `extent` lanes,
+    `bytes` (8 or 16) in all, as one vector. `loads` are loads of the loop's
+    body (as they appear there) read as one vector each, lane 0 at the flat
+    offset `load_bases[i]`; `store_base` is the offset of lane 0 of the body's
+    one store written as one vector, or None when it is stored lane by lane.
+    Every base is a multiple of the lane count (the buffers themselves are
+    aligned to the vector at launch)."""
+    bytes: int
+    loads: tuple[Load, ...]
+    load_bases: tuple[Expr, ...]
+    store_base: Expr | None
+
+
+@dataclass(frozen=True)
 class For(Stmt):
     """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread.
     A thread loop has `tag` (threadIdx.x, blockIdx.y, ...): its iterations are
-    spread over threads or blocks instead of executed in sequence."""
+    spread over threads or blocks instead of executed in sequence. A vectorized
+    loop may carry `vector`, its vector accesses (after the `vectorize` pass);
+    its meaning is the loop's, lane by lane."""
     var: str
     lo: Expr
     extent: Expr
     kind: str
     body: Stmt
     tag: str | None = None
+    vector: VectorAccess | None = None
 
 
 @dataclass(frozen=True)
