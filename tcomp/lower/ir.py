@@ -298,3 +298,20 @@ def walk_expr(e: Expr):
 
 def free_vars(e: Expr) -> set[str]:
     return {x.name for x in walk_expr(e) if isinstance(x, Var)}
+
+
+def identity(op: str, dt) -> Imm:
+    """The identity of reduction operator `op` ('+', '*', 'max', 'min') in type
+    `dt`: where an accumulation starts, and what an `AllReduce` lane past the
+    reduction's extent contributes."""
+    if op == "+":
+        return Imm(0.0 if dt.is_float else (False if dt.is_bool else 0), dt)
+    if op == "*":
+        return Imm(1.0 if dt.is_float else (True if dt.is_bool else 1), dt)
+    if dt.is_float:
+        return Imm(float("-inf") if op == "max" else float("inf"), dt)
+    if dt.is_bool:
+        return Imm(op == "min", dt)
+    import numpy as np
+    info = np.iinfo(dt.numpy)
+    return Imm(int(info.min if op == "max" else info.max), dt)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from . import ir
 from .construct import conj
 from .simplify import simplify_expr
-from .translate import combine, identity
+from .ir import identity
+from .translate import combine
 
 
 def register_accumulation(n, i: int) -> ir.Stmt:
