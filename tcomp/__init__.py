@@ -8,9 +8,10 @@ from .build import build, load, lower
 from .errors import CudaError, LangError, LoweringError, ScheduleError, SimError, TcompError
 from .lang import Op, Program, evaluate, op, parse
 from .schedule import Axis, Schedule, Stage
+from .schedule.tensor_intrinsics import intrinsics
 
 __version__ = "0.1.0"
 
-__all__ = ["Axis", "CudaError", "LangError", "LoweringError", "Op", "Program", "Schedule",
+__all__ = ["Axis", "CudaError", "intrinsics", "LangError", "LoweringError", "Op", "Program", "Schedule",
            "ScheduleError", "SimError", "Stage", "TcompError", "build", "evaluate", "load", "lower", "op",
            "parse"]

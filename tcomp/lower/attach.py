@@ -89,7 +89,7 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
     offsets = [domain[v][0] for v in pd.spatial]
     allocs = []
     store_offsets = None
-    if pst.scope in ("shared", "local"):
+    if pst.scope in ("shared", "local", "fragment"):
         shape = []
         for k, v in enumerate(pd.spatial):
             w = domain[v][1]

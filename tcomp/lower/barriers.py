@@ -33,7 +33,7 @@ def _access(s: ir.Stmt):
         elif isinstance(x, ir.Evaluate):
             exprs = [x.call]
         for e in exprs:
-            reads |= {y.buffer for y in ir.walk_expr(e) if isinstance(y, ir.Load)}
+            reads |= {y.buffer for y in ir.walk_expr(e) if isinstance(y, (ir.Load, ir.Ref))}
     return reads, writes
 
 

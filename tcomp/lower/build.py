@@ -77,7 +77,7 @@ class Builder:
     def kernel(self, stage: str) -> ir.Kernel:
         ctx = KernelCtx()
         st = self.sched.states[stage]
-        if st.scope in ("shared", "local"):
+        if st.scope in ("shared", "local", "fragment"):
             raise LoweringError(f"stage '{stage}' writes a {st.scope} buffer but is computed at "
                                 f"root; use compute_at to place it inside a loop of a stage "
                                 f"that reads it")

@@ -43,6 +43,10 @@ class _Flatten(Rewriter):
         idx = self.exprs(e.indices)
         return ir.Load(e.buffer, (self.flat(idx, self.shapes[e.buffer]),), e.dtype)
 
+    def expr_Ref(self, e: ir.Ref) -> ir.Expr:
+        idx = self.exprs(e.indices)
+        return ir.Ref(e.buffer, (self.flat(idx, self.shapes[e.buffer]),), e.dtype)
+
     def stmt_Store(self, s: ir.Store) -> ir.Stmt:
         idx, v = self.exprs(s.indices), self.expr(s.value)
         return ir.Store(s.buffer, (self.flat(idx, self.shapes[s.buffer]),), v, loc=s.loc)

@@ -48,6 +48,15 @@ class Load(Expr):
 
 
 @dataclass(frozen=True)
+class Ref(Expr):
+    """The address of `buffer[indices]`: an intrinsic's operand (a fragment's
+    first register, a shared-memory row), not a value. Only intrinsic calls take it."""
+    buffer: str
+    indices: tuple[Expr, ...]
+    dtype: DType = int32
+
+
+@dataclass(frozen=True)
 class Bin(Expr):
     """Binary operation: + - * / % min max < <= > >= == != && ||."""
     op: str
@@ -119,17 +128,20 @@ class VectorAccess:
 
 @dataclass(frozen=True)
 class For(Stmt):
-    """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread.
-    A thread loop has `tag` (threadIdx.x, blockIdx.y, ...): its iterations are
-    spread over threads or blocks instead of executed in sequence. A vectorized
-    loop may carry `vector`, its vector accesses (after the `vectorize` pass);
-    its meaning is the loop's, lane by lane."""
+    """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread |
+    tensorize. A thread loop has `tag` (threadIdx.x, blockIdx.y, ...): its
+    iterations are spread over threads or blocks instead of executed in
+    sequence. A tensorize loop names `intrin`, the intrinsic that computes it
+    and the loops inside it (lower/tensor_cores.py replaces them by it). A
+    vectorized loop may carry `vector`, its vector accesses (after the
+    `vectorize` pass); its meaning is the loop's, lane by lane."""
     var: str
     lo: Expr
     extent: Expr
     kind: str
     body: Stmt
     tag: str | None = None
+    intrin: str | None = None
     vector: VectorAccess | None = None
 
 
@@ -275,7 +287,7 @@ def seq(*stmts) -> Stmt:
 
 
 def expr_children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, Load):
+    if isinstance(e, (Load, Ref)):
         return e.indices
     if isinstance(e, Bin):
         return (e.a, e.b)

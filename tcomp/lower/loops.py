@@ -46,6 +46,8 @@ def leaf_loop(b, stage, st, i, info, inner, pre=None):
 
 def for_loop(st, leaf, var, extent, body) -> ir.For:
     """The `For` of leaf `leaf` of stage state `st`, of the kind its schedule gives."""
+    if leaf in st.tensorize:
+        return ir.For(var, ir.const(0), extent, "tensorize", body, intrin=st.tensorize[leaf])
     if leaf in st.bind:
         return ir.For(var, ir.const(0), extent, "thread", body, st.bind[leaf])
     kind = "unroll" if leaf in st.unroll else ("vectorize" if leaf in st.vectorize else "serial")

@@ -23,7 +23,7 @@ class Rewriter:
         return es if all(a is b for a, b in zip(out, es)) else out
 
     def generic_expr(self, e: ir.Expr) -> ir.Expr:
-        if isinstance(e, ir.Load):
+        if isinstance(e, (ir.Load, ir.Ref)):
             idx = self.exprs(e.indices)
             return e if idx is e.indices else dataclasses.replace(e, indices=idx)
         if isinstance(e, ir.Bin):

@@ -19,7 +19,7 @@ from .context import StageLoops
 from .loops import for_loop
 from .reduction import init_nest, register_accumulation
 from .simplify import simplify_expr
-from .stages import stage_loc
+from .stages import effective_reads, stage_loc
 from .translate import Translator, cast, combine
 
 
@@ -84,9 +84,13 @@ class StageNest:
         # them), so only its own thread loops spread it.
         enclosing = set() if st.scope == "shared" else {t for *_, t in ctx.thread_loops}
         bound = enclosing | set(st.bind.values())
+        if any(b.sched.tensors[t][2] == "fragment" for t in effective_reads(b.sched, stage)):
+            # reading a fragment is warp-wide: the lanes (threadIdx.x) share out its
+            # elements by the fragment's layout (tensor_cores.py)
+            bound.add("threadIdx.x")
         for axis in "xyz":
             tag = f"threadIdx.{axis}"
-            if tag not in bound and st.scope != "local":
+            if tag not in bound and st.scope not in ("local", "fragment"):
                 guards.append(("spatial", ir.Bin("==", ir.Var(tag), ir.const(0), ir.bool_)))
         self.guards = guards
         self.sg = conj([c for k, c in guards if k == "spatial"])

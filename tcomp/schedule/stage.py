@@ -14,7 +14,7 @@ from ..lang.ast import Expr
 from ..lang.dtypes import DType
 
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
-SCOPES = ("global", "shared", "local")
+SCOPES = ("global", "shared", "local", "fragment")
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,7 @@ class StageState:
         self.align: dict[str, tuple[int, int]] = {}  # tensor dim index var -> (factor, offset)
         self.storage: tuple[str, ...] | None = None  # storage_order: dims outermost first
         self.pipeline: dict[str, int] = {}  # leaf -> stages (double-buffered copies there)
+        self.tensorize: dict[str, str] = {}  # leaf -> intrinsic computing the loops from it in
         self.attach: tuple = ("root",)  # ('root',) | ('inline',) | ('at', stage, axis)
 
     @property
@@ -105,4 +106,5 @@ class StageState:
 
     def transformed(self) -> bool:
         return bool(self.relations or self.bind or self.unroll or self.vectorize or self.pipeline or
+                    self.tensorize or
                     self.leaves != list(self.definition.spatial) + list(self.definition.reduce))

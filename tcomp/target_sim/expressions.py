@@ -109,6 +109,14 @@ class Expressions:
                 raise SimError(f"kernel {kname}: variable '{name}' is not bound") from None
         return var, name in self.invariant
 
+    def _x_Ref(self, e):
+        kname, name = self.kname, e.buffer
+
+        def ref(env, mask):
+            raise SimError(f"kernel {kname}: &{name}[...] (a buffer reference) outside an "
+                           f"intrinsic call")
+        return ref, False
+
     def _x_Load(self, e):
         name = e.buffer
         idx = [self.compile_expr(i) for i in e.indices]
