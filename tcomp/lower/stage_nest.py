@@ -39,9 +39,11 @@ class StageNest:
             if isinstance(r, SplitRel):
                 e = ext[r.parent]
                 if r.factor is not None:
-                    ext[r.outer], ext[r.inner] = simplify_expr(ceildiv(e, r.factor)), ir.const(r.factor)
+                    ext[r.outer] = simplify_expr(ceildiv(e, r.factor))
+                    ext[r.inner] = ir.const(r.factor)
                 else:
-                    ext[r.outer], ext[r.inner] = ir.const(r.nparts), simplify_expr(ceildiv(e, r.nparts))
+                    ext[r.outer] = ir.const(r.nparts)
+                    ext[r.inner] = simplify_expr(ceildiv(e, r.nparts))
             else:
                 ext[r.fused] = simplify_expr(mul(ext[r.outer], ext[r.inner]))
         loopvar = {leaf: ctx.fresh(leaf, prefix) for leaf in st.leaves}
