@@ -3,7 +3,8 @@
 Checks: every variable is defined (loop, let, size parameter, thread/block
 index); every Load/Store names a known buffer with the right number of
 subscripts (before flattening); no barrier sits under a condition that
-depends on the thread index (not every thread would reach it).
+depends on the thread index (not every thread would reach it); a vectorized
+loop's vector accesses are its body's, at offsets defined outside the loop.
 """
 from __future__ import annotations
 
@@ -32,6 +33,21 @@ def verify(k: ir.Kernel, program: ir.Program, flat: bool = False) -> None:
             raise LoweringError(f"kernel {k.name}: buffer '{name}' has {shapes[name]} dimensions "
                                 f"but is accessed with {n} subscripts")
 
+    def check_vector(s, scope):
+        """The vector accesses name the loop's own store and loads; their lane-0
+        offsets do not vary with the loop."""
+        v = s.vector
+        if not isinstance(s.body, ir.Store) or (v.store_base is None and not v.loads):
+            raise LoweringError(f"kernel {k.name}: vectorized loop '{s.var}' carries vector "
+                                f"accesses but its body is not one store with them")
+        reads = set(ir.walk_expr(s.body.value))
+        for ld in v.loads:
+            if ld not in reads:
+                raise LoweringError(f"kernel {k.name}: vectorized loop '{s.var}' names a vector "
+                                    f"load of '{ld.buffer}' that its body does not read")
+        for base in v.load_bases + ((v.store_base,) if v.store_base is not None else ()):
+            check_expr(base, scope)
+
     def depends(e, tdep):
         return bool(ir.free_vars(e) & tdep)
 
@@ -46,6 +62,8 @@ def verify(k: ir.Kernel, program: ir.Program, flat: bool = False) -> None:
         elif isinstance(s, ir.For):
             check_expr(s.lo, scope)
             check_expr(s.extent, scope)
+            if s.vector is not None:
+                check_vector(s, scope)
             visit(s.body, scope | {s.var}, tdep, divergent)
         elif isinstance(s, ir.Let):
             check_expr(s.value, scope)

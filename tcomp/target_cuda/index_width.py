@@ -142,8 +142,15 @@ class _Widen:
             return dataclasses.replace(s, indices=tuple(self.index(i) for i in s.indices),
                                        value=self.value(s.value))
         if isinstance(s, ir.For):
+            vector = s.vector
+            if vector is not None:  # its loads are the body's: widened alike
+                vector = dataclasses.replace(
+                    vector, loads=tuple(self.value(x) for x in vector.loads),
+                    load_bases=tuple(self.index(x) for x in vector.load_bases),
+                    store_base=(None if vector.store_base is None
+                                else self.index(vector.store_base)))
             return dataclasses.replace(s, lo=self.index(s.lo), extent=self.index(s.extent),
-                                       body=self.stmt(s.body))
+                                       body=self.stmt(s.body), vector=vector)
         if isinstance(s, ir.If):
             return ir.If(self.value(s.cond), self.stmt(s.then),
                          self.stmt(s.else_) if s.else_ is not None else None)
