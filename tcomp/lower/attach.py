@@ -108,8 +108,9 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
                                (perm or range(len(pd.spatial)))])
         prefix = ()
         if double is not None:
-            shape = [2] + shape
-            prefix = (ir.Bin("%", ir.Var(double), ir.const(2), ir.int32),)
+            var, n = double if isinstance(double, tuple) else (double, 2)
+            shape = [n] + shape
+            prefix = (ir.Bin("%", ir.Var(var), ir.const(n), ir.int32),)
         buf = ir.Buffer(pd.tensor, b.sched.tensors[pd.tensor][0],
                         tuple(ir.const(n) for n in shape), pst.scope)
         allocs.append(buf)

@@ -134,7 +134,9 @@ class For(Stmt):
     sequence. A tensorize loop names `intrin`, the intrinsic that computes it
     and the loops inside it (lower/tensor_cores.py replaces them by it). A
     vectorized loop may carry `vector`, its vector accesses (after the
-    `vectorize` pass); its meaning is the loop's, lane by lane."""
+    `vectorize` pass); its meaning is the loop's, lane by lane. A loop with
+    `stages` >= 3 starts with copies into rings of that many shared buffers,
+    which software_pipeline.py issues that many iterations ahead."""
     var: str
     lo: Expr
     extent: Expr
@@ -143,6 +145,7 @@ class For(Stmt):
     tag: str | None = None
     intrin: str | None = None
     vector: VectorAccess | None = None
+    stages: int = 0  # > 0: the shared copies at the top of its body form a ring of that depth
 
 
 @dataclass(frozen=True)

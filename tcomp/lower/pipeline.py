@@ -4,6 +4,7 @@
     bind_threads     thread-bound loops -> thread indices, predicated stores
     simplify         canonical integer arithmetic, dead branches and loops
     tensor_cores     tensorized loops -> warp intrinsics; fragments -> per-lane registers
+    software_pipeline  copies into shared rings issued stages-1 iterations ahead (cp.async)
     insert_barriers  shared-memory synchronisation
     unroll           expand unrolled loops; check vectorized loops
     simplify         again, after unrolling
@@ -19,7 +20,7 @@ import os
 
 from ..errors import LoweringError, TcompError
 from ..schedule.args import as_int
-from . import barriers, bind_threads, flatten, tensor_cores, unroll, vectorize
+from . import barriers, bind_threads, flatten, software_pipeline, tensor_cores, unroll, vectorize
 from .build import Builder
 from .ir import Program
 from .simplify import simplify
@@ -29,6 +30,7 @@ PASSES = [
     ("bind_threads", bind_threads.run),
     ("simplify", lambda k, p: simplify(k)),
     ("tensor_cores", tensor_cores.run),
+    ("software_pipeline", software_pipeline.run),
     ("insert_barriers", barriers.run),
     ("unroll", unroll.run),
     ("simplify_after_unroll", lambda k, p: simplify(k)),

@@ -15,6 +15,54 @@ from .rewriter import Rewriter, substitute
 from .simplify import simplify_expr
 
 
+def ring_loop(b, stage, st, i, info, inner, pre, attached, domains):
+    """stages >= 3: the shared copies at leaf i write rings of `stages` buffers
+    (buffer k % stages at iteration k) allocated around the loop; the loop is
+    marked with its depth and software_pipeline.py moves the copies ahead."""
+    leaf = st.leaves[i]
+    var, ext = info.loopvar[leaf], info.ext[leaf]
+    n = st.pipeline[leaf]
+    shared = _shared_only(b, stage, st, leaf, attached)
+    allocs, copies = [], []
+    for p in shared:
+        a, prod = b.attach(p, stage, st, i, domains[p], info.ctx, double=(var, n),
+                           consumer=info)
+        allocs += a
+        copies.append(_RingStores(a[0].name, ir.Bin("%", ir.Var(var), ir.const(n), ir.int32))
+                      .stmt(prod))
+    loop = dataclasses.replace(for_loop(st, leaf, var, ext, ir.seq(*copies, inner())), stages=n)
+    out = loop
+    for a in reversed(allocs):
+        out = ir.Alloc(a, out)
+    return ir.seq(pre, out) if pre is not None else out
+
+
+class _RingStores(Rewriter):
+    """The copy's stores go to buffer `slot` of the ring (its reads of the ring,
+    through the view, already carry it)."""
+
+    def __init__(self, buf, slot):
+        self.buf, self.slot = buf, slot
+
+    def stmt_Store(self, s: ir.Store) -> ir.Stmt:
+        s = self.generic_stmt(s)
+        if s.buffer != self.buf:
+            return s
+        return dataclasses.replace(s, indices=(self.slot, *s.indices))
+
+
+def _shared_only(b, stage, st, leaf, attached):
+    shared = [p for p in attached if b.sched.states[p].scope == "shared"]
+    if not shared:
+        raise LoweringError(f"stage '{stage}': pipeline on '{leaf}', but no shared-memory "
+                            f"copy is computed at that loop")
+    if len(shared) != len(attached):
+        others = [p for p in attached if p not in shared]
+        raise LoweringError(f"stage '{stage}': pipeline on '{leaf}' pipelines shared "
+                            f"copies only, but '{others[0]}' is also computed there")
+    return shared
+
+
 def pipelined_loop(b, stage, st, i, info, inner, pre, attached, domains):
     """Software pipelining (double buffering) of the shared copies at leaf i:
 
@@ -26,14 +74,9 @@ def pipelined_loop(b, stage, st, i, info, inner, pre, attached, domains):
     """
     leaf = st.leaves[i]
     var, ext = info.loopvar[leaf], info.ext[leaf]
-    shared = [p for p in attached if b.sched.states[p].scope == "shared"]
-    if not shared:
-        raise LoweringError(f"stage '{stage}': pipeline on '{leaf}', but no shared-memory "
-                            f"copy is computed at that loop")
-    if len(shared) != len(attached):
-        others = [p for p in attached if p not in shared]
-        raise LoweringError(f"stage '{stage}': pipeline on '{leaf}' double-buffers shared "
-                            f"copies only, but '{others[0]}' is also computed there")
+    if st.pipeline[leaf] >= 3:
+        return ring_loop(b, stage, st, i, info, inner, pre, attached, domains)
+    shared = _shared_only(b, stage, st, leaf, attached)
     allocs, loads, stores = [], [], []
     for p in shared:
         a, prod = b.attach(p, stage, st, i, domains[p], info.ctx, double=var,
