@@ -334,7 +334,7 @@ TC_GEMM_GELU = """def gemm_bias_gelu(bfloat16(M,K) A, bfloat16(K,N) B, float(N) 
 
 
 def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=True,
-            pipeline=False):
+            pipeline=False, unroll_k=False):
     """Tensor-core GEMM (mma.sync m16n8k16): blocks of bm x bn outputs, warps
     of wm x wn (threadIdx.y, 32 lanes along threadIdx.x), K tiles of bk in
     shared memory copied by all threads (16-byte pieces with `vector`), per
@@ -348,7 +348,8 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
     of N shared buffers (`Stage.pipeline`). An `op` of two statements (a GEMM
     `C` then an elementwise output of it, e.g. TC_GEMM_GELU) gets the same
     schedule on its output, with C kept in fragments: the epilogue is computed
-    from the accumulator registers (fused, no round trip through memory)."""
+    from the accumulator registers (fused, no round trip through memory).
+    With `unroll_k`, the k16 steps of each K tile are unrolled."""
     op = op or tcomp.op(TC_GEMM)
     s = tcomp.Schedule(op)
     if len(s.stages) == 1:
@@ -398,4 +399,6 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
             S.vectorize(fv)
     if pipeline:
         CF.pipeline(ko, stages=2 if pipeline is True else pipeline)
+    if unroll_k:  # the k16 steps of a K tile unrolled: fragment loads overlap earlier mma
+        CF.unroll(kio)
     return op, s

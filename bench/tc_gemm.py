@@ -37,6 +37,12 @@ VARIANTS = {  # name -> tc_gemm arguments
     "128x256_w64x64_k64_async3": dict(bm=128, bn=256, wm=64, wn=64, bk=64, pipeline=3),
     "256x128_w64x64_k32_async4": dict(bm=256, bn=128, wm=64, wn=64, bk=32, pipeline=4),
     "128x128_w64x32_k32_async4": dict(bm=128, bn=128, wm=64, wn=32, bk=32, pipeline=4),
+    "128x128_w64x64_k64_async3_unrollk": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3,
+                                              unroll_k=True),
+    "128x128_w64x64_k32_async4_unrollk": dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=4,
+                                              unroll_k=True),
+    "128x256_w64x64_k64_async3_unrollk": dict(bm=128, bn=256, wm=64, wn=64, bk=64, pipeline=3,
+                                              unroll_k=True),
 }
 
 
