@@ -63,34 +63,40 @@ def test_element_access_to_a_packed_fragment_is_refused(kind, word):
         program_source(_packed_element_access(kind))
 
 
+def _run_on_gpu(prog, threads, arrays, out):
+    """Run one-block hand-built `prog` on the GPU with `arrays` (its buffers in
+    parameter order); returns a copy of arrays[out] after the launch."""
+    from tcomp.target_cuda import cuda_api
+    src, _ = program_source(prog)
+    name = prog.kernels[0].name
+    f = cuda_api.Module(compile_source(src, name).cubin).function(name)
+    ptrs = []
+    for arr in arrays:
+        p = cuda_api.mem_alloc(arr.nbytes)
+        cuda_api.memcpy_htod(p, arr.ctypes.data, arr.nbytes)
+        ptrs.append(p)
+    try:
+        cuda_api.launch(f, (1, 1, 1), (threads, 1, 1), 0, [(ctypes.c_void_p, p) for p in ptrs])
+        got = np.empty_like(arrays[out])
+        cuda_api.memcpy_dtoh(got.ctypes.data, ptrs[out], got.nbytes)
+        cuda_api.synchronize()
+    finally:
+        for p in ptrs:
+            cuda_api.mem_free(p)
+    return got
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [dtypes.bfloat16, dtypes.float16])
 @pytest.mark.parametrize("warps", [1, 2])
 def test_gpu_matches_the_sim(dtype, warps):
-    from tcomp.target_cuda import cuda_api
     prog = one_tile(dtype, warps)
-    src, _ = program_source(prog)
-    mod = cuda_api.Module(compile_source(src, "one_tile").cubin)
-    f = mod.function("one_tile")
     rng = np.random.default_rng(3)
     a = rng.standard_normal(16 * warps * 16).astype(dtype.numpy)
     b = rng.standard_normal(256).astype(dtype.numpy)
     want = np.zeros(16 * warps * 16, np.float32)
     run_program(prog, {"A": a, "B": b, "C": want}, {})
-    ptrs = []
-    for arr in (a, b, want):
-        p = cuda_api.mem_alloc(arr.nbytes)
-        cuda_api.memcpy_htod(p, arr.ctypes.data, arr.nbytes)
-        ptrs.append(p)
-    try:
-        cuda_api.launch(f, (1, 1, 1), (32 * warps, 1, 1), 0,
-                        [(ctypes.c_void_p, p) for p in ptrs])
-        got = np.empty_like(want)
-        cuda_api.memcpy_dtoh(got.ctypes.data, ptrs[2], got.nbytes)
-        cuda_api.synchronize()
-    finally:
-        for p in ptrs:
-            cuda_api.mem_free(p)
+    got = _run_on_gpu(prog, 32 * warps, [a, b, np.zeros_like(want)], 2)
     ref = a.astype(np.float64).reshape(-1, 16) @ b.astype(np.float64).reshape(16, 16)
     np.testing.assert_allclose(got.reshape(-1, 16), ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -109,27 +115,9 @@ def test_cp_async_source_and_ptx():
 @pytest.mark.cuda
 @pytest.mark.parametrize("groups, zero_from", [(1, None), (2, None), (1, 40)])
 def test_gpu_cp_async_matches_the_sim(groups, zero_from):
-    from tcomp.target_cuda import cuda_api
-
     from ..lower.warp_kernels import async_copy
     prog = async_copy(groups=groups, zero_from=zero_from)
-    src, _ = program_source(prog)
-    mod = cuda_api.Module(compile_source(src, "async_copy").cubin)
-    f = mod.function("async_copy")
     g = (np.arange(8 * 64 * groups) % 251).astype(dtypes.bfloat16.numpy)
     want = np.zeros_like(g)
     run_program(prog, {"G": g, "O": want}, {})
-    ptrs = []
-    for arr in (g, np.zeros_like(g)):
-        p = cuda_api.mem_alloc(arr.nbytes)
-        cuda_api.memcpy_htod(p, arr.ctypes.data, arr.nbytes)
-        ptrs.append(p)
-    try:
-        cuda_api.launch(f, (1, 1, 1), (64, 1, 1), 0, [(ctypes.c_void_p, p) for p in ptrs])
-        got = np.empty_like(g)
-        cuda_api.memcpy_dtoh(got.ctypes.data, ptrs[1], got.nbytes)
-        cuda_api.synchronize()
-    finally:
-        for p in ptrs:
-            cuda_api.mem_free(p)
-    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(_run_on_gpu(prog, 64, [g, np.zeros_like(g)], 1), want)
