@@ -22,6 +22,7 @@ from ..errors import LoweringError
 from ..lang.ast import Read, walk
 from ..schedule.stage import SplitRel
 from . import ir
+from .accesses import accesses
 from .bounds import region
 from .launch import launch_dims
 from .printer import expr as show
@@ -189,9 +190,8 @@ class Builder:
                   for v, (lo, hi) in st.definition.ranges.items()}
         body = self.nest(stage, domain, ctx, store_offsets=None)
         grid, block = launch_dims(body, stage)
-        used = set()
-        for s in _walk_all(body):
-            used |= {x for x in s}
+        acc = accesses(body)
+        used = set(acc.buffers | acc.free_vars)
         gbufs = tuple(b for b in self.sched.tensors if self.sched.tensors[b][2] == "global"
                       and b in used)
         # Flattening indexes with the buffers' shapes: their size variables are needed too.
@@ -688,32 +688,6 @@ def _align(shape, aligns):
         while (shape[k + 1] * inner) % factor != offset:
             shape[k + 1] += 1
     return shape
-
-
-def _walk_all(s: ir.Stmt):
-    """Names of buffers and variables a statement uses."""
-    from .rewriter import walk_stmts
-    for x in walk_stmts(s):
-        names = set()
-        exprs = []
-        if isinstance(x, ir.Store):
-            names.add(x.buffer)
-            exprs = list(x.indices) + [x.value]
-        elif isinstance(x, ir.For):
-            exprs = [x.lo, x.extent]
-        elif isinstance(x, ir.If):
-            exprs = [x.cond]
-        elif isinstance(x, ir.Let):
-            exprs = [x.value]
-        elif isinstance(x, ir.Evaluate):
-            exprs = [x.call]
-        for e in exprs:
-            for y in ir.walk_expr(e):
-                if isinstance(y, ir.Load):
-                    names.add(y.buffer)
-                elif isinstance(y, ir.Var):
-                    names.add(y.name)
-        yield names
 
 
 def _unroll_serial(s: ir.Stmt, stage: str) -> ir.Stmt:

@@ -1,7 +1,11 @@
 """Kernel IR: loops, buffers with scopes, loads/stores, barriers, intrinsics.
 
 Frozen dataclasses; children are tuples; edit with `dataclasses.replace` or a
-`Rewriter` (rewriter.py). Types are the language's `DType`s. Integer `/` and
+`Rewriter` (rewriter.py). A node's children are derived from its fields
+(`children`): every field declared as an `Expr`, a `Stmt` or a tuple of them,
+so the rewriter, the visitor and the walks below need no list of node types.
+A new node touches its definition here, its printer line (printer.py), its
+CUDA emitter and its sim rule, nothing else. Types are the language's `DType`s. Integer `/` and
 `%` floor toward negative infinity, as in the language.
 
 Designed for what comes next: `Call` carries intrinsics by name with typed
@@ -12,7 +16,10 @@ loops, and `Kernel.params` may hold launch-time objects.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+import typing
+from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 from ..lang import dtypes
 from ..lang.dtypes import DType
@@ -106,6 +113,7 @@ class For(Stmt):
     """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread.
     A thread loop has `tag` (threadIdx.x, blockIdx.y, ...): its iterations are
     spread over threads or blocks instead of executed in sequence."""
+    BINDS: ClassVar[str] = "body"  # `var` is defined in `body` (not in lo, extent)
     var: str
     lo: Expr
     extent: Expr
@@ -129,6 +137,7 @@ class Seq(Stmt):
 @dataclass(frozen=True)
 class Let(Stmt):
     """Bind `var` to `value` in `body` (thread indices, hoisted offsets)."""
+    BINDS: ClassVar[str] = "body"
     var: str
     value: Expr
     body: Stmt
@@ -243,26 +252,65 @@ def seq(*stmts) -> Stmt:
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
+# ------------------------------------------------------------------ children
+def _holds_nodes(hint) -> bool:
+    """Whether a field's declared type is, or contains, a node type."""
+    if isinstance(hint, type):
+        return issubclass(hint, (Expr, Stmt))
+    return any(_holds_nodes(a) for a in typing.get_args(hint))
+
+
+@functools.cache
+def child_fields(cls: type) -> tuple[str, ...]:
+    """The fields of node class `cls` that hold children, in declaration
+    order: those declared as an Expr, a Stmt, an optional one or a tuple of
+    them (fields not part of equality, like `Store.loc`, are no children)."""
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in fields(cls) if f.compare and _holds_nodes(hints[f.name]))
+
+
+def children(node) -> tuple:
+    """The Expr and Stmt children of any node, in field order (tuple fields
+    contribute their elements; an absent optional child, None, is skipped)."""
+    out = []
+    for name in child_fields(type(node)):
+        v = getattr(node, name)
+        if isinstance(v, tuple):
+            out.extend(v)
+        elif v is not None:
+            out.append(v)
+    return tuple(out)
+
+
 def expr_children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, Load):
-        return e.indices
-    if isinstance(e, Bin):
-        return (e.a, e.b)
-    if isinstance(e, (Un, Cast)):
-        return (e.x,)
-    if isinstance(e, Select):
-        return (e.cond, e.a, e.b)
-    if isinstance(e, Call):
-        return e.args
-    return ()
+    return children(e)
 
 
 def walk_expr(e: Expr):
+    """Every node of an expression (pre-order; children pushed on a stack, so
+    the last child's subtree comes first)."""
     stack = [e]
     while stack:
         x = stack.pop()
         yield x
-        stack.extend(expr_children(x))
+        stack.extend(children(x))
+
+
+def binding(node) -> tuple[str, object] | None:
+    """(variable, the child it is defined in) for a node that defines a
+    variable (a node class says so with `BINDS`, the name of that field)."""
+    where = getattr(type(node), "BINDS", None)
+    return None if where is None else (node.var, getattr(node, where))
+
+
+def walk(node):
+    """Every node under `node`, statements and expressions, in pre-order
+    (children in field order)."""
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(children(x)))
 
 
 def free_vars(e: Expr) -> set[str]:

@@ -9,69 +9,96 @@ from __future__ import annotations
 
 from ..errors import LoweringError
 from . import ir
+from .rewriter import Visitor
 
 THREAD_VARS = {f"{k}.{a}" for k in ("threadIdx", "blockIdx") for a in "xyz"}
 
 
 def verify(k: ir.Kernel, program: ir.Program, flat: bool = False) -> None:
-    shapes = {b.name: len(b.shape) for b in program.buffers}
-    defined = set(THREAD_VARS) | set(program.sizes)
-    thread_dep = {f"threadIdx.{a}" for a in "xyz"}
+    v = _Verify(k, program, flat)
+    for g in k.grid + k.block:
+        v.check_expr(g, v.defined)
+    v.visit(k.body)
 
-    def check_expr(e, scope):
+
+class _Verify(Visitor):
+    def __init__(self, k: ir.Kernel, program: ir.Program, flat: bool):
+        self.k, self.flat = k, flat
+        self.shapes = {b.name: len(b.shape) for b in program.buffers}
+        self.defined = set(THREAD_VARS) | set(program.sizes)
+        # What is in scope, which variables depend on the thread index, and
+        # whether a thread-dependent condition encloses the statement.
+        self.scope = self.defined
+        self.tdep = {f"threadIdx.{a}" for a in "xyz"}
+        self.divergent = False
+
+    def check_expr(self, e, scope):
         for x in ir.walk_expr(e):
             if isinstance(x, ir.Var) and x.name not in scope:
-                raise LoweringError(f"kernel {k.name}: variable '{x.name}' used but not defined")
+                raise LoweringError(f"kernel {self.k.name}: variable '{x.name}' used but not "
+                                    f"defined")
             if isinstance(x, ir.Load):
-                check_buf(x.buffer, len(x.indices))
+                self.check_buf(x.buffer, len(x.indices))
 
-    def check_buf(name, n):
-        if name not in shapes:
-            raise LoweringError(f"kernel {k.name}: unknown buffer '{name}'")
-        if not flat and shapes[name] != n:
-            raise LoweringError(f"kernel {k.name}: buffer '{name}' has {shapes[name]} dimensions "
-                                f"but is accessed with {n} subscripts")
+    def check_buf(self, name, n):
+        if name not in self.shapes:
+            raise LoweringError(f"kernel {self.k.name}: unknown buffer '{name}'")
+        if not self.flat and self.shapes[name] != n:
+            raise LoweringError(f"kernel {self.k.name}: buffer '{name}' has {self.shapes[name]} "
+                                f"dimensions but is accessed with {n} subscripts")
 
-    def depends(e, tdep):
-        return bool(ir.free_vars(e) & tdep)
+    def generic_visit(self, s):
+        # A statement's own expressions are checked in the current scope; its
+        # statements are visited (those defining a variable have their own method).
+        for c in ir.children(s):
+            if isinstance(c, ir.Expr):
+                self.check_expr(c, self.scope)
+            else:
+                self.visit(c)
 
-    def visit(s, scope, tdep, divergent):
-        if isinstance(s, ir.Seq):
-            for x in s.stmts:
-                visit(x, scope, tdep, divergent)
-        elif isinstance(s, ir.Store):
-            check_buf(s.buffer, len(s.indices))
-            for e in s.indices + (s.value,):
-                check_expr(e, scope)
-        elif isinstance(s, ir.For):
-            check_expr(s.lo, scope)
-            check_expr(s.extent, scope)
-            visit(s.body, scope | {s.var}, tdep, divergent)
-        elif isinstance(s, ir.Let):
-            check_expr(s.value, scope)
-            new_dep = tdep | {s.var} if depends(s.value, tdep) else tdep
-            visit(s.body, scope | {s.var}, new_dep, divergent)
-        elif isinstance(s, ir.If):
-            check_expr(s.cond, scope)
-            div = divergent or depends(s.cond, tdep)
-            visit(s.then, scope, tdep, div)
-            if s.else_ is not None:
-                visit(s.else_, scope, tdep, div)
-        elif isinstance(s, ir.Alloc):
-            shapes[s.buffer.name] = len(s.buffer.shape)
-            visit(s.body, scope, tdep, divergent)
-        elif isinstance(s, ir.AllReduce):
-            check_buf(s.buffer, 1)
-            check_expr(s.extent, defined)
-            if divergent:
-                raise LoweringError(f"kernel {k.name}: cross-thread reduction under a "
-                                    f"thread-dependent condition")
-        elif isinstance(s, ir.Barrier):
-            if divergent:
-                raise LoweringError(f"kernel {k.name}: barrier under a thread-dependent condition")
-        elif isinstance(s, ir.Evaluate):
-            check_expr(s.call, scope)
+    def _in(self, body, scope=None, tdep=None, divergent=None):
+        saved = self.scope, self.tdep, self.divergent
+        self.scope = saved[0] if scope is None else scope
+        self.tdep = saved[1] if tdep is None else tdep
+        self.divergent = saved[2] if divergent is None else divergent
+        try:
+            self.visit(body)
+        finally:
+            self.scope, self.tdep, self.divergent = saved
 
-    for g in k.grid + k.block:
-        check_expr(g, defined)
-    visit(k.body, defined, thread_dep, False)
+    def visit_Store(self, s):
+        self.check_buf(s.buffer, len(s.indices))
+        self.generic_visit(s)
+
+    def visit_For(self, s):
+        self.check_expr(s.lo, self.scope)
+        self.check_expr(s.extent, self.scope)
+        self._in(s.body, scope=self.scope | {s.var})
+
+    def visit_Let(self, s):
+        self.check_expr(s.value, self.scope)
+        dep = bool(ir.free_vars(s.value) & self.tdep)
+        self._in(s.body, scope=self.scope | {s.var}, tdep=self.tdep | {s.var} if dep else None)
+
+    def visit_If(self, s):
+        self.check_expr(s.cond, self.scope)
+        div = self.divergent or bool(ir.free_vars(s.cond) & self.tdep)
+        self._in(s.then, divergent=div)
+        if s.else_ is not None:
+            self._in(s.else_, divergent=div)
+
+    def visit_Alloc(self, s):
+        self.shapes[s.buffer.name] = len(s.buffer.shape)
+        self.visit(s.body)
+
+    def visit_AllReduce(self, s):
+        self.check_buf(s.buffer, 1)
+        self.check_expr(s.extent, self.defined)
+        if self.divergent:
+            raise LoweringError(f"kernel {self.k.name}: cross-thread reduction under a "
+                                f"thread-dependent condition")
+
+    def visit_Barrier(self, s):
+        if self.divergent:
+            raise LoweringError(f"kernel {self.k.name}: barrier under a thread-dependent "
+                                f"condition")

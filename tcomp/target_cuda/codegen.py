@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..errors import CudaError
 from ..lang import dtypes
 from ..lower import ir
+from ..lower.accesses import accesses
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
@@ -378,7 +379,7 @@ class _Kernel:
     def source(self) -> tuple[str, int]:
         k = self.k
         bufs = {b.name: b for b in self.prog.buffers}
-        written = {x.buffer for x in walk_stmts(k.body) if isinstance(x, ir.Store)}
+        written = accesses(k.body).writes
         params = []
         for name in k.buffers:
             b = bufs[name]
@@ -490,13 +491,7 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
 
 
 def _mentions(prog, name) -> bool:
-    for k in prog.kernels:
-        for x in walk_stmts(k.body):
-            exprs = []
-            if isinstance(x, ir.Store):
-                exprs = [x.value]
-            for e in exprs:
-                if any(getattr(y, "dtype", None) is not None and y.dtype.name == name
-                       for y in ir.walk_expr(e)):
-                    return True
-    return False
+    """Whether an expression of a kernel has type `name` (a conversion to
+    half precision needs its header even when no buffer has that type)."""
+    return any(getattr(y, "dtype", None) is not None and y.dtype.name == name
+               for k in prog.kernels for y in ir.walk(k.body))

@@ -53,6 +53,7 @@ from ..lang import npfuncs
 from ..lower import ir
 from ..lower.launch import launch_problem
 from ..lower.printer import expr as expr_text
+from ..lower.accesses import accesses
 from ..lower.rewriter import walk_stmts
 from .expressions import Expressions
 from .memory import Local, Memory, Shared
@@ -119,7 +120,7 @@ class _Launch(Memory, Expressions):
         self.block_text = [expr_text(b) for b in k.block]
         self.local_shapes = _local_shapes(k.body)
         self.body = self.compile_stmt(k.body)
-        self.stored = {s.buffer for s in walk_stmts(k.body) if isinstance(s, ir.Store)}
+        self.stored = set(accesses(k.body).writes)
         self.allocs = [(s.buffer.scope, s.buffer.dtype.numpy.itemsize,
                         [self.compile_expr(d) for d in s.buffer.shape])
                        for s in walk_stmts(k.body) if isinstance(s, ir.Alloc)]
