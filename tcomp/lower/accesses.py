@@ -45,7 +45,8 @@ def _collect(node, reads, writes, free, bound) -> None:
             reads.add(x.buffer)
         elif isinstance(x, ir.Store):
             writes.add(x.buffer)
-        elif isinstance(x, ir.AllReduce):
+        elif isinstance(x, (ir.AllReduce, ir.Ref)):
+            # (a reference counts as both: the intrinsic taking it may do either)
             reads.add(x.buffer)
             writes.add(x.buffer)
         b = ir.binding(x)

@@ -1,8 +1,8 @@
 """Pass: storage flattening — multi-dimensional subscripts become one
 row-major offset per buffer.
 
-Pre: Load/Store carry one subscript per buffer dimension.
-Post: Load/Store carry a single subscript. Both targets run the IR after this
+Pre: Load/Store/Ref carry one subscript per buffer dimension.
+Post: Load/Store/Ref carry a single subscript. Both targets run the IR after this
 pass (the sim runs the IR before it too, on an error, to name the dimension
 at fault).
 """
@@ -42,6 +42,10 @@ class _Flatten(Rewriter):
     def expr_Load(self, e: ir.Load) -> ir.Expr:
         idx = self.exprs(e.indices)
         return ir.Load(e.buffer, (self.flat(idx, self.shapes[e.buffer]),), e.dtype)
+
+    def expr_Ref(self, e: ir.Ref) -> ir.Expr:
+        idx = self.exprs(e.indices)
+        return ir.Ref(e.buffer, (self.flat(idx, self.shapes[e.buffer]),), e.dtype)
 
     def stmt_Store(self, s: ir.Store) -> ir.Stmt:
         idx, v = self.exprs(s.indices), self.expr(s.value)

@@ -55,6 +55,20 @@ class Load(Expr):
 
 
 @dataclass(frozen=True)
+class Ref(Expr):
+    """The address of the element `buffer[indices]`, not its value: an operand
+    of an intrinsic that reads or writes memory there (a fragment, an
+    asynchronous copy's source and destination). Only an intrinsic whose
+    registry entry takes a reference at that position consumes one; anywhere
+    else the verifier and the sim refuse it. Flattening turns the subscripts
+    into one offset, like a Load's; CUDA prints `&buffer[offset]`. `dtype` is
+    the element's type (what the address points to), as a Load's."""
+    buffer: str
+    indices: tuple[Expr, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True)
 class Bin(Expr):
     """Binary operation: + - * / % min max < <= > >= == != && ||."""
     op: str

@@ -25,6 +25,8 @@ def expr(e: ir.Expr, min_prec: int = 0) -> str:
         text, p = e.name, 9
     elif isinstance(e, ir.Load):
         text, p = f"{e.buffer}[{', '.join(expr(i) for i in e.indices)}]", 9
+    elif isinstance(e, ir.Ref):
+        text, p = f"&{e.buffer}[{', '.join(expr(i) for i in e.indices)}]", 7
     elif isinstance(e, ir.Bin):
         if e.op in ("min", "max"):
             text, p = f"{e.op}({expr(e.a)}, {expr(e.b)})", 9

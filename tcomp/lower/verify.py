@@ -1,7 +1,7 @@
 """Kernel IR verifier, run between passes in tests (and on request).
 
 Checks: every variable is defined (loop, let, size parameter, thread/block
-index); every Load/Store names a known buffer with the right number of
+index); every Load/Store/Ref names a known buffer with the right number of
 subscripts (before flattening); no barrier sits under a condition that
 depends on the thread index (not every thread would reach it).
 """
@@ -37,7 +37,7 @@ class _Verify(Visitor):
             if isinstance(x, ir.Var) and x.name not in scope:
                 raise LoweringError(f"kernel {self.k.name}: variable '{x.name}' used but not "
                                     f"defined")
-            if isinstance(x, ir.Load):
+            if isinstance(x, (ir.Load, ir.Ref)):
                 self.check_buf(x.buffer, len(x.indices))
 
     def check_buf(self, name, n):

@@ -125,6 +125,8 @@ class _Kernel:
                 text = f"(({ctype(e.dtype)}){text})"
         elif isinstance(e, ir.Load):
             text, p = f"{e.buffer}[{self.expr(e.indices[0])}]", 9
+        elif isinstance(e, ir.Ref):
+            text, p = f"&{e.buffer}[{self.expr(e.indices[0])}]", 7
         elif isinstance(e, ir.Bin):
             text, p = self.binary(e)
         elif isinstance(e, ir.Un):

@@ -126,6 +126,9 @@ class _Widen(Rewriter):
     def expr_Load(self, e: ir.Load) -> ir.Expr:
         return ir.Load(e.buffer, tuple(self.index(i) for i in e.indices), e.dtype)
 
+    def expr_Ref(self, e: ir.Ref) -> ir.Expr:
+        return ir.Ref(e.buffer, tuple(self.index(i) for i in e.indices), e.dtype)
+
     def expr_Bin(self, e: ir.Bin) -> ir.Expr:
         if (e.op in _COMPARE and _widenable(e.a.dtype) and _widenable(e.b.dtype)
                 and (self._indexish(e.a) or self._indexish(e.b))):

@@ -109,6 +109,16 @@ class Expressions:
                 raise SimError(f"kernel {kname}: variable '{name}' is not bound") from None
         return var, name in self.invariant
 
+    def _x_Ref(self, e):
+        # A reference is an intrinsic's operand (its rule reads the subscripts
+        # itself); evaluated as a value, it has none.
+        kname, text = self.kname, expr_text(e)
+
+        def ref(env, mask):
+            raise SimError(f"kernel {kname}: {text} is the address of an element, not a value; "
+                           f"only an intrinsic that takes an address operand can use it")
+        return ref, False
+
     def _x_Load(self, e):
         name = e.buffer
         idx = [self.compile_expr(i) for i in e.indices]
