@@ -5,6 +5,10 @@ parameters, the CUDA parameter qualifiers, the sim's race tables).
     accesses(Store("C", (i,), Load("A", (i, k)) * x))
         -> reads {A}, writes {C}, free_vars {i, k, x}
 
+An intrinsic's address operands (`ir.Ref`, or a node-backed intrinsic's
+buffer field) are read, written or both as its registry entry says; a
+reference anywhere else counts as both (the verifier refuses it).
+
 A statement that defines a variable (`for`, `let`) hides it from the free
 variables of its body; its bounds or value are outside that scope.
 """
@@ -12,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import ir
+from . import intrinsics, ir
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ def accesses(node) -> Accesses:
 
 def _collect(node, reads, writes, free, bound) -> None:
     stack = [(node, bound)]
+    operands = set()  # ids of the references intrinsics consume (counted by their entry)
     while stack:
         x, bound = stack.pop()
         if isinstance(x, ir.Var):
@@ -45,10 +50,21 @@ def _collect(node, reads, writes, free, bound) -> None:
             reads.add(x.buffer)
         elif isinstance(x, ir.Store):
             writes.add(x.buffer)
-        elif isinstance(x, (ir.AllReduce, ir.Ref)):
-            # (a reference counts as both: the intrinsic taking it may do either)
-            reads.add(x.buffer)
-            writes.add(x.buffer)
+        elif isinstance(x, ir.Ref):
+            if id(x) not in operands:
+                reads.add(x.buffer)
+                writes.add(x.buffer)
+        elif isinstance(x, ir.Stmt):
+            for op, v in intrinsics.operands(x):
+                if not op.ref or not isinstance(v, (str, ir.Ref)):
+                    continue
+                name = v if isinstance(v, str) else v.buffer
+                if isinstance(v, ir.Ref):
+                    operands.add(id(v))
+                if op.access in (intrinsics.READ, intrinsics.READWRITE):
+                    reads.add(name)
+                if op.access in (intrinsics.WRITE, intrinsics.READWRITE):
+                    writes.add(name)
         b = ir.binding(x)
         for c in ir.children(x):
             stack.append((c, bound | {b[0]} if b is not None and c is b[1] else bound))

@@ -159,7 +159,9 @@ class Let(Stmt):
 
 @dataclass(frozen=True)
 class Barrier(Stmt):
-    """Synchronise the threads of a block (`__syncthreads`)."""
+    """Synchronise the threads of a block (`__syncthreads`): the intrinsic
+    "barrier" (intrinsics.py), a node of its own because passes place it."""
+    INTRINSIC: ClassVar[str] = "barrier"
     scope: str = "block"
 
 
@@ -169,7 +171,9 @@ class AllReduce(Stmt):
     with `op` over the `extent` threads along `tag`; afterwards every one of
     those threads holds the result. Reached by every thread of the block.
     `extent` is a size expression equal to the block's dimension along `tag`
-    (any count from 1 to 1024, possibly known only at launch)."""
+    (any count from 1 to 1024, possibly known only at launch). The intrinsic
+    "allreduce" (intrinsics.py), with its operands as fields."""
+    INTRINSIC: ClassVar[str] = "allreduce"
     op: str  # '+', '*', 'max', 'min'
     buffer: str
     dtype: DType
@@ -179,7 +183,8 @@ class AllReduce(Stmt):
 
 @dataclass(frozen=True)
 class Evaluate(Stmt):
-    """Evaluate an intrinsic call for its effect."""
+    """Evaluate an intrinsic call for its effect: `call.fn` names an entry of
+    the registry (intrinsics.py), `call.args` are its operands in order."""
     call: Call
 
 

@@ -2,13 +2,17 @@
 
 Checks: every variable is defined (loop, let, size parameter, thread/block
 index); every Load/Store/Ref names a known buffer with the right number of
-subscripts (before flattening); no barrier sits under a condition that
-depends on the thread index (not every thread would reach it).
+subscripts (before flattening); every intrinsic is registered and takes an
+address (`Ref`) exactly where its entry says, and a Ref appears nowhere
+else; no collective intrinsic (barrier, cross-thread reduction) sits under
+a condition that depends on the thread index (not every thread would reach
+it).
 """
 from __future__ import annotations
 
 from ..errors import LoweringError
-from . import ir
+from . import intrinsics, ir
+from .printer import expr as show
 from .rewriter import Visitor
 
 THREAD_VARS = {f"{k}.{a}" for k in ("threadIdx", "blockIdx") for a in "xyz"}
@@ -31,6 +35,7 @@ class _Verify(Visitor):
         self.scope = self.defined
         self.tdep = {f"threadIdx.{a}" for a in "xyz"}
         self.divergent = False
+        self.operands = set()  # ids of the Refs intrinsics take as address operands
 
     def check_expr(self, e, scope):
         for x in ir.walk_expr(e):
@@ -39,6 +44,9 @@ class _Verify(Visitor):
                                     f"defined")
             if isinstance(x, (ir.Load, ir.Ref)):
                 self.check_buf(x.buffer, len(x.indices))
+            if isinstance(x, ir.Ref) and id(x) not in self.operands:
+                raise LoweringError(f"kernel {self.k.name}: {show(x)} is an address, usable "
+                                    f"only as an operand of an intrinsic that takes one")
 
     def check_buf(self, name, n):
         if name not in self.shapes:
@@ -94,11 +102,36 @@ class _Verify(Visitor):
     def visit_AllReduce(self, s):
         self.check_buf(s.buffer, 1)
         self.check_expr(s.extent, self.defined)
-        if self.divergent:
-            raise LoweringError(f"kernel {self.k.name}: cross-thread reduction under a "
-                                f"thread-dependent condition")
+        self.check_intrinsic(s)
 
     def visit_Barrier(self, s):
-        if self.divergent:
-            raise LoweringError(f"kernel {self.k.name}: barrier under a thread-dependent "
+        self.check_intrinsic(s)
+
+    def visit_Evaluate(self, s):
+        self.check_intrinsic(s)
+        self.generic_visit(s)
+
+    def check_intrinsic(self, s):
+        """A registered intrinsic, with an address exactly where its entry takes
+        one, and a collective one reached by every thread (no thread-dependent
+        condition around it)."""
+        entry = intrinsics.of(s)
+        name = self.k.name
+        if entry is None:
+            raise LoweringError(f"kernel {name}: '{s.call.fn}' is not a registered intrinsic "
+                                f"(tcomp/lower/intrinsics.py)")
+        if isinstance(s, ir.Evaluate):
+            args = s.call.args
+            if len(args) != len(entry.operands):
+                raise LoweringError(f"kernel {name}: intrinsic '{entry.name}' takes "
+                                    f"{len(entry.operands)} operands, got {len(args)}")
+            for op, a in zip(entry.operands, args):
+                if op.ref != isinstance(a, ir.Ref):
+                    raise LoweringError(f"kernel {name}: operand '{op.name}' of intrinsic "
+                                        f"'{entry.name}' must be "
+                                        f"{'an address (Ref)' if op.ref else 'a value'}, got "
+                                        f"{show(a)}")
+                self.operands.add(id(a))
+        if entry.collective and self.divergent:
+            raise LoweringError(f"kernel {name}: {entry.what} under a thread-dependent "
                                 f"condition")

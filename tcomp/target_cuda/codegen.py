@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 from ..errors import CudaError
 from ..lang import dtypes
-from ..lower import ir
+from ..lower import intrinsics, ir
 from ..lower.accesses import accesses
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
-from .allreduce import emit_allreduce
+from .intrinsics import EMIT
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
          "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
@@ -262,19 +262,12 @@ class _Kernel:
             self.simp.restore(s.var, saved)
         elif isinstance(s, ir.Alloc):
             self.stmt(s.body, d)  # declared at the top of the kernel (see source())
-        elif isinstance(s, ir.Barrier):
-            self.emit("__syncthreads();", d)
-        elif isinstance(s, ir.AllReduce):
-            self.allreduce(s, d)
-        elif isinstance(s, ir.Evaluate):
-            self.emit(f"{self.expr(s.call)};", d)
-        else:
-            raise CudaError(f"codegen: cannot emit {type(s).__name__}")
-
-    # ----------------------------------------------------------- reductions
-    def allreduce(self, s: ir.AllReduce, d: int):
-        """Any number of threads along threadIdx.x (see allreduce.py)."""
-        emit_allreduce(self, s, d)
+        else:  # an intrinsic statement: its emitter in target_cuda/intrinsics.py
+            entry = intrinsics.of(s)
+            if entry is None or entry.name not in EMIT:
+                what = s.call.fn if isinstance(s, ir.Evaluate) else type(s).__name__
+                raise CudaError(f"codegen: cannot emit {what}")
+            EMIT[entry.name](self, s, d)
 
     # ----------------------------------------------------------- vectors
     def contiguous(self, index: ir.Expr, var: str, width: int, elem: int):

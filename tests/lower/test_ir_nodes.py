@@ -153,13 +153,17 @@ def test_ref_prints_as_an_address():
     assert printer.expr(ir.Call("f", (r,), F32)) == "f(&A[i, j + 1])"
 
 
-def test_ref_is_flattened_like_a_load():
-    body = ir.For("i", c(0), c(4), "serial", ir.For("j", c(0), c(8), "serial", ir.Let(
-        "p", ir.Ref("A", (I, J), F32), ir.Store("A", (I, J), c(0)))))
-    prog, k = _program(body, {"A": (4, 8)})
+def copy(dst, src):
+    return ir.Evaluate(ir.Call("test_copy", (dst, src), F32))
+
+
+def test_ref_is_flattened_like_a_load(copy_intrinsic):
+    body = ir.For("i", c(0), c(4), "serial", ir.For("j", c(0), c(8), "serial", copy(
+        ir.Ref("A", (I, J), F32), ir.Ref("B", (J, I), F32))))
+    prog, k = _program(body, {"A": (4, 8), "B": (8, 4)})
+    verify(k, prog)
     flat = flatten.run(k, prog)
-    let = flat.body.body.body
-    assert printer.expr(let.value) == "&A[i * 8 + j]"
+    assert printer.stmt(flat.body.body.body) == ["test_copy(&A[i * 8 + j], &B[j * 4 + i])"]
     verify(flat, prog, flat=True)
 
 
