@@ -23,6 +23,8 @@ from typing import ClassVar
 
 from ..lang import dtypes
 from ..lang.dtypes import DType
+from ..schedule import threads
+from ..schedule.threads import ThreadAxis
 
 int32, bool_ = dtypes.int32, dtypes.bool_
 
@@ -42,7 +44,8 @@ class Imm(Expr):
 
 @dataclass(frozen=True)
 class Var(Expr):
-    """A loop variable, a thread/block index (`threadIdx.x`), or a size parameter."""
+    """A loop variable, a thread/block index (named by its axis's spelling,
+    `threadIdx.x`: schedule/threads.py), or a size parameter."""
     name: str
     dtype: DType = int32
 
@@ -125,15 +128,20 @@ class Store(Stmt):
 @dataclass(frozen=True)
 class For(Stmt):
     """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread.
-    A thread loop has `tag` (threadIdx.x, blockIdx.y, ...): its iterations are
-    spread over threads or blocks instead of executed in sequence."""
+    A thread loop has `tag`, the ThreadAxis (threadIdx.x, blockIdx.y, ...) its
+    iterations are spread over instead of executed in sequence; the spelling
+    ("threadIdx.x") is accepted and parsed (schedule/threads.py)."""
     BINDS: ClassVar[str] = "body"  # `var` is defined in `body` (not in lo, extent)
     var: str
     lo: Expr
     extent: Expr
     kind: str
     body: Stmt
-    tag: str | None = None
+    tag: ThreadAxis | None = None
+
+    def __post_init__(self):
+        if self.tag is not None and type(self.tag) is not ThreadAxis:
+            object.__setattr__(self, "tag", threads.axis(self.tag))
 
 
 @dataclass(frozen=True)
@@ -177,8 +185,12 @@ class AllReduce(Stmt):
     op: str  # '+', '*', 'max', 'min'
     buffer: str
     dtype: DType
-    tag: str
+    tag: ThreadAxis  # (a spelling such as "threadIdx.x" is parsed)
     extent: Expr
+
+    def __post_init__(self):
+        if type(self.tag) is not ThreadAxis:
+            object.__setattr__(self, "tag", threads.axis(self.tag))
 
 
 @dataclass(frozen=True)

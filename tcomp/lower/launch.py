@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import LoweringError
+from ..schedule import threads
 from . import ir
 from .printer import expr as show
 from .rewriter import Visitor, walk_stmts
@@ -43,31 +44,32 @@ def launch_problem(kernel: str, grid, block, limits: LaunchLimits = CUDA_LIMITS,
     def where():
         if block_exprs is None:
             return ""
-        parts = [f"{tag}: {e} = {n}" for tag, e, n in
-                 zip(("blockDim.x", "blockDim.y", "blockDim.z"), block_exprs, block)
+        parts = [f"blockDim.{d}: {e} = {n}" for d, e, n in
+                 zip(threads.DIMS, block_exprs, block)
                  if not str(e).isdigit()]  # (a constant needs no explanation)
         return f" ({', '.join(parts)})" if parts else ""
 
     remedy = ("; split the loops bound to threads by constant factors (and bind the outer "
               "parts to blocks or loop over them), or run smaller sizes")
-    threads = block[0] * block[1] * block[2]
+    count = block[0] * block[1] * block[2]
     dims = "x".join(str(n) for n in block)
-    if threads > limits.threads_per_block:
-        return (f"kernel {kernel}: a block of {dims} = {threads} threads{where()} exceeds the "
+    if count > limits.threads_per_block:
+        return (f"kernel {kernel}: a block of {dims} = {count} threads{where()} exceeds the "
                 f"device's {limits.threads_per_block} threads per block{remedy}")
-    if limits.kernel_threads is not None and threads > limits.kernel_threads:
-        return (f"kernel {kernel}: a block of {dims} = {threads} threads{where()} exceeds the "
+    if limits.kernel_threads is not None and count > limits.kernel_threads:
+        return (f"kernel {kernel}: a block of {dims} = {count} threads{where()} exceeds the "
                 f"{limits.kernel_threads} threads per block this compiled kernel can run (its "
                 f"register use limits it){remedy}")
     for axis, (n, most) in enumerate(zip(block, limits.block)):
         if n > most:
-            return (f"kernel {kernel}: block dimension {'xyz'[axis]} is {n}{where()}, but the "
-                    f"device allows at most {most}{remedy}")
+            return (f"kernel {kernel}: block dimension {threads.DIMS[axis]} is {n}{where()}, "
+                    f"but the device allows at most {most}{remedy}")
     for axis, (n, most) in enumerate(zip(grid, limits.grid)):
         if n > most:
-            return (f"kernel {kernel}: grid dimension {'xyz'[axis]} is {n} blocks, but the "
-                    f"device allows at most {most}; bind a larger loop to blockIdx.x, or split "
-                    f"the loop bound to blockIdx.{'xyz'[axis]} and loop over the outer part")
+            return (f"kernel {kernel}: grid dimension {threads.DIMS[axis]} is {n} blocks, but "
+                    f"the device allows at most {most}; bind a larger loop to "
+                    f"{threads.BLOCK[0]}, or split the loop bound to {threads.BLOCK[axis]} and "
+                    f"loop over the outer part")
     return None
 
 
@@ -82,7 +84,7 @@ def launch_dims(body: ir.Stmt, stage: str):
     # AllReduce): the block's dimension there is the reduction's extent.
     for x in walk_stmts(body):
         if isinstance(x, ir.AllReduce):
-            block["xyz".index(x.tag[-1])] = x.extent
+            block[x.tag.dim] = x.extent
     _check_constant(block, stage)
     return tuple(grid), tuple(block)
 
@@ -106,11 +108,11 @@ class _Dims(Visitor):
 
     def visit_For(self, s):
         stage = self.stage
-        if s.kind == "thread" and s.tag.startswith("blockIdx"):
+        if s.kind == "thread" and s.tag.is_block:
             if self.serial_outside:
                 raise LoweringError(f"stage '{stage}': loop '{s.var}' bound to {s.tag} is "
                                     f"nested inside a serial loop; reorder it outward")
-            axis = "xyz".index(s.tag[-1])
+            axis = s.tag.dim
             if s.tag in self.seen_grid:
                 raise LoweringError(f"stage '{stage}': two loops bound to {s.tag}")
             self.seen_grid[s.tag] = s.extent
@@ -118,7 +120,7 @@ class _Dims(Visitor):
             self.visit(s.body)
             return
         if s.kind == "thread":
-            axis = "xyz".index(s.tag[-1])
+            axis = s.tag.dim
             n = simplify_expr(s.extent)
             if s.tag in self.thread_ext and self.thread_ext[s.tag][1] != n:
                 other, m = self.thread_ext[s.tag]
@@ -146,6 +148,6 @@ def _check_constant(block, stage: str):
                             f"{CUDA_LIMITS.threads_per_block}")
     for axis, (n, most) in enumerate(zip(known, CUDA_LIMITS.block)):
         if n > most:
-            raise LoweringError(f"stage '{stage}': {n} threads along threadIdx.{'xyz'[axis]} "
+            raise LoweringError(f"stage '{stage}': {n} threads along {threads.THREAD[axis]} "
                                 f"exceed CUDA's limit of {most} for that dimension; bind a loop "
                                 f"of at most {most} iterations there")

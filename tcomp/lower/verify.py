@@ -11,11 +11,12 @@ it).
 from __future__ import annotations
 
 from ..errors import LoweringError
+from ..schedule import threads
 from . import intrinsics, ir
 from .printer import expr as show
 from .rewriter import Visitor
 
-THREAD_VARS = {f"{k}.{a}" for k in ("threadIdx", "blockIdx") for a in "xyz"}
+THREAD_VARS = threads.INDEX_VARS
 
 
 def verify(k: ir.Kernel, program: ir.Program, flat: bool = False) -> None:
@@ -33,7 +34,7 @@ class _Verify(Visitor):
         # What is in scope, which variables depend on the thread index, and
         # whether a thread-dependent condition encloses the statement.
         self.scope = self.defined
-        self.tdep = {f"threadIdx.{a}" for a in "xyz"}
+        self.tdep = {a.name for a in threads.THREAD}
         self.divergent = False
         self.operands = set()  # ids of the Refs intrinsics take as address operands
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..errors import CudaError
 from ..lang import dtypes
+from ..schedule import threads
 from ..lower import intrinsics, ir
 from ..lower.accesses import accesses
 from ..lower.rewriter import walk_stmts
@@ -440,7 +441,7 @@ class _ReplaceLoads:
         return R().expr(e)
 
 
-_BUILTIN_VARS = {f"{k}.{a}" for k in ("threadIdx", "blockIdx") for a in "xyz"}
+_BUILTIN_VARS = threads.INDEX_VARS  # CUDA's own names of the thread and block indices
 
 
 def _c(name: str) -> str:

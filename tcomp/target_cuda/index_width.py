@@ -25,6 +25,7 @@ import dataclasses
 from ..lower import ir
 from ..lower.rewriter import Rewriter, walk_stmts
 from ..lang import dtypes
+from ..schedule import threads
 
 int64 = dtypes.int64
 LIMIT = 2 ** 31  # element or thread counts from here on need 64-bit indices
@@ -70,7 +71,7 @@ def static_index_bits(prog: ir.Program) -> int | None:
 
 def widen(k: ir.Kernel) -> ir.Kernel:
     """The kernel with 64-bit index arithmetic (see the module docstring)."""
-    names = set(k.sizes) | {f"{p}.{a}" for p in ("threadIdx", "blockIdx") for a in "xyz"}
+    names = set(k.sizes) | threads.INDEX_VARS
     for s in walk_stmts(k.body):
         if isinstance(s, ir.For):
             names.add(s.var)

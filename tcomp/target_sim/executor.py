@@ -50,6 +50,7 @@ import numpy as np
 
 from ..errors import SimError
 from ..lang import npfuncs
+from ..schedule import threads
 from ..lower import ir
 from ..lower.launch import launch_problem
 from ..lower.printer import expr as expr_text
@@ -112,8 +113,7 @@ class _Launch(Memory, Expressions):
 
     def __init__(self, k: ir.Kernel):
         self.kname = k.name
-        self.invariant = set(k.sizes) | {f"{v}.{a}" for v in ("threadIdx", "blockIdx")
-                                         for a in "xyz"}
+        self.invariant = set(k.sizes) | threads.INDEX_VARS
         self.batch = object()  # the batch running (invariant values are per batch)
         self.running = False
         self.compiled, self.scope_id, self.scopes = {}, 0, itertools.count(1)
@@ -214,15 +214,15 @@ class _Launch(Memory, Expressions):
         self.gblock = (self.blk + first).astype(np.int32)
         tid = self.tid
         env = dict(self.scope)
-        env.update({"threadIdx.x": (tid % bx).astype(np.int32),
-                    "threadIdx.y": ((tid // bx) % by).astype(np.int32),
-                    "threadIdx.z": (tid // (bx * by)).astype(np.int32)})
+        tx, ty, tz = (a.name for a in threads.THREAD)
+        env.update({tx: (tid % bx).astype(np.int32),
+                    ty: ((tid // bx) % by).astype(np.int32),
+                    tz: (tid // (bx * by)).astype(np.int32)})
         gx, gy, _ = self.grid
         ids = np.arange(first, first + nb)
-        coords = {"blockIdx.x": ids % gx, "blockIdx.y": (ids // gx) % gy,
-                  "blockIdx.z": ids // (gx * gy)}
-        for name, c in coords.items():
-            env[name] = np.int32(c[0]) if nb == 1 else np.repeat(c, T).astype(np.int32)
+        coords = (ids % gx, (ids // gx) % gy, ids // (gx * gy))
+        for a, c in zip(threads.BLOCK, coords):
+            env[a.name] = np.int32(c[0]) if nb == 1 else np.repeat(c, T).astype(np.int32)
         self.mem = {}
         self.batch = object()  # invalidates the values of invariant expressions
         self.races.start_batch()

@@ -18,7 +18,7 @@ def _barrier(ex, s):
 
 
 def _allreduce(ex, s):
-    axis = {"x": 3, "y": 2, "z": 1}[s.tag[-1]]  # values laid out (blocks, z, y, x)
+    axis = 3 - s.tag.dim  # the block's values are laid out (blocks, z, y, x)
     extent_of = ex.compile_expr(s.extent)
     f = None
     if s.op not in ("+", "*"):
