@@ -322,3 +322,65 @@ def fma(sizes=None, threads=256):
     C.bind(io, "blockIdx.x")
     C.bind(ii, "threadIdx.x")
     return op, s
+
+
+TC_GEMM = "def gemm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+
+
+def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=True,
+            pipeline=False):
+    """Tensor-core GEMM (mma.sync m16n8k16): blocks of bm x bn outputs, warps
+    of wm x wn (threadIdx.y, 32 lanes along threadIdx.x), K tiles of bk in
+    shared memory copied by all threads (16-byte pieces with `vector`), per
+    k16 step A and B fragments loaded with ldmatrix, float32 accumulators in
+    fragments, stored by their layout (rounded to the output type). With
+    `pad`, the shared tiles' rows are padded by 8 elements (16 bytes): the 8
+    row addresses of each ldmatrix then fall in distinct banks. With
+    `pipeline`, the next K tile is loaded into registers while this one is
+    computed (double-buffered shared tiles, `Stage.pipeline`)."""
+    op = op or tcomp.op(TC_GEMM)
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    CF = s.cache_write(C, "fragment")
+    m, n = C.axes
+    mo, no, mi, ni = C.tile(m, n, bm, bn)
+    mw, mf = C.split(mi, wm)
+    nw, nf = C.split(ni, wn)
+    C.reorder(mo, no, mw, nw, mf, nf)
+    C.bind(mo, "blockIdx.y")
+    C.bind(no, "blockIdx.x")
+    w = C.fuse(mw, nw)
+    C.bind(w, "threadIdx.y")
+    CF.compute_at(C, w)
+    fm, fn = CF.axes
+    (fk,) = CF.reduce_axes
+    ko, ki = CF.split(fk, bk)
+    kio, kii = CF.split(ki, 16)
+    fmo, fmi = CF.split(fm, 16)
+    fno, fni = CF.split(fn, 8)
+    CF.reorder(ko, kio, fmo, fno, fmi, fni, kii)
+    CF.tensorize(fmi, "mma_m16n8k16")
+    AS = s.cache_read("A", "shared", [CF])
+    AS.compute_at(CF, ko)
+    BS = s.cache_read("B", "shared", [CF])
+    BS.compute_at(CF, ko)
+    AF = s.cache_read(AS, "fragment", [CF])
+    AF.compute_at(CF, kio)
+    BF = s.cache_read(BS, "fragment", [CF])
+    BF.compute_at(CF, kio)
+    warps = (bm // wm) * (bn // wn)
+    for S, width in ((AS, bk), (BS, bn)):
+        a0, a1 = S.axes
+        if pad:
+            S.storage_align(a0, 2 * width, width + 8)
+        f = S.fuse(a0, a1)
+        fo, fv = S.split(f, 8)
+        fo2, tx = S.split(fo, lanes)
+        fo3, ty = S.split(fo2, warps)
+        S.bind(tx, "threadIdx.x")
+        S.bind(ty, "threadIdx.y")
+        if vector:
+            S.vectorize(fv)
+    if pipeline:
+        CF.pipeline(ko)
+    return op, s

@@ -7,22 +7,11 @@ the repository's docs/ (docs/README.md is its index).
 from .build import build, load, lower
 from .errors import CudaError, LangError, LoweringError, ScheduleError, SimError, TcompError
 from .lang import Op, Program, evaluate, op, parse
-from .lower.intrinsics import tensorize_intrinsics as _tensorize_intrinsics
 from .schedule import Axis, Schedule, Stage
+from .schedule.tensor_intrinsics import intrinsics
 
 __version__ = "0.1.0"
 
-
-def intrinsics() -> dict[str, str]:
-    """name -> one-line description of every intrinsic `Stage.tensorize`
-    accepts, sorted by name. The registry (tcomp/lower/intrinsics.py) also
-    holds intrinsics the compiler places itself (barriers, cross-thread
-    reductions); those are not listed. No tensor-core intrinsic is
-    registered yet, so this is an empty dict for now."""
-    return _tensorize_intrinsics()
-
-
-__all__ = ["Axis", "CudaError", "LangError", "LoweringError", "Op", "Program", "Schedule",
-           "ScheduleError", "SimError", "Stage", "TcompError", "build", "evaluate", "intrinsics", "load", "lower",
-           "op",
+__all__ = ["Axis", "CudaError", "intrinsics", "LangError", "LoweringError", "Op", "Program", "Schedule",
+           "ScheduleError", "SimError", "Stage", "TcompError", "build", "evaluate", "load", "lower", "op",
            "parse"]

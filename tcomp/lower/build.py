@@ -181,7 +181,7 @@ class Builder:
     def kernel(self, stage: str) -> ir.Kernel:
         ctx = KernelCtx()
         st = self.sched.states[stage]
-        if st.scope in ("shared", "local"):
+        if st.scope in ("shared", "local", "fragment"):
             raise LoweringError(f"stage '{stage}' writes a {st.scope} buffer but is computed at "
                                 f"root; use compute_at to place it inside a loop of a stage "
                                 f"that reads it")
@@ -255,9 +255,13 @@ class Builder:
         # them), so only its own thread loops spread it.
         enclosing = set() if st.scope == "shared" else {t for *_, t in ctx.thread_loops}
         bound = enclosing | set(st.bind.values())
+        if any(self.sched.tensors[t][2] == "fragment" for t in self._effective_reads(stage)):
+            # reading a fragment is warp-wide: the lanes (threadIdx.x) share out its
+            # elements by the fragment's layout (tensor_cores.py)
+            bound.add("threadIdx.x")
         for axis in "xyz":
             tag = f"threadIdx.{axis}"
-            if tag not in bound and st.scope != "local":
+            if tag not in bound and st.scope not in ("local", "fragment"):
                 guards.append(("spatial", ir.Bin("==", ir.Var(tag), ir.const(0), ir.bool_)))
         sg = _conj([c for k, c in guards if k == "spatial"])
         allg = _conj([c for _, c in guards])
@@ -507,7 +511,7 @@ class Builder:
         offsets = [domain[v][0] for v in pd.spatial]
         allocs = []
         store_offsets = None
-        if pst.scope in ("shared", "local"):
+        if pst.scope in ("shared", "local", "fragment"):
             shape = []
             for k, v in enumerate(pd.spatial):
                 w = domain[v][1]
@@ -662,6 +666,8 @@ def _conj(conds):
 
 
 def _for(st, leaf, var, extent, body) -> ir.For:
+    if leaf in st.tensorize:
+        return ir.For(var, ir.const(0), extent, "tensorize", body, intrin=st.tensorize[leaf])
     if leaf in st.bind:
         return ir.For(var, ir.const(0), extent, "thread", body, st.bind[leaf])
     kind = "unroll" if leaf in st.unroll else ("vectorize" if leaf in st.vectorize else "serial")

@@ -19,13 +19,16 @@ operands in the order of `Intrinsic.operands`. Two are statements of their
 own, because passes build and read their fields: `ir.Barrier` ("barrier")
 and `ir.AllReduce` ("allreduce"); their operands name the node's fields.
 Adding an intrinsic: one `register(Intrinsic(...))` below, its CUDA emitter
-and its sim rule. `kind="tensorize"` entries are what `tensorize` accepts
-and what `tcomp.intrinsics()` lists.
+and its sim rule. `kind="tensorize"` entries are what `tensorize` accepts:
+their tile shapes and types are in schedule/tensor_intrinsics.py (the
+schedule checks a loop nest against them before lowering), whose listing is
+`tcomp.intrinsics()`; a test checks the two agree.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..schedule.tensor_intrinsics import TENSORIZE
 from . import ir
 
 READ, WRITE, READWRITE = "read", "write", "readwrite"
@@ -130,3 +133,42 @@ register(Intrinsic(
               Operand("extent", dtypes=("int32",))),
     effects=frozenset({"reads", "writes", "block_collective"}),
     noun="cross-thread reduction"))
+
+# Tensor cores (layouts: warp_layouts.py; lowering: tensor_cores.py). Fragments
+# are per-lane registers; every lane of the warp executes these together.
+_16BIT = ("bfloat16", "float16")
+_FRAGMENT = ("fragment", "local")
+
+register(Intrinsic(
+    "mma_m16n8k16", TENSORIZE["mma_m16n8k16"].doc,
+    operands=(Operand("d", ref=True, access=WRITE, scopes=_FRAGMENT, dtypes=("float32",)),
+              Operand("a", ref=True, scopes=_FRAGMENT, dtypes=_16BIT),
+              Operand("b", ref=True, scopes=_FRAGMENT, dtypes=_16BIT),
+              Operand("c", ref=True, scopes=_FRAGMENT, dtypes=("float32",))),
+    effects=frozenset({"reads", "writes", "warp_collective"}), kind="tensorize"))
+
+for _count in (1, 2, 4):
+    for _trans in (False, True):
+        register(Intrinsic(
+            f"ldmatrix_x{_count}" + ("_trans" if _trans else ""),
+            f"load {_count} 8x8 matrices of 16-bit elements from shared memory into "
+            f"fragments{', transposed' if _trans else ''} (ldmatrix)",
+            operands=(Operand("dst", ref=True, access=WRITE, scopes=_FRAGMENT, dtypes=_16BIT),
+                      Operand("src", ref=True, scopes=("shared",), dtypes=_16BIT)),
+            effects=frozenset({"reads", "writes", "warp_collective"})))
+
+# Asynchronous copies (cp.async): a copy lands at the wait that completes its group.
+register(Intrinsic(
+    "cp_async", "copy 4, 8 or 16 bytes from global to shared memory asynchronously, "
+                "zero-filling past the source bytes (cp.async)",
+    operands=(Operand("dst", ref=True, access=WRITE, scopes=("shared",)),
+              Operand("src", ref=True, scopes=("global",)),
+              Operand("bytes", dtypes=("int32",)),
+              Operand("src_bytes", dtypes=("int32",))),
+    effects=frozenset({"reads", "writes", "async"})))
+register(Intrinsic(
+    "cp_async_commit", "close the group of this thread's asynchronous copies issued so far",
+    operands=(), effects=frozenset({"async"})))
+register(Intrinsic(
+    "cp_async_wait", "wait until all but the n newest committed groups of copies have landed",
+    operands=(Operand("n", dtypes=("int32",)),), effects=frozenset({"async"})))

@@ -60,15 +60,16 @@ class Load(Expr):
 @dataclass(frozen=True)
 class Ref(Expr):
     """The address of the element `buffer[indices]`, not its value: an operand
-    of an intrinsic that reads or writes memory there (a fragment, an
-    asynchronous copy's source and destination). Only an intrinsic whose
-    registry entry takes a reference at that position consumes one; anywhere
-    else the verifier and the sim refuse it. Flattening turns the subscripts
-    into one offset, like a Load's; CUDA prints `&buffer[offset]`. `dtype` is
-    the element's type (what the address points to), as a Load's."""
+    of an intrinsic that reads or writes memory there (a fragment's first
+    register, a shared-memory row, an asynchronous copy's source and
+    destination). Only an intrinsic whose registry entry (intrinsics.py) takes
+    a reference at that position consumes one; anywhere else the verifier and
+    the sim refuse it. Flattening turns the subscripts into one offset, like a
+    Load's; CUDA prints `(&buffer[offset])`. `dtype`: what the address points
+    to, where a rule needs it (int32 when left out)."""
     buffer: str
     indices: tuple[Expr, ...]
-    dtype: DType
+    dtype: DType = int32
 
 
 @dataclass(frozen=True)
@@ -127,10 +128,13 @@ class Store(Stmt):
 
 @dataclass(frozen=True)
 class For(Stmt):
-    """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread.
-    A thread loop has `tag`, the ThreadAxis (threadIdx.x, blockIdx.y, ...) its
-    iterations are spread over instead of executed in sequence; the spelling
-    ("threadIdx.x") is accepted and parsed (schedule/threads.py)."""
+    """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread |
+    tensorize. A thread loop has `tag`, the ThreadAxis (threadIdx.x,
+    blockIdx.y, ...) its iterations are spread over instead of executed in
+    sequence; the spelling ("threadIdx.x") is accepted and parsed
+    (schedule/threads.py). A tensorize loop names `intrin`, the intrinsic that
+    computes it and the loops inside it (lower/tensor_cores.py replaces them
+    by it)."""
     BINDS: ClassVar[str] = "body"  # `var` is defined in `body` (not in lo, extent)
     var: str
     lo: Expr
@@ -138,6 +142,7 @@ class For(Stmt):
     kind: str
     body: Stmt
     tag: ThreadAxis | None = None
+    intrin: str | None = None
 
     def __post_init__(self):
         if self.tag is not None and type(self.tag) is not ThreadAxis:

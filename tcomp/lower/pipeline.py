@@ -3,6 +3,7 @@
     build (op + schedule -> loop nests, bound inference, tail guards)
     bind_threads     thread-bound loops -> thread indices, predicated stores
     simplify         canonical integer arithmetic, dead branches and loops
+    tensor_cores     tensorized loops -> warp intrinsics; fragments -> per-lane registers
     insert_barriers  shared-memory synchronisation
     unroll           expand unrolled loops; check vectorized loops
     simplify         again, after unrolling
@@ -17,7 +18,7 @@ import os
 
 from ..errors import LoweringError, TcompError
 from ..schedule.args import as_int
-from . import barriers, bind_threads, flatten, unroll
+from . import barriers, bind_threads, flatten, tensor_cores, unroll
 from .build import Builder
 from .ir import Program
 from .simplify import simplify
@@ -26,6 +27,7 @@ from .verify import verify
 PASSES = [
     ("bind_threads", bind_threads.run),
     ("simplify", lambda k, p: simplify(k)),
+    ("tensor_cores", tensor_cores.run),
     ("insert_barriers", barriers.run),
     ("unroll", unroll.run),
     ("simplify_after_unroll", lambda k, p: simplify(k)),

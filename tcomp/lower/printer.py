@@ -26,7 +26,7 @@ def expr(e: ir.Expr, min_prec: int = 0) -> str:
     elif isinstance(e, ir.Load):
         text, p = f"{e.buffer}[{', '.join(expr(i) for i in e.indices)}]", 9
     elif isinstance(e, ir.Ref):
-        text, p = f"&{e.buffer}[{', '.join(expr(i) for i in e.indices)}]", 7
+        text, p = f"&{e.buffer}[{', '.join(expr(i) for i in e.indices)}]", 9
     elif isinstance(e, ir.Bin):
         if e.op in ("min", "max"):
             text, p = f"{e.op}({expr(e.a)}, {expr(e.b)})", 9
@@ -56,6 +56,8 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
         lo = expr(s.lo)
         hi = expr(s.extent) if lo == "0" else f"{lo} + {expr(s.extent, 5)}"
         kind = f"  @{s.tag}" if s.tag else ("" if s.kind == "serial" else f"  @{s.kind}")
+        if s.intrin:
+            kind = f"  @tensorize({s.intrin})"
         return [f"{pad}for {s.var} in {lo}:{hi}{kind}"] + stmt(s.body, indent + 1)
     if isinstance(s, ir.If):
         out = [f"{pad}if {expr(s.cond)}"] + stmt(s.then, indent + 1)

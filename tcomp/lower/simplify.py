@@ -78,6 +78,17 @@ class Linear:
         return out
 
 
+def _holds(wide, narrow) -> bool:
+    """Whether every value of dtype `narrow` converts to `wide` and back unchanged."""
+    if narrow.is_float and wide.is_float:
+        return (narrow.name, wide.name) in {("bfloat16", "float32"), ("float16", "float32"),
+                                            ("bfloat16", "float64"), ("float16", "float64"),
+                                            ("float32", "float64")}
+    if narrow.kind in "iu" and wide.kind == "i" and not narrow.is_bool:
+        return wide.bits > narrow.bits or (wide.bits == narrow.bits and narrow.kind == "i")
+    return False
+
+
 def _is_int32(e: ir.Expr) -> bool:
     return getattr(e, "dtype", None) == ir.int32
 
@@ -283,6 +294,11 @@ class Simplifier(Rewriter):
         e = self.generic_expr(e)
         if getattr(e.x, "dtype", None) == e.dtype:
             return e.x
+        # T(U(x)) with x of type T and U holding every T exactly is x (a copy of
+        # bfloat16 data through its float32 compute type)
+        if isinstance(e.x, ir.Cast) and getattr(e.x.x, "dtype", None) == e.dtype and \
+                _holds(e.x.dtype, e.dtype):
+            return e.x.x
         return e
 
     # --------------------------------------------------------- statements

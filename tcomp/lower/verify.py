@@ -6,7 +6,8 @@ subscripts (before flattening); every intrinsic is registered and takes an
 address (`Ref`) exactly where its entry says, and a Ref appears nowhere
 else; no collective intrinsic (barrier, cross-thread reduction) sits under
 a condition that depends on the thread index (not every thread would reach
-it).
+it), no warp-collective one under a condition that depends on the lane
+(threadIdx.x).
 """
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ class _Verify(Visitor):
         self.scope = self.defined
         self.tdep = {a.name for a in threads.THREAD}
         self.divergent = False
+        # The same for the lane (threadIdx.x): what warp-collective intrinsics need.
+        self.lane_dep = {threads.THREAD[0].name}
+        self.lane_divergent = False
         self.operands = set()  # ids of the Refs intrinsics take as address operands
 
     def check_expr(self, e, scope):
@@ -65,15 +69,18 @@ class _Verify(Visitor):
             else:
                 self.visit(c)
 
-    def _in(self, body, scope=None, tdep=None, divergent=None):
-        saved = self.scope, self.tdep, self.divergent
+    def _in(self, body, scope=None, tdep=None, divergent=None, lane_dep=None,
+            lane_divergent=None):
+        saved = self.scope, self.tdep, self.divergent, self.lane_dep, self.lane_divergent
         self.scope = saved[0] if scope is None else scope
         self.tdep = saved[1] if tdep is None else tdep
         self.divergent = saved[2] if divergent is None else divergent
+        self.lane_dep = saved[3] if lane_dep is None else lane_dep
+        self.lane_divergent = saved[4] if lane_divergent is None else lane_divergent
         try:
             self.visit(body)
         finally:
-            self.scope, self.tdep, self.divergent = saved
+            self.scope, self.tdep, self.divergent, self.lane_dep, self.lane_divergent = saved
 
     def visit_Store(self, s):
         self.check_buf(s.buffer, len(s.indices))
@@ -86,15 +93,19 @@ class _Verify(Visitor):
 
     def visit_Let(self, s):
         self.check_expr(s.value, self.scope)
-        dep = bool(ir.free_vars(s.value) & self.tdep)
-        self._in(s.body, scope=self.scope | {s.var}, tdep=self.tdep | {s.var} if dep else None)
+        used = ir.free_vars(s.value)
+        self._in(s.body, scope=self.scope | {s.var},
+                 tdep=self.tdep | {s.var} if used & self.tdep else None,
+                 lane_dep=self.lane_dep | {s.var} if used & self.lane_dep else None)
 
     def visit_If(self, s):
         self.check_expr(s.cond, self.scope)
-        div = self.divergent or bool(ir.free_vars(s.cond) & self.tdep)
-        self._in(s.then, divergent=div)
+        used = ir.free_vars(s.cond)
+        div = self.divergent or bool(used & self.tdep)
+        lane = self.lane_divergent or bool(used & self.lane_dep)
+        self._in(s.then, divergent=div, lane_divergent=lane)
         if s.else_ is not None:
-            self._in(s.else_, divergent=div)
+            self._in(s.else_, divergent=div, lane_divergent=lane)
 
     def visit_Alloc(self, s):
         self.shapes[s.buffer.name] = len(s.buffer.shape)
@@ -133,6 +144,9 @@ class _Verify(Visitor):
                                         f"{'an address (Ref)' if op.ref else 'a value'}, got "
                                         f"{show(a)}")
                 self.operands.add(id(a))
-        if entry.collective and self.divergent:
+        # A warp-wide one may sit under a condition uniform across a warp's
+        # lanes (threadIdx.y, with warps along x); the sim checks whole warps.
+        if ("block_collective" in entry.effects and self.divergent) or (
+                "warp_collective" in entry.effects and self.lane_divergent):
             raise LoweringError(f"kernel {name}: {entry.what} under a thread-dependent "
                                 f"condition")

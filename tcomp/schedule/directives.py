@@ -104,6 +104,13 @@ class Pipeline:
 
 
 @dataclass(frozen=True)
+class Tensorize:
+    stage: str
+    axis: str
+    intrin: str
+
+
+@dataclass(frozen=True)
 class SetScope:
     stage: str
     scope: str
@@ -126,7 +133,7 @@ class StorageAlign:
 KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll, Vectorize,
                                          ComputeAt, ComputeInline, ComputeRoot, CacheRead,
                                          CacheWrite, Rfactor, StorageAlign, StorageOrder, SetScope,
-                                         Pipeline)}
+                                         Pipeline, Tensorize)}
 
 
 # The version of the JSON format `to_json` writes (the field "tcomp_schedule").

@@ -534,11 +534,73 @@ class Stage:
         s.relations = []
         return Stage(self._sched, new_name)
 
-    def tensorize(self, ax: Axis, intrin):
-        """Replace the loops from `ax` inward by a hardware intrinsic (not lowered yet)."""
-        self._leaf(ax, "tensorize")
-        raise ScheduleError("tensorize: not implemented yet in tcomp (planned with the tensor-core "
-                            "target)")
+    def tensorize(self, ax: Axis, intrin: str):
+        """Compute the loops from `ax` inward with a tensor-core intrinsic
+        (`tcomp.intrinsics()` lists them). They must be exactly the intrinsic's
+        tile: for "mma_m16n8k16", `C[m, n] += A[m, k] * B[k, n]` over loops of
+        16 (m), 8 (n) and 16 (k) in any order, the stage a `fragment`
+        accumulator (cache_write(C, "fragment")) of float32, A and B bfloat16
+        or float16 (read through `fragment` caches when lowered).
+
+        for m_i in 0:16: for n_i in 0:8: for k_i in 0:16: CF[m, n] += AF[m, k] * BF[k, n]
+        --tensorize(m_i, "mma_m16n8k16")-->  mma_m16n8k16(&CF[m0, n0], &AF[m0, k0], &BF[k0, n0])
+        """
+        from .tensor_intrinsics import TENSORIZE
+        p = "tensorize"
+        self._not_inline(p)
+        name = self._leaf(ax, p)
+        s = self._s
+        if not isinstance(intrin, str) or intrin not in TENSORIZE:
+            raise ScheduleError(f"{p}: unknown intrinsic {intrin!r}; tcomp.intrinsics() lists "
+                                f"{', '.join(TENSORIZE)}")
+        spec = TENSORIZE[intrin]
+        d = s.definition
+        if s.scope != "fragment":
+            raise ScheduleError(f"{p}: stage '{self.name}' writes a {s.scope} buffer; "
+                                f"{intrin} accumulates in registers: tensorize the stage made "
+                                f"by cache_write(..., 'fragment')")
+        if d.reduce_op != "+" or len(d.spatial) != 2 or len(d.reduce) != 1:
+            raise ScheduleError(f"{p}: stage '{self.name}' does not compute C[m, n] += "
+                                f"A[m, k] * B[k, n] ({intrin} computes that)")
+        roles = _matmul_roles(d)
+        if roles is None:
+            raise ScheduleError(f"{p}: stage '{self.name}': its value is not a product "
+                                f"A[m, k] * B[k, n] of two tensors indexed by the loop "
+                                f"variables ({intrin} computes C[m, n] += A[m, k] * B[k, n])")
+        a, b = roles
+        dts = {self._sched.tensors[t][0].name for t in (a, b)}
+        if len(dts) != 1 or not dts <= set(spec.inputs):
+            raise ScheduleError(f"{p}: {intrin} takes {' or '.join(spec.inputs)} inputs (both "
+                                f"the same), but '{a}' and '{b}' are "
+                                f"{' and '.join(self._sched.tensors[t][0].name for t in (a, b))}")
+        if (d.acc_dtype.name if d.acc_dtype else "") != spec.accumulator:
+            raise ScheduleError(f"{p}: {intrin} accumulates in {spec.accumulator}, stage "
+                                f"'{self.name}' in {d.acc_dtype}")
+        inner = s.leaves[s.leaves.index(name):]
+        want = {d.spatial[0]: spec.m, d.spatial[1]: spec.n, d.reduce[0]: spec.k}
+        seen = {}
+        for leaf in inner:
+            if leaf in s.bind or leaf in s.vectorize or leaf in s.tensorize:
+                raise ScheduleError(f"{p}: loop '{leaf}' inside {ax!r} is bound, vectorized or "
+                                    f"tensorized already")
+            root, extent = _root_and_extent(s, leaf)
+            if root is None or root in seen:
+                raise ScheduleError(f"{p}: the loops from {ax!r} inward must be one loop of each "
+                                    f"of {', '.join(want)}; '{leaf}' is "
+                                    + ("a fused loop" if root is None else
+                                       f"a second loop of '{root}'"))
+            if extent is not None and extent != want[root]:
+                raise ScheduleError(f"{p}: loop '{leaf}' (of '{root}') has {extent} iterations; "
+                                    f"{intrin} needs {want[root]} (split '{root}' by "
+                                    f"{want[root]})")
+            seen[root] = leaf
+        missing = [r for r in want if r not in seen]
+        if missing:
+            raise ScheduleError(f"{p}: no loop of '{missing[0]}' from {ax!r} inward; {intrin} "
+                                f"needs the m, n and k loops of its tile there (reorder them "
+                                f"innermost)")
+        self._sched.directives.append(D.Tensorize(self.name, name, intrin))
+        s.tensorize[name] = intrin
 
     def pipeline(self, ax: Axis, stages: int = 2):
         """Double-buffer the shared-memory copies computed at loop `ax`: while
@@ -563,6 +625,47 @@ class Stage:
                                 f"or vectorized)")
         self._sched.directives.append(D.Pipeline(self.name, name, 2))
         s.pipeline[name] = 2
+
+
+def _matmul_roles(d):
+    """(A, B) tensor names when `d`'s value is A[m, k] * B[k, n] (casts allowed)
+    with m, n its spatial and k its reduction variable, else None."""
+    from ..lang.ast import Binary, Cast, Index, Read
+    m, n = d.spatial
+    (k,) = d.reduce
+    e = d.rhs
+    while isinstance(e, Cast):
+        e = e.x
+    if not (isinstance(e, Binary) and e.op == "*"):
+        return None
+
+    def read(x):
+        while isinstance(x, Cast):
+            x = x.x
+        if isinstance(x, Read) and all(isinstance(i, Index) for i in x.args):
+            return x.tensor, tuple(i.name for i in x.args)
+        return None
+    ra, rb = read(e.a), read(e.b)
+    if ra is None or rb is None:
+        return None
+    for (ta, ia), (tb, ib) in ((ra, rb), (rb, ra)):
+        if ia == (m, k) and ib == (k, n):
+            return ta, tb
+    return None
+
+
+def _root_and_extent(s, leaf: str):
+    """(the original variable `leaf` derives from or None for a fused loop, its
+    extent when a split factor fixes it, else None)."""
+    extent = None
+    for r in reversed(s.relations):
+        if isinstance(r, FuseRel) and r.fused == leaf:
+            return None, None
+        if isinstance(r, SplitRel) and leaf in (r.outer, r.inner):
+            if extent is None:
+                extent = r.factor if leaf == r.inner else r.nparts
+            leaf = r.parent
+    return leaf, extent
 
 
 def _consumes(sched, stage: str, tensor: str) -> bool:

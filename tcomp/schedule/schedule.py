@@ -128,6 +128,8 @@ class Schedule:
             st.rfactor(ax(d.axis))
         elif isinstance(d, D.Pipeline):
             st.pipeline(ax(d.axis), d.stages)
+        elif isinstance(d, D.Tensorize):
+            st.tensorize(ax(d.axis), d.intrin)
         elif isinstance(d, D.SetScope):
             st.set_scope(d.scope)
         elif isinstance(d, D.StorageOrder):

@@ -15,7 +15,7 @@ from ..lang.dtypes import DType
 from . import threads
 
 THREAD_TAGS = threads.TAGS  # every spelling bind accepts (schedule/threads.py)
-SCOPES = ("global", "shared", "local")
+SCOPES = ("global", "shared", "local", "fragment")
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,7 @@ class StageState:
         self.align: dict[str, tuple[int, int]] = {}  # tensor dim index var -> (factor, offset)
         self.storage: tuple[str, ...] | None = None  # storage_order: dims outermost first
         self.pipeline: dict[str, int] = {}  # leaf -> stages (double-buffered copies there)
+        self.tensorize: dict[str, str] = {}  # leaf -> intrinsic computing the loops from it in
         self.attach: tuple = ("root",)  # ('root',) | ('inline',) | ('at', stage, axis)
 
     @property
@@ -106,4 +107,5 @@ class StageState:
 
     def transformed(self) -> bool:
         return bool(self.relations or self.bind or self.unroll or self.vectorize or self.pipeline or
+                    self.tensorize or
                     self.leaves != list(self.definition.spatial) + list(self.definition.reduce))

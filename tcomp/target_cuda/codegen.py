@@ -20,6 +20,7 @@ from ..lower.accesses import accesses
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
+from . import warp_ops
 from .intrinsics import EMIT
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
@@ -86,6 +87,9 @@ class _Kernel:
         self.lines: list[str] = []
         self.scopes: list[set[str]] = [set()]
         self.vector_buffers: set[str] = set()  # buffers accessed with 8/16-byte vectors
+        # 16-bit fragments: pairs in 32-bit registers, touched only by intrinsics
+        self.packed = {x.buffer.name for x in walk_stmts(k.body) if isinstance(x, ir.Alloc)
+                       and x.buffer.scope == "fragment" and x.buffer.dtype.bits == 16}
 
     # ----------------------------------------------------------- expressions
     def imm(self, e: ir.Imm) -> str:
@@ -125,9 +129,12 @@ class _Kernel:
             if e.name in _BUILTIN_VARS and e.dtype != dtypes.int32:  # widened indices
                 text = f"(({ctype(e.dtype)}){text})"
         elif isinstance(e, ir.Load):
+            if e.buffer in self.packed:
+                raise CudaError(f"codegen: element {e.buffer}[...] of a 16-bit fragment is read "
+                                f"outside a tensor-core intrinsic")
             text, p = f"{e.buffer}[{self.expr(e.indices[0])}]", 9
         elif isinstance(e, ir.Ref):
-            text, p = f"&{e.buffer}[{self.expr(e.indices[0])}]", 7
+            text, p = f"(&{e.buffer}[{self.expr(e.indices[0])}])", 9
         elif isinstance(e, ir.Bin):
             text, p = self.binary(e)
         elif isinstance(e, ir.Un):
@@ -216,6 +223,9 @@ class _Kernel:
             for x in s.stmts:
                 self.stmt(x, d)
         elif isinstance(s, ir.Store):
+            if s.buffer in self.packed:
+                raise CudaError(f"codegen: element {s.buffer}[...] of a 16-bit fragment is "
+                                f"written outside a tensor-core intrinsic")
             self.emit(f"{s.buffer}[{self.expr(s.indices[0])}] = {self.expr(s.value)};", d)
         elif isinstance(s, ir.For):
             if s.kind == "vectorize" and self.vector_loop(s, d):
@@ -418,6 +428,10 @@ class _Kernel:
             if isinstance(x, ir.Alloc) and x.buffer.scope == "local" and x.buffer.name not in seen:
                 seen.add(x.buffer.name)
                 self.emit(f"{ctype(x.buffer.dtype)} {x.buffer.name}[{_size(x.buffer)}];", 1)
+            elif (isinstance(x, ir.Alloc) and x.buffer.scope == "fragment"
+                  and x.buffer.name not in seen):
+                seen.add(x.buffer.name)
+                self.emit(warp_ops.declaration(x.buffer, _size(x.buffer)), 1)
         self.stmt(k.body, 1)
         self.lines.append("}")
         return "\n".join(self.lines), (total if dynamic else 0)

@@ -200,7 +200,7 @@ class _Launch(Memory, Expressions):
                 n = int(np.prod([int(d(self.scope, None)) for d in dims]))
             except SimError:
                 continue
-            per_block += n * (self.T * (item + 1) if scope == "local" else item + 9)
+            per_block += n * (self.T * (item + 1) if scope != "shared" else item + 9)
         by_mem = MAX_BATCH_BYTES // max(per_block, 1)
         return max(1, min(nblocks, MAX_LANES // max(self.T, 1), by_mem))
 
@@ -356,7 +356,7 @@ class _Launch(Memory, Expressions):
         # earlier iteration is caught too.
         b, body = s.buffer, self.compile_stmt(s.body)
         dims = [self.compile_expr(d) for d in b.shape]
-        if b.scope not in ("shared", "local"):
+        if b.scope not in ("shared", "local", "fragment"):
             kname = self.kname
 
             def bad(env, mask):
@@ -368,12 +368,12 @@ class _Launch(Memory, Expressions):
             if h is None:
                 shape = tuple(int(d(env, None)) for d in dims)
                 h = self.mem[b.name] = (Shared(b, shape, self.nb) if b.scope == "shared"
-                                        else Local(b, shape, self.L))
+                                        else Local(b, shape, self.L))  # local, fragment
             elif mask is None:
                 h.written[...] = False
-                if b.scope == "local":
+                if b.scope != "shared":
                     h.full.clear()
-            elif b.scope == "local":
+            elif b.scope != "shared":
                 h.written[mask] = False
                 h.full.clear()
             else:
@@ -452,7 +452,7 @@ def _local_shapes(body) -> dict:
     with two shapes is left out)."""
     shapes = {}
     for s in walk_stmts(body):
-        if isinstance(s, ir.Alloc) and s.buffer.scope == "local":
+        if isinstance(s, ir.Alloc) and s.buffer.scope in ("local", "fragment"):
             dims = s.buffer.shape
             shape = tuple(int(d.value) for d in dims) if all(
                 isinstance(d, ir.Imm) for d in dims) else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SimError
+from . import async_copy, warp_ops
 
 
 def _barrier(ex, s):
@@ -54,7 +55,20 @@ def _allreduce(ex, s):
     return allreduce
 
 
+def _warp(ex, s):
+    return warp_ops.compile_call(ex, s.call)
+
+
+def _async(ex, s):
+    return async_copy.compile_call(ex, s.call)
+
+
 RULES = {
     "barrier": _barrier,
     "allreduce": _allreduce,
+    "mma_m16n8k16": _warp,
+    **{f"ldmatrix_x{n}{t}": _warp for n in (1, 2, 4) for t in ("", "_trans")},
+    "cp_async": _async,
+    "cp_async_commit": _async,
+    "cp_async_wait": _async,
 }

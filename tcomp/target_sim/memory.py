@@ -183,6 +183,13 @@ class Memory:
         if mask is not None:
             lanes = np.flatnonzero(mask)
             tid, f = tid[lanes], flat[lanes]
+        pend = getattr(h, "pending", None)
+        if pend is not None and pend[f].any():
+            lane = int(lanes[int(np.argmax(pend[f]))])
+            raise SimError(f"kernel {self.kname}: read of shared {name}"
+                           f"{self._element(h, flat, lane)} before the asynchronous copy to it "
+                           f"completed (a cp_async_wait for its group is missing; block "
+                           f"{self._block(lane)}, thread {self._thread(lane)})")
         w = h.fwritten[f]
         if not w.all():
             lane = int(lanes[int(np.argmax(~w))])
@@ -217,6 +224,13 @@ class Memory:
             lanes = np.flatnonzero(mask)
             flat, vals = flat[lanes], vals[lanes]
         tid = self.tid[lanes]
+        pend = getattr(h, "pending", None)
+        if pend is not None and pend[flat].any():
+            j = int(np.argmax(pend[flat]))
+            raise SimError(f"kernel {self.kname}: thread {self._thread(int(lanes[j]))} writes "
+                           f"shared {name} at offset {int(flat[j]) % h.size} while an "
+                           f"asynchronous copy to it is pending (block "
+                           f"{self._block(int(lanes[j]))})")
         order = np.argsort(flat, kind="stable")
         f, v, ln = flat[order], vals[order], lanes[order]
         dup = f[1:] == f[:-1]

@@ -57,17 +57,33 @@ def test_the_node_backed_intrinsics():
     assert I.of(ir.Evaluate(ir.Call("nothing_registered", (), F32))) is None
 
 
-def test_public_listing_holds_the_tensorize_intrinsics_only(monkeypatch):
-    # None is registered yet: the compiler's own intrinsics are not listed.
-    assert tcomp.intrinsics() == {}
-    entry = I.Intrinsic("zz_tile", "a tile intrinsic (test)", (), frozenset({"pure"}),
+def test_public_listing_is_the_registrys_tensorize_entries(monkeypatch):
+    """tcomp.intrinsics() (the schedule's table, which tensorize checks loop
+    nests against) and the registry's tensorize entries agree; the compiler's
+    own intrinsics (barriers, ldmatrix, cp.async) are not listed."""
+    assert tcomp.intrinsics() == I.tensorize_intrinsics()
+    assert "mma_m16n8k16" in tcomp.intrinsics() and "barrier" not in tcomp.intrinsics()
+    assert I.of(ir.Evaluate(ir.Call("mma_m16n8k16", (), F32))).kind == "tensorize"
+    entry = I.Intrinsic("aa_tile", "a tile intrinsic (test)", (), frozenset({"pure"}),
                         kind="tensorize")
     monkeypatch.setitem(I.REGISTRY, entry.name, entry)
-    monkeypatch.setitem(I.REGISTRY, "aa_tile", I.Intrinsic(
-        "aa_tile", "another (test)", (), frozenset({"pure"}), kind="tensorize"))
-    got = tcomp.intrinsics()
-    assert got == {"aa_tile": "another (test)", "zz_tile": "a tile intrinsic (test)"}
-    assert list(got) == ["aa_tile", "zz_tile"]
+    got = I.tensorize_intrinsics()
+    assert got["aa_tile"] == "a tile intrinsic (test)" and list(got)[0] == "aa_tile"
+
+
+def test_tensor_core_and_async_copy_entries():
+    mma = I.REGISTRY["mma_m16n8k16"]
+    assert [(o.name, o.ref, o.access) for o in mma.operands] == [
+        ("d", True, "write"), ("a", True, "read"), ("b", True, "read"), ("c", True, "read")]
+    assert "warp_collective" in mma.effects
+    ld = I.REGISTRY["ldmatrix_x4_trans"]
+    assert ld.operands[1].scopes == ("shared",) and ld.collective
+    cp = I.REGISTRY["cp_async"]
+    assert "async" in cp.effects and not cp.collective
+    # The barrier pass sees a copy's destination as written, its source as read.
+    s = ir.Evaluate(ir.Call("cp_async", (ir.Ref("S", (TX,)), ir.Ref("G", (TX,)), c(16), c(16)),
+                            ir.int32))
+    assert accesses(s).writes == {"S"} and accesses(s).reads == {"G"}
 
 
 def test_register_adds_an_entry_and_refuses_malformed_ones(monkeypatch):

@@ -170,11 +170,11 @@ def test_ref_is_flattened_like_a_load(copy_intrinsic):
 def test_ref_cuda_emitter_prints_the_flat_address():
     prog, k = _program(ir.Let("p", ir.Ref("A", (add(TX, c(2)),), F32), ir.Seq(())), {"A": (8,)})
     gen = _Kernel(k, prog)
-    assert gen.expr(ir.Ref("A", (add(TX, c(2)),), F32)) == "&A[threadIdx.x + 2]"
+    assert gen.expr(ir.Ref("A", (add(TX, c(2)),), F32)) == "(&A[threadIdx.x + 2])"
     wide = widen(k)
     assert wide.body.value.indices[0].dtype == dtypes.int64  # 64-bit indexing
     gen = _Kernel(wide, prog, CodegenOptions(index_bits=64))
-    assert gen.expr(wide.body.value) == "&A[((long long)threadIdx.x) + 2LL]"
+    assert gen.expr(wide.body.value) == "(&A[((long long)threadIdx.x) + 2LL])"
 
 
 def test_ref_subscripts_are_verified():

@@ -59,7 +59,7 @@ def test_run_passes_continues_the_pipeline():
     assert str(run_passes(unflat, start="flatten_storage")) == str(tcomp.lower(s))
     assert [n for n, _ in PASSES][-1] == "flatten_storage"
     with pytest.raises(LoweringError, match=re.escape(
-            "lower: start='flatten' is not a pass (passes: bind_threads, simplify, "
+            "lower: start='flatten' is not a pass (passes: bind_threads, simplify, tensor_cores, "
             "insert_barriers, unroll, simplify_after_unroll, flatten_storage)")):
         run_passes(unflat, start="flatten")
     with pytest.raises(LoweringError, match=r"lower: until='unrol' is not a pass \(passes: "):

@@ -1030,7 +1030,7 @@ def _illegal_moves(g: Gen):
                           lambda stg=stg, a=lv[0]: stg.pipeline(a, stages=3),
                           ["pipeline", "only stages=2"]))
             moves.append((f"{n}.tensorize", lambda stg=stg, a=lv[0]: stg.tensorize(a, "mma"),
-                          ["tensorize", "not implemented"]))
+                          ["tensorize", "unknown intrinsic"]))
             for m in names:
                 if m != n and s[m].leaf_axes:
                     moves.append((f"{n} with axis of {m}",

@@ -1,0 +1,114 @@
+"""Tensor-core GEMM (mma.sync m16n8k16 through `tensorize`) against cuBLAS
+(torch.matmul) in the same run. Run on the GPU machine:
+
+    PYTHONPATH=. python3 bench/tc_gemm.py [--sizes 4096,4096,4096 ...] [--variants ...]
+
+Each tcomp kernel is first checked against a float64 product on random
+bfloat16 data (a sample of rows), then timed with CUDA events (median of
+--reps); prints TFLOP/s, the ratio to torch.matmul, and per kernel the
+registers, shared memory, spills and HMMA count from the SASS (when cuobjdump
+is on the PATH). Writes $OUT/tc_gemm.json when $OUT is set.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+import tcomp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import schedules as S  # noqa: E402
+
+VARIANTS = {  # name -> tc_gemm arguments
+    "128x128_w64x64_k32_nopad": dict(bm=128, bn=128, wm=64, wn=64, bk=32, pad=False),
+    "128x128_w64x64_k32": dict(bm=128, bn=128, wm=64, wn=64, bk=32),
+    "128x128_w64x64_k32_pipe": dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=True),
+    "128x256_w64x64_k32_pipe": dict(bm=128, bn=256, wm=64, wn=64, bk=32, pipeline=True),
+    "128x128_w64x32_k32_pipe": dict(bm=128, bn=128, wm=64, wn=32, bk=32, pipeline=True),
+    "128x128_w64x64_k64_pipe": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=True),
+}
+
+
+def timed(fn, reps):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    out = []
+    for _ in range(reps):
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        out.append(s.elapsed_time(e))
+    out.sort()
+    return out[len(out) // 2]
+
+
+def sass_stats(cubin: bytes) -> dict:
+    tool = shutil.which("cuobjdump")
+    if tool is None:
+        return {}
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        res = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True,
+                             text=True).stdout
+        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
+    m = re.search(r"REG:(\d+).*?SHARED:(\d+).*?LOCAL:(\d+)", res)
+    out = {"hmma": sass.count("HMMA"), "ldsm": sass.count("LDSM")}
+    if m:
+        out.update(regs=int(m.group(1)), smem=int(m.group(2)), local=int(m.group(3)))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", nargs="*", default=["4096,4096,4096", "8192,8192,8192"])
+    ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    rows = []
+    for text in args.sizes:
+        M, N, K = (int(x) for x in text.split(","))
+        A = torch.randn(M, K, device="cuda").bfloat16()
+        B = torch.randn(K, N, device="cuda").bfloat16()
+        lib = timed(lambda: torch.matmul(A, B), args.reps)
+        flop = 2 * M * N * K
+        print(f"{M}x{N}x{K}: torch.matmul {lib:.3f} ms {flop / lib / 1e9:.0f} TFLOP/s", flush=True)
+        sample = torch.randint(0, M, (64,), device="cuda")
+        exact = A[sample].double() @ B.double()
+        for name in args.variants:
+            op, s = S.tc_gemm(**VARIANTS[name])
+            try:
+                k = tcomp.build(s, target="cuda", sizes={"M": M, "N": N, "K": K})
+            except tcomp.TcompError as e:
+                print(f"  {name}: {type(e).__name__}: {e}")
+                continue
+            C = k(A, B)
+            torch.cuda.synchronize()
+            err = ((C[sample].double() - exact).abs() / (exact.abs() + 1)).max().item()
+            ok = err < 2e-2
+            t = timed(lambda: k(A, B), args.reps)
+            st = sass_stats(k.cubin)
+            print(f"  {name}: max rel err {err:.1e} {'ok' if ok else 'WRONG'}  {t:.3f} ms  "
+                  f"{flop / t / 1e9:.0f} TFLOP/s  ratio {lib / t:.2f}  {st}", flush=True)
+            rows.append(dict(M=M, N=N, K=K, variant=name, ms=t, lib_ms=lib, ratio=lib / t,
+                             tflops=flop / t / 1e9, err=err, ok=ok, **st))
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "tc_gemm.json"), "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,465 @@
+"""Pass: tensor cores. Loops marked `tensorize` become warp intrinsics, and
+fragment buffers (scope "fragment") become per-lane registers laid out as the
+intrinsic defines (warp_layouts.py).
+
+Pre: thread loops bound, simplified; fragment buffers allocated with their
+logical shape (a warp's tile, e.g. C_fragment[32, 32]), accessed with one
+subscript per dimension. Post: no `tensorize` loop; every fragment buffer is
+a 1-d array of the registers one lane holds, accessed only
+
+* by intrinsics, through `Ref`s at constant register offsets
+  (`mma_m16n8k16(&C[4], &A[0], &B[8], &C[4])`, `ldmatrix_x4(&A[8], &S[...])`);
+* by loops over the lane's own elements: a nest over the fragment's tile,
+  `for i in 0:16p: for j in 0:8q: ... F[i + r, j + s] ...`, becomes
+  `for ti in 0:p: for tj in 0:q: for e in 0:4: ... F[reg] ...` with
+  `i = 16 ti + row(lane, e)` and `j = 8 tj + col(lane, e)` (lane =
+  threadIdx.x): each lane visits the elements it holds, and the other
+  subscripts of the body (the global C, a bias) follow.
+
+A copy from a shared buffer into an A or B fragment whose rows are 16-byte
+aligned runs as `ldmatrix` (x4 for A, x2.trans for B); other copies stay
+per-element loads (correct, slower). Loops whose variables reach a register
+offset are unrolled, so the registers are named by constants.
+
+A kernel with fragments needs blockDim.x == 32 (the lanes of a warp) with
+warps along threadIdx.y/z. Anything the pass cannot place is a LoweringError
+naming the buffer and the loop.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import LoweringError
+from . import ir
+from .printer import expr as expr_text
+from .rewriter import Rewriter, substitute, walk_stmts
+from .simplify import Linear, kernel_simplifier
+from .warp_layouts import MMA_A, MMA_B, MMA_C
+
+LANE = ir.Var("threadIdx.x")
+I32 = ir.int32
+
+
+def _b(op, a, b):
+    return ir.Bin(op, a, b if isinstance(b, ir.Expr) else ir.const(b), I32)
+
+
+# (tile rows, tile cols, elements per lane, (row, col) of element e of this lane)
+def _coords_c(e):
+    g, t = _b("/", LANE, 4), _b("%", LANE, 4)
+    return _b("+", g, _b("*", _b("/", e, 2), 8)), _b("+", _b("*", t, 2), _b("%", e, 2))
+
+
+def _coords_a(e):
+    g, t = _b("/", LANE, 4), _b("%", LANE, 4)
+    row = _b("+", g, _b("*", _b("%", _b("/", e, 2), 2), 8))
+    col = _b("+", _b("+", _b("*", t, 2), _b("%", e, 2)), _b("*", _b("/", e, 4), 8))
+    return row, col
+
+
+def _coords_b(e):
+    g, t = _b("/", LANE, 4), _b("%", LANE, 4)
+    return _b("+", _b("+", _b("*", t, 2), _b("%", e, 2)), _b("*", _b("/", e, 2), 8)), g
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    role: str  # 'a', 'b' or 'c'
+    th: int
+    tw: int
+    per_lane: int
+    coords: object
+
+    def check(self, name, shape):
+        rows, cols = shape
+        if rows % self.th or cols % self.tw:
+            raise LoweringError(f"fragment '{name}' is {rows} x {cols}, not a whole number of "
+                                f"{self.th} x {self.tw} tiles of its mma operand "
+                                f"({self.role.upper()}); make the warp tile a multiple of it")
+
+
+LAYOUTS = {"a": Layout("a", 16, 16, MMA_A.per_lane, _coords_a),
+           "b": Layout("b", 16, 8, MMA_B.per_lane, _coords_b),
+           "c": Layout("c", 16, 8, MMA_C.per_lane, _coords_c)}
+
+
+def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
+    frags = {x.buffer.name: x.buffer for x in walk_stmts(k.body)
+             if isinstance(x, ir.Alloc) and x.buffer.scope == "fragment"}
+    marked = [x for x in walk_stmts(k.body) if isinstance(x, ir.For) and x.kind == "tensorize"]
+    if not frags and not marked:
+        return k
+    if not (isinstance(k.block[0], ir.Imm) and k.block[0].value == 32):
+        raise LoweringError(f"kernel {k.name}: tensor-core fragments need blockDim.x == 32 (the "
+                            f"lanes of a warp), but it is {expr_text(k.block[0])}; bind a loop of 32 "
+                            f"iterations of the shared-memory copies to threadIdx.x and the "
+                            f"warps to threadIdx.y/z")
+    simp = kernel_simplifier(k)
+    roles: dict[str, str] = {}
+    body = _Tensorize(frags, roles, simp).stmt(k.body)
+    for name in frags:
+        if name not in roles:
+            raise LoweringError(f"kernel {k.name}: fragment '{name}' is not an operand of a "
+                                f"tensorized loop (fragments hold tensor-core operands: "
+                                f"tensorize the stage that reads or accumulates it)")
+    shapes = {}
+    for name, b in frags.items():
+        shape = tuple(int(d.value) for d in b.shape)
+        if len(shape) != 2:
+            raise LoweringError(f"fragment '{name}' has {len(shape)} dimensions; fragments are "
+                                f"2-d tiles")
+        LAYOUTS[roles[name]].check(name, shape)
+        shapes[name] = shape
+    shared = {x.buffer.name: x.buffer for x in walk_stmts(k.body)
+              if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"}
+    dist = _Distribute(frags, roles, shapes, simp, shared)
+    body = dist.stmt(body)
+    body = _Registers(frags, roles, shapes, simp, dist.element_loops).stmt(body)
+    return dataclasses.replace(k, body=_UnrollRegisters(frags).stmt(body))
+
+
+# ------------------------------------------------------------------ tensorize
+class _Tensorize(Rewriter):
+    """`tensorize` loops: the mma nest becomes one intrinsic call with Refs at
+    the tile's origin (logical subscripts); the accumulator's initialisation
+    nest (built with the same loops) becomes plain loops."""
+
+    def __init__(self, frags, roles, simp):
+        self.frags, self.roles, self.simp = frags, roles, simp
+
+    def stmt_For(self, s: ir.For) -> ir.Stmt:
+        if s.kind != "tensorize":
+            return self.generic_stmt(s)
+        loops, inner = _nest(s, 3)
+        store = inner if isinstance(inner, ir.Store) else None
+        if store is not None and len(loops) == 2 and store.buffer in self.frags and \
+                isinstance(store.value, ir.Imm):
+            # the accumulator's initial value, over the m and n loops of the tile
+            self._role(store.buffer, "c")
+            return dataclasses.replace(s, kind="serial", intrin=None)
+        if store is None or len(loops) != 3:
+            raise LoweringError(f"tensorize {s.intrin}: the loops from '{s.var}' inward are not "
+                                f"a perfect nest of three loops around one update (guards from "
+                                f"sizes that are not multiples of the tile are not supported "
+                                f"yet: use sizes the block tile divides)")
+        return self._mma(s, loops, store)
+
+    def _role(self, name, role):
+        if name not in self.frags:
+            raise LoweringError(f"tensorize: '{name}' is not a fragment buffer; read the "
+                                f"operands through cache_read(..., 'fragment') and accumulate "
+                                f"in cache_write(..., 'fragment')")
+        if self.roles.setdefault(name, role) != role:
+            raise LoweringError(f"fragment '{name}' is used as mma operand "
+                                f"{self.roles[name].upper()} and {role.upper()}")
+
+    def _mma(self, s, loops, store):
+        acc = store.buffer
+        v = store.value
+        if not (isinstance(v, ir.Bin) and v.op == "+" and isinstance(v.a, ir.Load) and
+                v.a.buffer == acc and v.a.indices == store.indices):
+            raise LoweringError(f"tensorize {s.intrin}: the update of '{acc}' is not "
+                                f"'{acc}[...] = {acc}[...] + A * B'")
+        prod = v.b
+        while isinstance(prod, ir.Cast):
+            prod = prod.x
+        if not (isinstance(prod, ir.Bin) and prod.op == "*"):
+            raise LoweringError(f"tensorize {s.intrin}: '{acc}' is not updated by a product")
+        x, y = _load(prod.a), _load(prod.b)
+        if x is None or y is None:
+            raise LoweringError(f"tensorize {s.intrin}: the product updating '{acc}' does not "
+                                f"read two buffers")
+        names = [lp.var for lp in loops]
+        ext = {lp.var: lp.extent for lp in loops}
+        m = self._var_of(store.indices[0], names, acc, 0)
+        n = self._var_of(store.indices[1], names, acc, 1)
+        for a, b in ((x, y), (y, x)):
+            if len(a.indices) == 2 and len(b.indices) == 2 and \
+                    self._var_of(a.indices[0], names, a.buffer, 0, strict=False) == m and \
+                    self._var_of(b.indices[1], names, b.buffer, 1, strict=False) == n:
+                break
+        else:
+            raise LoweringError(f"tensorize {s.intrin}: cannot tell A[m, k] from B[k, n] in the "
+                                f"update of '{acc}'")
+        k = self._var_of(a.indices[1], names, a.buffer, 1)
+        if self._var_of(b.indices[0], names, b.buffer, 0) != k or len({m, n, k}) != 3:
+            raise LoweringError(f"tensorize {s.intrin}: A and B do not share the reduction loop")
+        for var, want in ((m, 16), (n, 8), (k, 16)):
+            e = ext[var]
+            if not (isinstance(e, ir.Imm) and e.value == want):
+                raise LoweringError(f"tensorize {s.intrin}: loop '{var}' has extent {expr_text(e)}, needs "
+                                    f"{want}")
+        self._role(acc, "c")
+        self._role(a.buffer, "a")
+        self._role(b.buffer, "b")
+        zero = {name: ir.const(0) for name in names}
+
+        def ref(buf, idx):
+            return ir.Ref(buf, tuple(self.simp.expr(substitute(i, zero)) for i in idx))
+        c = ref(acc, store.indices)
+        call = ir.Call(s.intrin, (c, ref(a.buffer, a.indices), ref(b.buffer, b.indices), c),
+                       I32)
+        return ir.Evaluate(call)
+
+    def _var_of(self, idx, names, buf, dim, strict=True):
+        lin = self.simp.linear(idx)
+        hits = [n for n in names if lin.terms.get(ir.Var(n), 0)]
+        if len(hits) == 1 and lin.terms[ir.Var(hits[0])] == 1:
+            return hits[0]
+        if strict:
+            raise LoweringError(f"tensorize: subscript {dim} of '{buf}' is not one of the "
+                                f"tensorized loops plus an offset")
+        return None
+
+
+def _nest(s, depth):
+    loops, cur = [], s
+    while isinstance(cur, ir.For) and len(loops) < depth:
+        loops.append(cur)
+        cur = cur.body
+    return loops, cur
+
+
+def _load(e):
+    while isinstance(e, ir.Cast):
+        e = e.x
+    return e if isinstance(e, ir.Load) else None
+
+
+# ------------------------------------------------------------------ distribute
+def _frag_accesses(s, frags):
+    out = []
+    for x in walk_stmts(s):
+        exprs = []
+        if isinstance(x, ir.Store):
+            if x.buffer in frags and len(x.indices) == 2:
+                out.append((x.buffer, x.indices))
+            exprs = list(x.indices) + [x.value]
+        elif isinstance(x, (ir.If,)):
+            exprs = [x.cond]
+        elif isinstance(x, ir.Let):
+            exprs = [x.value]
+        for e in exprs:
+            out += [(y.buffer, y.indices) for y in ir.walk_expr(e)
+                    if isinstance(y, ir.Load) and y.buffer in frags and len(y.indices) == 2]
+    return out
+
+
+class _Distribute(Rewriter):
+    """Nests over a fragment's tile -> loops over the lane's own elements."""
+
+    def __init__(self, frags, roles, shapes, simp, shared):
+        self.frags, self.roles, self.shapes, self.simp = frags, roles, shapes, simp
+        self.shared = shared
+        self.count = 0
+        self.element_loops: dict[str, str] = {}  # element loop variable -> its fragment
+
+    def stmt_For(self, s: ir.For) -> ir.Stmt:
+        inner = s.body
+        if isinstance(inner, ir.For) and isinstance(s.extent, ir.Imm) and \
+                isinstance(inner.extent, ir.Imm):
+            acc = _frag_accesses(inner.body, self.frags)
+            if acc:
+                done = self._distribute(s, inner, acc)
+                if done is not None:
+                    return done
+        return self.generic_stmt(s)
+
+    def _distribute(self, outer, inner, accesses):
+        names = {b for b, _ in accesses}
+        if len(names) != 1:
+            return None
+        (buf,) = names
+        lay = LAYOUTS[self.roles[buf]]
+        va, vb = ir.Var(outer.var), ir.Var(inner.var)
+        for _, (i0, i1) in accesses:
+            l0, l1 = self.simp.linear(i0), self.simp.linear(i1)
+            if l0.terms.get(va) == 1 and l1.terms.get(vb) == 1 and vb not in l0.terms and \
+                    va not in l1.terms:
+                continue
+            if l0.terms.get(vb) == 1 and l1.terms.get(va) == 1:
+                # the nest runs over (col, row): swap the roles of the loops
+                outer_, inner_ = inner, outer
+                return self._distribute_as(outer, inner, buf, lay, inner_, outer_, accesses)
+            return None
+        return self._distribute_as(outer, inner, buf, lay, outer, inner, accesses)
+
+    def _distribute_as(self, outer, inner, buf, lay, row_loop, col_loop, accesses):
+        er, ec = int(row_loop.extent.value), int(col_loop.extent.value)
+        if er % lay.th or ec % lay.tw:
+            raise LoweringError(f"fragment '{buf}': loops '{row_loop.var}' ({er}) and "
+                                f"'{col_loop.var}' ({ec}) do not cover whole {lay.th} x {lay.tw} "
+                                f"tiles of it")
+        self.count += 1
+        n = self.count
+        ta, tb, e = f"{buf}_ti{n}", f"{buf}_tj{n}", f"{buf}_e{n}"
+        origin = {row_loop.var: _b("*", ir.Var(ta), lay.th),
+                  col_loop.var: _b("*", ir.Var(tb), lay.tw)}
+        out = self._ldmatrix(inner.body, buf, lay, row_loop.var, col_loop.var, origin)
+        if out is None:
+            row, col = lay.coords(ir.Var(e))
+            sub = {v: _b("+", o, rc) for (v, o), rc in zip(origin.items(), (row, col))}
+            body = substitute(self.stmt(inner.body), sub)
+            out = ir.For(e, ir.const(0), ir.const(lay.per_lane), "unroll", body)
+            self.element_loops[e] = buf
+        # (the row loop outside, as the registers are numbered row-major by tile)
+        out = ir.For(tb, ir.const(0), ir.const(ec // lay.tw), "unroll", out)
+        out = ir.For(ta, ir.const(0), ir.const(er // lay.th), "unroll", out)
+        return out
+
+    def _ldmatrix(self, body, buf, lay, rv, cv, origin):
+        """`F[i0, i1] = S[...]` (F an A or B fragment, S shared of the same type,
+        contiguous along F's columns, 16-byte aligned rows): one ldmatrix per
+        tile (x4 for a 16 x 16 A tile; x2.trans for a 16 x 8 B tile, k rows),
+        else None. Lane l gives the address of row l % 16 (A: at column
+        8 (l // 16); B: lanes 16-31 repeat lanes 0-15)."""
+        if lay.role not in ("a", "b") or not isinstance(body, ir.Store) or body.buffer != buf:
+            return None
+        src = _load(body.value)
+        sb = self.shared.get(src.buffer) if src is not None else None
+        if sb is None or sb.dtype != self.frags[buf].dtype or sb.dtype.bits != 16:
+            return None
+        if not all(isinstance(d, ir.Imm) for d in sb.shape):
+            return None
+        # contiguous along the fragment's columns: only the last subscript moves with them,
+        # by one element per column
+        lins = [self.simp.linear(i) for i in src.indices]
+        c = ir.Var(cv)
+        if lins[-1].terms.get(c) != 1 or any(c in l.terms for l in lins[:-1]):
+            return None
+        if lay.role == "a":
+            lr, lc, fn = _b("%", LANE, 16), _b("*", _b("/", LANE, 16), 8), "ldmatrix_x4"
+        else:
+            lr, lc, fn = _b("%", LANE, 16), ir.const(0), "ldmatrix_x2_trans"
+        at = {rv: _b("+", origin[rv], lr), cv: _b("+", origin[cv], lc)}
+        sidx = tuple(self.simp.expr(substitute(i, at)) for i in src.indices)
+        strides, stride = [], 1
+        for d in reversed(sb.shape):
+            strides.append(stride)
+            stride *= int(d.value)
+        strides.reverse()
+        flat = Linear()
+        for i, st in zip(sidx, strides):
+            flat = flat.add(self.simp.linear(i).scale(st))
+        if not _multiple(flat, 8):  # 8 16-bit elements: 16 bytes
+            return None
+        dst = ir.Ref(buf, tuple(self.simp.expr(substitute(i, origin)) for i in body.indices))
+        return ir.Evaluate(ir.Call(fn, (dst, ir.Ref(src.buffer, sidx)), I32))
+
+
+# ------------------------------------------------------------------ registers
+class _Registers(Rewriter):
+    """Logical (row, col) subscripts of fragments -> register offsets; Alloc
+    shapes -> registers per lane; copies from shared into A/B -> ldmatrix."""
+
+    def __init__(self, frags, roles, shapes, simp, element_loops):
+        self.frags, self.roles, self.shapes, self.simp = frags, roles, shapes, simp
+        self.element_loops = element_loops
+
+    def reg(self, buf, i0, i1, exact=True):
+        """Register offset of element (i0, i1) of `buf`, where (i0, i1) is this
+        lane's element: tile (i0 // th, i1 // tw), element number from the
+        layout. `exact`: (i0, i1) is a tile origin (a Ref), element 0."""
+        lay = LAYOUTS[self.roles[buf]]
+        rows, cols = self.shapes[buf]
+        per_row = cols // lay.tw
+        tile_r = _b("/", i0, lay.th)
+        tile_c = _b("/", i1, lay.tw)
+        base = _b("*", _b("+", _b("*", tile_r, per_row), tile_c), lay.per_lane)
+        return base
+
+    def stmt_Alloc(self, s: ir.Alloc) -> ir.Stmt:
+        body = self.stmt(s.body)
+        b = s.buffer
+        if b.name in self.frags:
+            rows, cols = self.shapes[b.name]
+            b = dataclasses.replace(b, shape=(ir.const(rows * cols // 32),))
+        return ir.Alloc(b, body)
+
+    def stmt_For(self, s: ir.For) -> ir.Stmt:
+        # the per-lane element loops made by _Distribute: `for e: F[...] = ...`
+        if s.var in self.element_loops:
+            return self._element_loop(s, self.element_loops[s.var])
+        return self.generic_stmt(s)
+
+    def _element_loop(self, s: ir.For, buf) -> ir.Stmt:
+        lay = LAYOUTS[self.roles[buf]]
+        e = ir.Var(s.var)
+
+        class Sub(Rewriter):
+            def expr_Load(inner, x):
+                idx = inner.exprs(x.indices)
+                if x.buffer == buf and len(idx) == 2:
+                    return ir.Load(buf, (self._elem(buf, lay, idx, e),), x.dtype)
+                return dataclasses.replace(x, indices=idx)
+
+            def stmt_Store(inner, x):
+                idx, v = inner.exprs(x.indices), inner.expr(x.value)
+                if x.buffer == buf and len(idx) == 2:
+                    idx = (self._elem(buf, lay, idx, e),)
+                return dataclasses.replace(x, indices=idx, value=v)
+        return dataclasses.replace(s, body=self.simp.stmt(Sub().stmt(s.body)))
+
+    def _elem(self, buf, lay, idx, e):
+        """Register of this lane's element e of the tile holding (idx)."""
+        rows, cols = self.shapes[buf]
+        # idx = 16 ti + r + row(lane, e): the tile is (idx - row) / th; the simplifier
+        # folds it as the lane's row is below th
+        tile_r = self.simp.expr(_b("/", idx[0], lay.th))
+        tile_c = self.simp.expr(_b("/", idx[1], lay.tw))
+        off = _b("+", _b("*", _b("+", _b("*", tile_r, cols // lay.tw), tile_c), lay.per_lane), e)
+        return self.simp.expr(off)
+
+    def expr_Ref(self, x: ir.Ref) -> ir.Expr:
+        if x.buffer in self.frags and len(x.indices) == 2:
+            for i, t in zip(x.indices, (LAYOUTS[self.roles[x.buffer]].th,
+                                        LAYOUTS[self.roles[x.buffer]].tw)):
+                if not _multiple(self.simp.linear(i), t):
+                    raise LoweringError(f"fragment '{x.buffer}': intrinsic operand at {expr_text(i)}, not "
+                                        f"at a tile boundary (a multiple of {t})")
+            return ir.Ref(x.buffer, (self.simp.expr(self.reg(x.buffer, *x.indices)),), x.dtype)
+        return x
+
+
+class _UnrollRegisters(Rewriter):
+    """Unroll every loop whose variable reaches a fragment's register offset
+    (registers are named by constants); a runtime extent there is an error."""
+
+    def __init__(self, frags):
+        self.frags = frags
+
+    def stmt_For(self, s: ir.For) -> ir.Stmt:
+        s = self.generic_stmt(s)
+        used = set()
+        for x in walk_stmts(s.body):
+            exprs = list(x.indices) + [x.value] if isinstance(x, ir.Store) else []
+            if isinstance(x, ir.Store) and x.buffer in self.frags:
+                used |= ir.free_vars(x.indices[0])
+            if isinstance(x, ir.Evaluate):
+                exprs = [x.call]
+            for e in exprs:
+                for y in ir.walk_expr(e):
+                    if isinstance(y, (ir.Load, ir.Ref)) and y.buffer in self.frags:
+                        used |= ir.free_vars(y.indices[0])
+        if s.var not in used or s.kind in ("unroll", "thread"):
+            return s
+        if not isinstance(s.extent, ir.Imm):
+            raise LoweringError(f"loop '{s.var}' picks fragment registers but runs a number of "
+                                f"iterations known only at run time ({s.extent}); split it by "
+                                f"a constant")
+        return dataclasses.replace(s, kind="unroll")
+
+
+def _multiple(lin: Linear, t: int) -> bool:
+    return lin.const % t == 0 and all(c % t == 0 for c in lin.terms.values())
+
+
+class _Replace(Rewriter):
+    def __init__(self, mapping):
+        self.mapping, self.hit = mapping, False
+
+    def expr_Bin(self, e):
+        if e in self.mapping:
+            self.hit = True
+            return self.mapping[e]
+        return self.generic_expr(e)

@@ -1,0 +1,157 @@
+"""`Stage.tensorize` (schedule/primitives.py) and the tensor-core lowering
+(lower/tensor_cores.py): every error message, and tensorized GEMM schedules
+run by the sim against the NumPy oracle at several shapes and tilings."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tcomp
+from ..bench.common import S as _S
+
+tc_gemm = _S.tc_gemm
+
+BF = "def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+
+
+def _frag(src=BF):
+    op = tcomp.op(src)
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    CF = s.cache_write(C, "fragment")
+    return s, C, CF
+
+
+def _err(fn, *parts):
+    with pytest.raises(tcomp.ScheduleError) as e:
+        fn()
+    for p in parts:
+        assert p in str(e.value), str(e.value)
+
+
+def test_intrinsics_lists_mma():
+    assert set(tcomp.intrinsics()) == {"mma_m16n8k16"}
+    assert "mma.sync" in tcomp.intrinsics()["mma_m16n8k16"]
+
+
+def test_accumulator_must_be_a_fragment():
+    op = tcomp.op(BF)
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    _err(lambda: C.tensorize(C.axes[0], "mma_m16n8k16"),
+         "tensorize: stage 'C' writes a global buffer; mma_m16n8k16 accumulates in registers: "
+         "tensorize the stage made by cache_write(..., 'fragment')")
+
+
+def test_not_a_matmul():
+    s, C, CF = _frag("def f(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
+                     "{ C(m, n) +=! A(m, k) + B(k, n) }")
+    _err(lambda: CF.tensorize(CF.axes[0], "mma_m16n8k16"),
+         "is not a product A[m, k] * B[k, n] of two tensors indexed by the loop variables")
+
+
+def test_not_a_reduction_over_one_axis():
+    s, C, CF = _frag("def f(bfloat16(M,K) A) -> (C) { C(m) +=! A(m, k) * A(m, k) }")
+    _err(lambda: CF.tensorize(CF.axes[0], "mma_m16n8k16"),
+         "does not compute C[m, n] += A[m, k] * B[k, n] (mma_m16n8k16 computes that)")
+
+
+def test_input_types():
+    s, C, CF = _frag(BF.replace("bfloat16", "float"))
+    _err(lambda: CF.tensorize(CF.axes[0], "mma_m16n8k16"),
+         "mma_m16n8k16 takes bfloat16 or float16 inputs (both the same), but 'A' and 'B' are "
+         "float32 and float32")
+
+
+def _split(CF, m=16, n=8, k=16):
+    fm, fn = CF.axes
+    (fk,) = CF.reduce_axes
+    mo, mi = CF.split(fm, m)
+    no, ni = CF.split(fn, n)
+    ko, ki = CF.split(fk, k)
+    CF.reorder(ko, mo, no, mi, ni, ki)
+    return mi, ni, ki, ko
+
+
+def test_wrong_tile_extent():
+    s, C, CF = _frag()
+    mi, ni, ki, _ = _split(CF, n=16)
+    _err(lambda: CF.tensorize(mi, "mma_m16n8k16"),
+         "loop 'n_i' (of 'n') has 16 iterations; mma_m16n8k16 needs 8 (split 'n' by 8)")
+
+
+def test_missing_loop():
+    s, C, CF = _frag()
+    mi, ni, ki, _ = _split(CF)
+    _err(lambda: CF.tensorize(ni, "mma_m16n8k16"),
+         "no loop of 'm' from Axis(C.fragment.n_i) inward")
+
+
+def test_extra_loop_of_the_same_axis():
+    s, C, CF = _frag()
+    mi, ni, ki, ko = _split(CF)
+    CF.reorder(mi, ni, ko, ki)
+    _err(lambda: CF.tensorize(mi, "mma_m16n8k16"), "must be one loop of each of m, n, k; 'm_o' is a "
+                                                   "second loop of 'm'")
+
+
+def test_fused_loop_inside():
+    s, C, CF = _frag()
+    mi, ni, ki, _ = _split(CF)
+    f = CF.fuse(mi, ni)
+    _err(lambda: CF.tensorize(f, "mma_m16n8k16"), "is a fused loop")
+
+
+def test_bound_loop_inside():
+    s, C, CF = _frag()
+    mi, ni, ki, _ = _split(CF)
+    CF.unroll(ni)
+    CF.bind(ki, "threadIdx.x")
+    _err(lambda: CF.tensorize(mi, "mma_m16n8k16"),
+         "loop 'k_i' inside Axis(C.fragment.m_i) is bound, vectorized or tensorized already")
+
+
+def test_tensorize_replays_from_json():
+    op, s = tc_gemm(tcomp.op(BF), bm=32, bn=32, wm=16, wn=16, bk=16)
+    again = tcomp.Schedule.from_json(op, s.to_json())
+    assert again.to_json() == s.to_json()
+    assert "Tensorize" in s.to_json()
+
+
+# ------------------------------------------------------------------ the sim
+CASES = [  # (sizes, schedule arguments)
+    ({"M": 64, "N": 64, "K": 32}, dict(bm=64, bn=64, wm=32, wn=32, bk=32)),
+    ({"M": 32, "N": 48, "K": 64}, dict(bm=32, bn=16, wm=16, wn=16, bk=16)),
+    ({"M": 128, "N": 64, "K": 48}, dict(bm=64, bn=64, wm=64, wn=32, bk=16)),
+    ({"M": 64, "N": 128, "K": 64}, dict(bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=True)),
+    ({"M": 32, "N": 32, "K": 32}, dict(bm=32, bn=32, wm=16, wn=16, bk=16, pad=False)),
+]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("sizes, kw", CASES)
+def test_sim_matches_evaluate(dtype, sizes, kw):
+    op = tcomp.op(BF.replace("bfloat16", dtype))
+    op, s = tc_gemm(op, **kw)
+    k = tcomp.build(s, target="sim", sizes=sizes)
+    rng = np.random.default_rng(1)
+    npdt = tcomp.lang.dtypes.BY_NAME[dtype].numpy
+    A = rng.standard_normal((sizes["M"], sizes["K"])).astype(npdt)
+    B = rng.standard_normal((sizes["K"], sizes["N"])).astype(npdt)
+    got = k(A, B)
+    want = tcomp.evaluate(op, A, B)
+    assert got.dtype == want.dtype
+    exact = A.astype(np.float64) @ B.astype(np.float64)
+    # both round the float32 sum once to the output type: at most 1 ulp apart
+    np.testing.assert_allclose(got.astype(np.float64), exact, rtol=1e-2, atol=1e-2)
+    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    ulp = np.abs(want.astype(np.float64)) * (2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10)
+    assert (diff <= ulp + 1e-6).all()
+
+
+def test_lowering_needs_32_lanes():
+    op = tcomp.op(BF)
+    op, s = tc_gemm(op, bm=32, bn=32, wm=16, wn=16, bk=16, lanes=16)
+    with pytest.raises(tcomp.LoweringError, match=r"tensor-core fragments need blockDim.x == 32 "
+                                                  r"\(the lanes of a warp\), but it is 16"):
+        tcomp.lower(s, sizes={"M": 32, "N": 32, "K": 16})
