@@ -170,6 +170,28 @@ def new_kernels():
     print("fp16 cross-thread sum ok")
 
 
+def tensor_core_kernels():
+    """The tensor-core GEMMs (issue 12): ldmatrix + mma.sync, padded tiles,
+    register double buffering, cp.async rings of 3 and 4 stages; bf16 and fp16."""
+    rng = np.random.default_rng(2)
+    for dt, kw in (("bfloat16", dict(bm=64, bn=64, wm=32, wn=32, bk=32)),
+                   ("float16", dict(bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=True)),
+                   ("bfloat16", dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=3)),
+                   ("bfloat16", dict(bm=128, bn=128, wm=64, wn=32, bk=32, pipeline=4))):
+        op = tcomp.op(f"def mm({dt}(M,K) A, {dt}(K,N) B) -> (C) {{ C(m, n) +=! A(m, k) * B(k, n) }}")
+        op, s = S.tc_gemm(op, **kw)
+        npdt = tcomp.lang.dtypes.BY_NAME[dt].numpy
+        sizes = {"M": 256, "N": 256, "K": 256}
+        a = rng.standard_normal((256, 256)).astype(npdt)
+        b = rng.standard_normal((256, 256)).astype(npdt)
+        got = tcomp.build(s, target="cuda", sizes=sizes)(a, b).astype(np.float64)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        err = np.abs(got - want).max() / np.abs(want).max()
+        assert err < 1e-2, (dt, kw, err)
+        print(f"tensor cores {dt} {kw}: rel err {err:.1e} ok")
+
+
 if __name__ == "__main__":
     main()
     new_kernels()
+    tensor_core_kernels()

@@ -336,8 +336,10 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
     fragments, stored by their layout (rounded to the output type). With
     `pad`, the shared tiles' rows are padded by 8 elements (16 bytes): the 8
     row addresses of each ldmatrix then fall in distinct banks. With
-    `pipeline`, the next K tile is loaded into registers while this one is
-    computed (double-buffered shared tiles, `Stage.pipeline`)."""
+    `pipeline=True` (or 2), the next K tile is loaded into registers while
+    this one is computed (double-buffered shared tiles); with pipeline=N (3 to
+    5), the tiles of the next N-1 steps are copied with cp.async into a ring
+    of N shared buffers (`Stage.pipeline`)."""
     op = op or tcomp.op(TC_GEMM)
     s = tcomp.Schedule(op)
     C = s["C"]
@@ -382,5 +384,5 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
         if vector:
             S.vectorize(fv)
     if pipeline:
-        CF.pipeline(ko)
+        CF.pipeline(ko, stages=2 if pipeline is True else pipeline)
     return op, s

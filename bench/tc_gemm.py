@@ -28,12 +28,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schedules as S  # noqa: E402
 
 VARIANTS = {  # name -> tc_gemm arguments
-    "128x128_w64x64_k32_nopad": dict(bm=128, bn=128, wm=64, wn=64, bk=32, pad=False),
-    "128x128_w64x64_k32": dict(bm=128, bn=128, wm=64, wn=64, bk=32),
-    "128x128_w64x64_k32_pipe": dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=True),
-    "128x256_w64x64_k32_pipe": dict(bm=128, bn=256, wm=64, wn=64, bk=32, pipeline=True),
-    "128x128_w64x32_k32_pipe": dict(bm=128, bn=128, wm=64, wn=32, bk=32, pipeline=True),
-    "128x128_w64x64_k64_pipe": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=True),
+    "128x128_w64x64_k64_pipe2": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=2),
+    "128x128_w64x64_k32_async3": dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=3),
+    "128x128_w64x64_k32_async4": dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=4),
+    "128x128_w64x64_k64_async3": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3),
+    "128x256_w64x64_k32_async3": dict(bm=128, bn=256, wm=64, wn=64, bk=32, pipeline=3),
+    "128x256_w64x64_k32_async4": dict(bm=128, bn=256, wm=64, wn=64, bk=32, pipeline=4),
+    "128x256_w64x64_k64_async3": dict(bm=128, bn=256, wm=64, wn=64, bk=64, pipeline=3),
+    "256x128_w64x64_k32_async4": dict(bm=256, bn=128, wm=64, wn=64, bk=32, pipeline=4),
+    "128x128_w64x32_k32_async4": dict(bm=128, bn=128, wm=64, wn=32, bk=32, pipeline=4),
 }
 
 

@@ -33,7 +33,7 @@ def build(schedule, target: str = "cuda", sizes: dict | None = None):
         return SimKernel(schedule, sizes)
     if isinstance(target, str) and target.startswith("cuda"):
         from .target_cuda.kernel import CudaKernel
-        return CudaKernel.from_schedule(schedule, sizes, target)
+        return CudaKernel.from_program(_lower(schedule, sizes), target)
     raise TcompError(f"build: unknown target {target!r} (targets: {', '.join(TARGETS)})")
 
 

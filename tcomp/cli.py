@@ -96,12 +96,12 @@ def _load(args):
 
 def cmd_compile(args) -> int:
     from .cli_inputs import parse_sizes
-    from .target_cuda.kernel import CudaKernel
+    from .build import build
     out = args.output
     if not out.endswith(".cubin"):
         raise TcompError(f"-o must name a .cubin file, got '{out}'")
     op, s = _load(args)
-    k = CudaKernel.from_schedule(s, parse_sizes(args.sizes, op), f"cuda:{args.arch}")
+    k = build(s, f"cuda:{args.arch}", parse_sizes(args.sizes, op))
     base = out[:-len(".cubin")]
     try:
         k.export(out)

@@ -127,6 +127,22 @@ class Store(Stmt):
 
 
 @dataclass(frozen=True)
+class VectorAccess:
+    """How a vectorized loop moves memory, decided by the `vectorize` pass
+    (lower/vectorize.py): each access below moves the loop's `extent` lanes,
+    `bytes` (8 or 16) in all, as one vector. `loads` are loads of the loop's
+    body (as they appear there) read as one vector each, lane 0 at the flat
+    offset `load_bases[i]`; `store_base` is the offset of lane 0 of the body's
+    one store written as one vector, or None when it is stored lane by lane.
+    Every base is a multiple of the lane count (the buffers themselves are
+    aligned to the vector at launch)."""
+    bytes: int
+    loads: tuple[Load, ...]
+    load_bases: tuple[Expr, ...]
+    store_base: Expr | None
+
+
+@dataclass(frozen=True)
 class For(Stmt):
     """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread |
     tensorize. A thread loop has `tag`, the ThreadAxis (threadIdx.x,
@@ -134,7 +150,10 @@ class For(Stmt):
     sequence; the spelling ("threadIdx.x") is accepted and parsed
     (schedule/threads.py). A tensorize loop names `intrin`, the intrinsic that
     computes it and the loops inside it (lower/tensor_cores.py replaces them
-    by it)."""
+    by it). A vectorized loop may carry `vector`, its vector accesses (after
+    the `vectorize` pass); its meaning is the loop's, lane by lane. A loop
+    with `stages` >= 3 starts with copies into rings of that many shared
+    buffers, which software_pipeline.py issues that many iterations ahead."""
     BINDS: ClassVar[str] = "body"  # `var` is defined in `body` (not in lo, extent)
     var: str
     lo: Expr
@@ -143,6 +162,8 @@ class For(Stmt):
     body: Stmt
     tag: ThreadAxis | None = None
     intrin: str | None = None
+    vector: VectorAccess | None = None
+    stages: int = 0  # > 0: the shared copies at the top of its body form a ring of that depth
 
     def __post_init__(self):
         if self.tag is not None and type(self.tag) is not ThreadAxis:
@@ -247,7 +268,9 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Program:
-    """Kernels in launch order, and every global buffer they share."""
+    """Kernels in launch order, every global buffer they share, and what a
+    target needs to run them (size sources, zero-fill, declared shapes, the
+    inputs' signature)."""
     name: str
     buffers: tuple[Buffer, ...]
     kernels: tuple[Kernel, ...]
@@ -255,6 +278,16 @@ class Program:
     outputs: tuple[str, ...]
     sizes: tuple[str, ...]  # symbolic size parameters (bound at run time)
     bound_sizes: dict = field(default_factory=dict, compare=False, hash=False)
+    # What a target needs besides the kernels (lower/interface.py), so that no
+    # target calls back into lowering:
+    # size parameter -> (input position, dimension) it is read from at a call
+    size_sources: dict = field(default_factory=dict, compare=False, hash=False)
+    # outputs and temporaries that must start zero-filled
+    zero_fill: frozenset = field(default=frozenset(), compare=False, hash=False)
+    # output -> its declared shape (size expressions), for typed outputs
+    declared_shapes: dict = field(default_factory=dict, compare=False, hash=False)
+    # the inputs' contract (lang.signature.Signature), checked before a run
+    signature: object = field(default=None, compare=False, hash=False)
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:
@@ -351,3 +384,20 @@ def walk(node):
 
 def free_vars(e: Expr) -> set[str]:
     return {x.name for x in walk_expr(e) if isinstance(x, Var)}
+
+
+def identity(op: str, dt) -> Imm:
+    """The identity of reduction operator `op` ('+', '*', 'max', 'min') in type
+    `dt`: where an accumulation starts, and what an `AllReduce` lane past the
+    reduction's extent contributes."""
+    if op == "+":
+        return Imm(0.0 if dt.is_float else (False if dt.is_bool else 0), dt)
+    if op == "*":
+        return Imm(1.0 if dt.is_float else (True if dt.is_bool else 1), dt)
+    if dt.is_float:
+        return Imm(float("-inf") if op == "max" else float("inf"), dt)
+    if dt.is_bool:
+        return Imm(op == "min", dt)
+    import numpy as np
+    info = np.iinfo(dt.numpy)
+    return Imm(int(info.min if op == "max" else info.max), dt)

@@ -4,10 +4,12 @@
     bind_threads     thread-bound loops -> thread indices, predicated stores
     simplify         canonical integer arithmetic, dead branches and loops
     tensor_cores     tensorized loops -> warp intrinsics; fragments -> per-lane registers
+    software_pipeline  copies into shared rings issued stages-1 iterations ahead (cp.async)
     insert_barriers  shared-memory synchronisation
     unroll           expand unrolled loops; check vectorized loops
     simplify         again, after unrolling
     flatten_storage  row-major subscripts (targets that address memory linearly)
+    vectorize        which vectorized loops move 8/16-byte vectors, recorded on the loop
 
 `lower(..., dump=dir)` writes the IR after construction and after each pass.
 """
@@ -18,7 +20,7 @@ import os
 
 from ..errors import LoweringError, TcompError
 from ..schedule.args import as_int
-from . import barriers, bind_threads, flatten, tensor_cores, unroll
+from . import barriers, bind_threads, flatten, software_pipeline, tensor_cores, unroll, vectorize
 from .build import Builder
 from .ir import Program
 from .simplify import simplify
@@ -28,10 +30,12 @@ PASSES = [
     ("bind_threads", bind_threads.run),
     ("simplify", lambda k, p: simplify(k)),
     ("tensor_cores", tensor_cores.run),
+    ("software_pipeline", software_pipeline.run),
     ("insert_barriers", barriers.run),
     ("unroll", unroll.run),
     ("simplify_after_unroll", lambda k, p: simplify(k)),
     ("flatten_storage", flatten.run),
+    ("vectorize", vectorize.run),
 ]
 
 
@@ -78,6 +82,7 @@ def run_passes(prog: Program, start: str | None = None, until: str | None = None
             raise LoweringError(f"lower: {what}={name!r} is not a pass (passes: "
                                 f"{', '.join(names)})")
     first = 0 if start is None else names.index(start)
+    flat_from = names.index("flatten_storage")  # subscripts are flat offsets from here on
     for i, (name, fn) in enumerate(PASSES[first:], first + 1):
         if name == until:
             break
@@ -85,7 +90,7 @@ def run_passes(prog: Program, start: str | None = None, until: str | None = None
         _dump(dump, i, name, prog)
         if check:
             for k in prog.kernels:
-                verify(k, prog, flat=name == "flatten_storage")
+                verify(k, prog, flat=i - 1 >= flat_from)
     return prog
 
 

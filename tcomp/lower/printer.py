@@ -58,6 +58,8 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
         kind = f"  @{s.tag}" if s.tag else ("" if s.kind == "serial" else f"  @{s.kind}")
         if s.intrin:
             kind = f"  @tensorize({s.intrin})"
+        if s.vector is not None:
+            kind += f"({_vector(s)})"
         return [f"{pad}for {s.var} in {lo}:{hi}{kind}"] + stmt(s.body, indent + 1)
     if isinstance(s, ir.If):
         out = [f"{pad}if {expr(s.cond)}"] + stmt(s.then, indent + 1)
@@ -78,6 +80,19 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
         shape = ", ".join(expr(d) for d in b.shape)
         return [f"{pad}alloc {b.scope} {b.dtype.name} {b.name}[{shape}]"] + stmt(s.body, indent)
     raise TypeError(s)
+
+
+def _vector(s: ir.For) -> str:
+    """`16 bytes: load A[base], store B[base]`: the vector accesses of a loop,
+    each at its lane-0 offset."""
+    v = s.vector
+    parts = [f"load {ld.buffer}[{expr(b)}]" for ld, b in zip(v.loads, v.load_bases)]
+    body = s.body
+    if v.store_base is not None:
+        parts.append(f"store {body.buffer}[{expr(v.store_base)}]")
+    else:
+        parts.append("store per lane")
+    return f"{v.bytes} bytes: {', '.join(parts)}"
 
 
 def _opname(op: str) -> str:

@@ -107,20 +107,6 @@ class Translator:
         raise LoweringError(f"cannot lower expression {e!r}")
 
 
-def identity(op: str, dt) -> ir.Imm:
-    if op == "+":
-        return ir.Imm(0.0 if dt.is_float else (False if dt.is_bool else 0), dt)
-    if op == "*":
-        return ir.Imm(1.0 if dt.is_float else (True if dt.is_bool else 1), dt)
-    if dt.is_float:
-        return ir.Imm(float("-inf") if op == "max" else float("inf"), dt)
-    if dt.is_bool:
-        return ir.Imm(op == "min", dt)
-    import numpy as np
-    info = np.iinfo(dt.numpy)
-    return ir.Imm(int(info.min if op == "max" else info.max), dt)
-
-
 def combine(op: str, a: ir.Expr, b: ir.Expr, dt) -> ir.Expr:
     if op in ("+", "*"):
         if dt.is_bool:

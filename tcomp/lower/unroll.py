@@ -6,8 +6,8 @@ copies of their body; an unrolled loop whose extent is known only at run time
 stays a loop of kind `unroll`, a hint the target may follow (CUDA: `#pragma
 unroll`; the sim runs it as a loop). Vectorized loops are checked to be
 innermost (no loops, allocations or collective intrinsics, such as barriers,
-inside) with a constant extent,
-and kept for the target to emit vector accesses.
+inside) with a constant extent, and kept for the `vectorize` pass to decide
+their vector accesses.
 """
 from __future__ import annotations
 

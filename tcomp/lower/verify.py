@@ -7,7 +7,8 @@ address (`Ref`) exactly where its entry says, and a Ref appears nowhere
 else; no collective intrinsic (barrier, cross-thread reduction) sits under
 a condition that depends on the thread index (not every thread would reach
 it), no warp-collective one under a condition that depends on the lane
-(threadIdx.x).
+(threadIdx.x); a vectorized loop's vector accesses are its body's, at
+offsets defined outside the loop.
 """
 from __future__ import annotations
 
@@ -89,7 +90,24 @@ class _Verify(Visitor):
     def visit_For(self, s):
         self.check_expr(s.lo, self.scope)
         self.check_expr(s.extent, self.scope)
+        if s.vector is not None:
+            self.check_vector(s)
         self._in(s.body, scope=self.scope | {s.var})
+
+    def check_vector(self, s):
+        """The vector accesses name the loop's own store and loads; their lane-0
+        offsets do not vary with the loop."""
+        k, v = self.k, s.vector
+        if not isinstance(s.body, ir.Store) or (v.store_base is None and not v.loads):
+            raise LoweringError(f"kernel {k.name}: vectorized loop '{s.var}' carries vector "
+                                f"accesses but its body is not one store with them")
+        reads = set(ir.walk_expr(s.body.value))
+        for ld in v.loads:
+            if ld not in reads:
+                raise LoweringError(f"kernel {k.name}: vectorized loop '{s.var}' names a vector "
+                                    f"load of '{ld.buffer}' that its body does not read")
+        for base in v.load_bases + ((v.store_base,) if v.store_base is not None else ()):
+            self.check_expr(base, self.scope)
 
     def visit_Let(self, s):
         self.check_expr(s.value, self.scope)

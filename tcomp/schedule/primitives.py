@@ -603,28 +603,42 @@ class Stage:
         s.tensorize[name] = intrin
 
     def pipeline(self, ax: Axis, stages: int = 2):
-        """Double-buffer the shared-memory copies computed at loop `ax`: while
-        iteration k computes from one buffer, the copy for k+1 is loaded into
-        registers and stored into the other buffer (one barrier per iteration).
+        """Run the shared-memory copies computed at loop `ax` ahead of the
+        compute that reads them.
+
+        stages=2: double buffering through registers: while iteration k
+        computes from one buffer, the copy for k+1 is loaded into registers and
+        stored into the other buffer (one barrier per iteration).
 
         for k_o: [barrier; A_shared = A(k_o); barrier; compute]
         -> A_shared[0] = A(0); barrier
            for k_o: regs = A(k_o+1); compute(A_shared[k_o % 2]);
                     A_shared[(k_o+1) % 2] = regs; barrier
-        Only two stages (double buffering) are supported.
+
+        stages=3..5: a ring of `stages` buffers filled asynchronously
+        (software_pipeline.py): the copies of the next stages-1 iterations are
+        in flight while iteration k computes; 16-, 8- and 4-byte copies from
+        global memory become `cp.async` (out-of-range pieces zero-filled), the
+        rest stay ordinary stores into the ring.
+
+        -> copy(0); commit; ...; copy(stages-2); commit
+           for k_o: wait(all but stages-2 groups); barrier
+                    copy(k_o + stages-1) into A_shared[(k_o + stages-1) % stages]; commit
+                    compute(A_shared[k_o % stages])
         """
         p = "pipeline"
         self._not_inline(p)
         name = self._leaf(ax, p)
         s = self._s
-        if as_int(stages) != 2:
-            raise ScheduleError(f"{p}: only stages=2 (double buffering) is supported, got "
-                                f"{stages!r}")
+        n = as_int(stages)
+        if isinstance(stages, bool) or n is None or not 2 <= n <= 5:
+            raise ScheduleError(f"{p}: stages must be an int from 2 to 5, got {stages!r}")
+        stages = n
         if name in s.bind or name in s.unroll or name in s.vectorize:
             raise ScheduleError(f"{p}: axis {ax!r} must be a serial loop (it is bound, unrolled "
                                 f"or vectorized)")
-        self._sched.directives.append(D.Pipeline(self.name, name, 2))
-        s.pipeline[name] = 2
+        self._sched.directives.append(D.Pipeline(self.name, name, stages))
+        s.pipeline[name] = stages
 
 
 def _matmul_roles(d):

@@ -29,7 +29,6 @@ from __future__ import annotations
 from ..errors import CudaError
 from ..lower import ir
 from ..lower.simplify import simplify_expr
-from ..lower.translate import identity
 from ..schedule import threads
 
 # Types a warp shuffle moves as they are; smaller integers and bool travel as int.
@@ -165,7 +164,7 @@ class _Emitter:
         else:
             # lane i takes the group's i-th warp value (the identity past the
             # group's warps); a butterfly over the whole warp leaves the total
-            ident = self.gen.imm(identity(self.s.op, self.s.dtype))
+            ident = self.gen.imm(ir.identity(self.s.op, self.s.dtype))
             self.emit(f"{v} = (threadIdx.x & 31) < {per_group} ? {part}[{first}"
                       f"(threadIdx.x & 31)] : {ident};")
             self.butterfly(full, 16)

@@ -228,7 +228,8 @@ class _Kernel:
                                 f"written outside a tensor-core intrinsic")
             self.emit(f"{s.buffer}[{self.expr(s.indices[0])}] = {self.expr(s.value)};", d)
         elif isinstance(s, ir.For):
-            if s.kind == "vectorize" and self.vector_loop(s, d):
+            if s.vector is not None:
+                self.vector_loop(s, d)
                 return
             v = _c(s.var)
             lo = self.expr(s.lo)
@@ -281,68 +282,21 @@ class _Kernel:
             EMIT[entry.name](self, s, d)
 
     # ----------------------------------------------------------- vectors
-    def contiguous(self, index: ir.Expr, var: str, width: int, elem: int):
-        """The base of `index` when it is `base + var` with `base` a multiple of
-        `width` elements, else None."""
-        lin = self.simp.linear(index)
-        key = ir.Var(var, self.options.index_dtype)
-        if lin.terms.get(key) != 1:
-            return None
-        from ..lower.simplify import Linear
-        rest = Linear({a: c for a, c in lin.terms.items() if a != key}, lin.const)
-        if any(ir.free_vars(a) & {var} for a in rest.terms):
-            return None
-        if rest.const % width or any(c % width for c in rest.terms.values()):
-            return None
-        return rest.to_expr(self.options.index_dtype)
-
-    def vector_loop(self, s: ir.For, d: int) -> bool:
-        """Emit a vectorized loop with 8/16-byte loads and stores when its body
-        is one unguarded store: each load whose addresses are contiguous and
-        aligned becomes one vector load; the store becomes one vector store
-        when it is contiguous and aligned too, else (a local array, or a
-        transposed layout) one scalar store per element. Return False when
-        nothing can be vectorized (the loop is then emitted unrolled)."""
-        if not isinstance(s.extent, ir.Imm) or not isinstance(s.body, ir.Store):
-            return False
-        if not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
-            return False
+    def vector_loop(self, s: ir.For, d: int) -> None:
+        """Emit a vectorized loop with the 8/16-byte loads and store its
+        `vector` annotation names (the vectorize pass decided them): each
+        vector load into a register array, then the lanes computed from those,
+        stored as one vector or (no vector store) one scalar store per lane."""
+        vec = s.vector
         n = int(s.extent.value)
         st = s.body
         dt = self.buffer_dtype(st.buffer)
-        nbytes = n * dt.numpy.itemsize
-        if nbytes not in (8, 16) or dt.name not in ("float32", "int32", "float16", "bfloat16"):
-            return False
-        vtype = {(4, 16): "float4", (4, 8): "float2", (2, 16): "float4", (2, 8): "float2"}[
-            (dt.numpy.itemsize if dt.numpy.itemsize == 4 else 2, nbytes)]
-        # Local arrays are never accessed as vectors: with the loop unrolled their
-        # indices are constants and they stay in registers (a vector cast would take
-        # an address and move them to local memory).
-        local = {x.buffer.name for x in walk_stmts(self.k.body)
-                 if isinstance(x, ir.Alloc) and x.buffer.scope == "local"}
-        sbase = None
-        if st.buffer not in local:
-            sbase = self.contiguous(st.indices[0], s.var, n, dt.numpy.itemsize)
-        loads = [x for x in ir.walk_expr(st.value) if isinstance(x, ir.Load)
-                 and s.var in ir.free_vars(x.indices[0]) and x.buffer not in local]
-        vec_loads = {}
-        for ld in loads:
-            ldt = self.buffer_dtype(ld.buffer)
-            base = None
-            if ldt == dt:
-                base = self.contiguous(ld.indices[0], s.var, n, ldt.numpy.itemsize)
-            if base is None:
-                if sbase is not None:
-                    return False  # a vector store needs every varying load as a vector
-                continue
-            vec_loads[ld] = base
-        if sbase is None and not vec_loads:
-            return False
+        vtype = "float4" if vec.bytes == 16 else "float2"
         v = _c(s.var)
         ct = ctype(dt)
         self.emit("{", d)
         names = {}
-        for i, (ld, base) in enumerate(vec_loads.items()):
+        for i, (ld, base) in enumerate(zip(vec.loads, vec.load_bases)):
             name = f"tc_vec{len(self.lines)}_{i}"
             names[ld] = name
             self.emit(f"{ct} {name}[{n}];", d + 1)
@@ -352,7 +306,7 @@ class _Kernel:
         value = _ReplaceLoads(names, v).expr(st.value)
         saved = self.simp.enter_loop(s.var, s.lo, s.extent)
         self.scopes.append({v})
-        if sbase is None:
+        if vec.store_base is None:
             self.emit("#pragma unroll", d + 1)
             self.emit(f"for ({self.index_ctype} {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
             self.emit(f"{st.buffer}[{self.expr(st.indices[0])}] = {self.expr(value)};", d + 2)
@@ -364,13 +318,12 @@ class _Kernel:
             self.emit(f"for ({self.index_ctype} {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
             self.emit(f"{out}[{v}] = {self.expr(value)};", d + 2)
             self.emit("}", d + 1)
-            self.emit(f"*reinterpret_cast<{vtype}*>(&{st.buffer}[{self.expr(sbase)}]) = "
+            self.emit(f"*reinterpret_cast<{vtype}*>(&{st.buffer}[{self.expr(vec.store_base)}]) = "
                       f"*reinterpret_cast<const {vtype}*>({out});", d + 1)
             self.vector_buffers.add(st.buffer)
         self.scopes.pop()
         self.simp.restore(s.var, saved)
         self.emit("}", d)
-        return True
 
     def buffer_dtype(self, name: str):
         for b in self.prog.buffers:

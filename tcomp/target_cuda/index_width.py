@@ -142,8 +142,15 @@ class _Widen(Rewriter):
                                    value=self.value(s.value))
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
+        vector = s.vector
+        if vector is not None:  # its loads are the body's: widened alike
+            vector = dataclasses.replace(
+                vector, loads=tuple(self.value(x) for x in vector.loads),
+                load_bases=tuple(self.index(x) for x in vector.load_bases),
+                store_base=(None if vector.store_base is None
+                            else self.index(vector.store_base)))
         return dataclasses.replace(s, lo=self.index(s.lo), extent=self.index(s.extent),
-                                   body=self.stmt(s.body))
+                                   body=self.stmt(s.body), vector=vector)
 
     def stmt_Let(self, s: ir.Let) -> ir.Stmt:
         wide = s.var in self.names and s.value.dtype == ir.int32

@@ -81,24 +81,23 @@ def target_arch(target: str) -> str:
     return DEFAULT_ARCH
 
 
-def describe_program(prog: ir.Program, op, smem: dict, arch: str) -> dict:
+def describe_program(prog: ir.Program, smem: dict, arch: str) -> dict:
+    """The sidecar's description of `prog` compiled for `arch` (`smem`: per
+    kernel, its dynamic shared memory and 16-byte aligned buffers)."""
     from .. import __version__
     bufs = {b.name: b for b in prog.buffers}
-    sources = {}
-    for i, t in enumerate(op.inputs):
-        for d, dim in enumerate(t.shape):
-            from ..lang.ast import Size
-            if isinstance(dim, Size):
-                sources.setdefault(dim.name, [i, d])
+    declared = prog.declared_shapes
     return {
-        "format": FORMAT, "tcomp_version": __version__, "arch": arch, "op": op.name,
+        "format": FORMAT, "tcomp_version": __version__, "arch": arch, "op": prog.name,
         "inputs": [_buf(bufs[n]) for n in prog.inputs],
-        "outputs": [_buf(bufs[n]) | {"declared_shape": None, "zero_fill": _needs_zero(op, n)}
-                    for n in prog.outputs],
+        "outputs": [_buf(bufs[n]) | {
+            "declared_shape": ([size_to_json(d) for d in declared[n]] if n in declared
+                               else None),
+            "zero_fill": n in prog.zero_fill} for n in prog.outputs],
         "temps": [_buf(b) for b in prog.buffers if b.role == "temp"],
         "sizes": list(prog.sizes), "bound_sizes": dict(prog.bound_sizes),
-        "size_sources": sources,
-        "signature": Signature.from_op(op).to_json(),
+        "size_sources": {name: list(src) for name, src in prog.size_sources.items()},
+        "signature": prog.signature.to_json(),
         "kernels": [{"name": k.name, "grid": [size_to_json(g) for g in k.grid],
                      "block": [size_to_json(b) for b in k.block],
                      "dynamic_smem": smem[k.name]["dynamic_smem"],
@@ -106,27 +105,6 @@ def describe_program(prog: ir.Program, op, smem: dict, arch: str) -> dict:
                      "params": [{"buffer": b} for b in k.buffers] + [{"size": s} for s in k.sizes]}
                     for k in prog.kernels],
     }
-
-
-def _needs_zero(op, name: str) -> bool:
-    """Outputs start zero-filled; skip the fill when the first statement writing
-    the tensor covers all of it (from 0 to its shape in every dimension)."""
-    from ..lang.ast import Const
-    from ..lang.symbolic import NotSymbolic, to_sympy
-    t = op.tensor(name)
-    first = next(st for st in op.statements if st.tensor == name)
-    if first.continues:
-        return True
-    try:
-        for v, dim in zip(first.spatial, t.shape):
-            r = first.range_of(v)
-            if not (isinstance(r.lo, Const) and r.lo.value == 0):
-                return True
-            if (to_sympy(r.hi) - to_sympy(dim)).simplify() != 0:
-                return True
-    except NotSymbolic:
-        return True
-    return False
 
 
 def _buf(b: ir.Buffer) -> dict:
@@ -145,11 +123,11 @@ class Variant:
     module: object = None
 
 
-def compile_variant(prog: ir.Program, op, arch: str, index_bits: int) -> tuple[dict, Variant]:
+def compile_variant(prog: ir.Program, arch: str, index_bits: int) -> tuple[dict, Variant]:
     """Generate and compile `prog` with `index_bits`-bit indices: (meta, variant)."""
     src, smem = program_source(prog, CodegenOptions(index_bits))
-    c = compile_source(src, op.name, CompileOptions(arch))
-    meta = describe_program(prog, op, smem, arch)
+    c = compile_source(src, prog.name, CompileOptions(arch))
+    meta = describe_program(prog, smem, arch)
     meta["index_bits"] = index_bits
     return meta, Variant(index_bits, c.cubin, meta["kernels"], src, c.ptx)
 
@@ -165,9 +143,9 @@ class CudaKernel:
     target = "cuda"
 
     def __init__(self, meta: dict, cubin: bytes, source: str = "", ptx: str = "", program=None,
-                 op=None, wide: Variant | None = None):
+                 wide: Variant | None = None):
         self.meta, self.cubin, self.source, self.ptx = meta, cubin, source, ptx
-        self.program, self.op = program, op
+        self.program = program  # the Kernel IR (built kernels; None for loaded ones)
         bits = int(meta.get("index_bits", 32))
         self._variants = {bits: Variant(bits, cubin, meta["kernels"], source, ptx)}
         self._plans = {}  # index bits -> launch_plan.Plan, made on first use
@@ -183,19 +161,11 @@ class CudaKernel:
         return int(self.meta.get("index_bits", 32))
 
     @classmethod
-    def from_schedule(cls, schedule, sizes=None, target: str = "cuda") -> "CudaKernel":
-        from ..lower.pipeline import lower
-        prog = lower(schedule, sizes)
+    def from_program(cls, prog: ir.Program, target: str = "cuda") -> "CudaKernel":
+        """Compile a lowered program (`tcomp.build` lowers; the target never does)."""
         arch = target_arch(target)
-        meta, v = compile_variant(prog, schedule.op, arch, static_index_bits(prog) or 32)
-        for out, t in zip(meta["outputs"], schedule.op.outputs):
-            if t.declared_shape is not None:
-                from ..lower.translate import size_expr
-                from ..lower.simplify import simplify_expr
-                out["declared_shape"] = [size_to_json(simplify_expr(size_expr(
-                    d, lambda n: ir.const(prog.bound_sizes[n]) if n in prog.bound_sizes
-                    else ir.Var(n)))) for d in t.declared_shape]
-        return cls(meta, v.cubin, v.source, v.ptx, prog, schedule.op)
+        meta, v = compile_variant(prog, arch, static_index_bits(prog) or 32)
+        return cls(meta, v.cubin, v.source, v.ptx, prog)
 
     def variant(self, index_bits: int) -> Variant:
         """The compiled variant of this width; the 64-bit one is compiled on
@@ -205,7 +175,7 @@ class CudaKernel:
                 raise CudaError(f"'{self.meta['op']}' needs 64-bit indexing for these sizes, but "
                                 f"it was loaded from files without the 64-bit variant; export it "
                                 f"again with this version of tcomp (it writes both variants)")
-            _, v = compile_variant(self.program, self.op, self.meta["arch"], index_bits)
+            _, v = compile_variant(self.program, self.meta["arch"], index_bits)
             self._variants[index_bits] = v
         return self._variants[index_bits]
 

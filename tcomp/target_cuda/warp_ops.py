@@ -51,6 +51,9 @@ def _cp_async(gen, call: ir.Call) -> str:
     if nb not in (4, 8, 16):
         raise CudaError(f"codegen: cp_async of {nb} bytes (4, 8 or 16)")
     cache = "cg" if nb == 16 else "ca"
+    # the source's base pointer must be aligned too: checked at launch with the
+    # vector-accessed buffers (16 bytes, which covers 4 and 8)
+    gen.vector_buffers.add(src.buffer)
     daddr = (f"static_cast<unsigned>(__cvta_generic_to_shared(&{dst.buffer}"
              f"[{gen.expr(dst.indices[0])}]))")
     saddr = f"&{src.buffer}[{gen.expr(src.indices[0])}]"

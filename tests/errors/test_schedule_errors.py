@@ -796,11 +796,11 @@ class TestTensorizeArguments:
 
 
 class TestPipeline:
-    @pytest.mark.parametrize("stages", [3, 1, True, "2"])
-    def test_only_double_buffering(self, mm, stages):
+    @pytest.mark.parametrize("stages", [6, 1, True, "2"])
+    def test_stages_from_2_to_5(self, mm, stages):
         s = tcomp.Schedule(mm)
         sched_error(lambda: s["C"].pipeline(s["C"].reduce_axes[0], stages=stages), "pipeline",
-                    "only stages=2", f"got {stages!r}")
+                    "stages must be an int from 2 to 5", f"got {stages!r}")
 
     @pytest.mark.parametrize("how", ["bind", "unroll"])
     def test_not_a_serial_loop(self, mm, how):
@@ -817,7 +817,7 @@ class TestPipeline:
     def test_failure_leaves_schedule_unchanged(self, mm):
         s = tcomp.Schedule(mm)
         C = s["C"]
-        _unchanged(s, lambda: C.pipeline(C.reduce_axes[0], stages=4))
+        _unchanged(s, lambda: C.pipeline(C.reduce_axes[0], stages=6))
 
     def test_no_shared_copy_at_the_loop(self, mm):
         s = tcomp.Schedule(mm)
@@ -837,7 +837,19 @@ class TestPipeline:
         s.cache_read("B", "local", [C]).compute_at(C, ko)
         C.pipeline(ko)
         lowering_error(lambda: tcomp.lower(s, sizes={"M": 2, "K": 4, "N": 2}), "stage 'C'",
-                       "pipeline on 'r_k_o'", "shared copies only", "'B.local'")
+                       "pipeline on 'r_k_o'", "pipelines shared copies only, but 'B.local' is "
+                       "also computed there")
+
+    @pytest.mark.parametrize("stages", [2, 3])
+    def test_no_shared_copy_for_a_ring(self, mm, stages):
+        s = tcomp.Schedule(mm)
+        C = s["C"]
+        (k,) = C.reduce_axes
+        ko, ki = C.split(k, 2)
+        C.pipeline(ko, stages=stages)
+        lowering_error(lambda: tcomp.lower(s, sizes={"M": 2, "K": 4, "N": 2}), "stage 'C'",
+                       "pipeline on 'r_k_o', but no shared-memory copy is computed at that "
+                       "loop")
 
     def test_double_buffered_gemm(self, mm):
         s = tcomp.Schedule(mm)
@@ -1008,7 +1020,7 @@ class TestFailedPrimitiveLeavesScheduleUnchanged:
             lambda: C.compute_at(C, mi),
             lambda: C.rfactor(k),  # after other transformations
             lambda: C.tensorize(mi, None),
-            lambda: C.pipeline(k, stages=3),
+            lambda: C.pipeline(k, stages=6),
             lambda: C.pipeline(mo),
             lambda: s.cache_read("A", "shared", []),
             lambda: s.cache_read("A", "nowhere", [C]),

@@ -201,7 +201,7 @@ def test_sim_on_adversarial_data(kind, data, schedule):
 
 
 def test_max_of_negative_rows_is_negative():
-    """The pin of the max identity (tcomp/lower/translate.py `identity`): with
+    """The pin of the max identity (tcomp/lower/ir.py `identity`): with
     every value in [-10, -0.5], no row's max may be 0.0 on any schedule."""
     op = OPS["max"]
     a = data_all_negative(np.random.default_rng(3))

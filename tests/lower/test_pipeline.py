@@ -70,8 +70,8 @@ def test_pipeline_errors():
     s = shared_mm(False)
     C = s["C"]
     ko = C.leaf_axes[2]
-    with pytest.raises(tcomp.ScheduleError, match="only stages=2"):
-        C.pipeline(ko, stages=3)
+    with pytest.raises(tcomp.ScheduleError, match="stages must be an int from 2 to 5"):
+        C.pipeline(ko, stages=6)
     with pytest.raises(tcomp.ScheduleError, match="must be a serial loop"):
         C.pipeline(C.leaf_axes[0])
     s = tcomp.Schedule(MM)

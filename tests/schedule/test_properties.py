@@ -1026,9 +1026,9 @@ def _illegal_moves(g: Gen):
             moves.append((f"{n}.compute_at itself",
                           lambda stg=stg, a=lv[0]: stg.compute_at(stg, a),
                           ["compute_at", "itself"]))
-            moves.append((f"{n}.pipeline(stages=3)",
-                          lambda stg=stg, a=lv[0]: stg.pipeline(a, stages=3),
-                          ["pipeline", "only stages=2"]))
+            moves.append((f"{n}.pipeline(stages=6)",
+                          lambda stg=stg, a=lv[0]: stg.pipeline(a, stages=6),
+                          ["pipeline", "stages must be an int from 2 to 5"]))
             moves.append((f"{n}.tensorize", lambda stg=stg, a=lv[0]: stg.tensorize(a, "mma"),
                           ["tensorize", "unknown intrinsic"]))
             for m in names:

@@ -280,8 +280,8 @@ def test_bools_and_non_integers_are_not_factors(value):
                                              f"{value!r}"),
             (lambda: C.rasterize(m, n, value), f"rasterize: group must be a positive int, got "
                                                f"{value!r}"),
-            (lambda: C.pipeline(m, value), f"pipeline: only stages=2 (double buffering) is "
-                                           f"supported, got {value!r}")]:
+            (lambda: C.pipeline(m, value), f"pipeline: stages must be an int from 2 to 5, got "
+                                           f"{value!r}")]:
         with pytest.raises(tcomp.ScheduleError) as info:
             fn()
         assert str(info.value) == text

@@ -125,6 +125,9 @@ CASES = [  # (sizes, schedule arguments)
     ({"M": 128, "N": 64, "K": 48}, dict(bm=64, bn=64, wm=64, wn=32, bk=16)),
     ({"M": 64, "N": 128, "K": 64}, dict(bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=True)),
     ({"M": 32, "N": 32, "K": 32}, dict(bm=32, bn=32, wm=16, wn=16, bk=16, pad=False)),
+    ({"M": 64, "N": 64, "K": 96}, dict(bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=3)),
+    ({"M": 64, "N": 128, "K": 64}, dict(bm=64, bn=64, wm=32, wn=64, bk=32, pipeline=4)),
+    ({"M": 32, "N": 32, "K": 32}, dict(bm=32, bn=32, wm=16, wn=16, bk=16, pipeline=5)),
 ]
 
 
@@ -155,3 +158,35 @@ def test_lowering_needs_32_lanes():
     with pytest.raises(tcomp.LoweringError, match=r"tensor-core fragments need blockDim.x == 32 "
                                                   r"\(the lanes of a warp\), but it is 16"):
         tcomp.lower(s, sizes={"M": 32, "N": 32, "K": 16})
+
+
+def test_pipelined_copies_are_cp_async_and_a_missing_wait_is_caught():
+    """The ring's copies are cp.async; dropping the loop's cp_async_wait (a
+    pipelining bug) makes the sim report the read of a tile still in flight."""
+    import dataclasses
+
+    from tcomp.lower import ir
+    from tcomp.lower.pipeline import lower, run_passes
+    from tcomp.lower.rewriter import Rewriter
+    from tcomp.target_sim.executor import run_program
+
+    op, s = tc_gemm(tcomp.op(BF), bm=32, bn=32, wm=16, wn=32, bk=16, pipeline=3)
+    sizes = {"M": 32, "N": 32, "K": 64}
+    text = str(tcomp.lower(s, sizes=sizes))
+    assert text.count("cp_async(") >= 3 and "cp_async_wait(1)" in text
+
+    class NoWait(Rewriter):
+        def stmt_Evaluate(self, e):
+            if e.call.fn == "cp_async_wait" and e.call.args[0] == ir.const(1):
+                return ir.Seq(())
+            return e
+    before = lower(s, sizes=sizes, until="insert_barriers")
+    broken = dataclasses.replace(before, kernels=tuple(
+        dataclasses.replace(k, body=NoWait().stmt(k.body)) for k in before.kernels))
+    prog = run_passes(broken, start="insert_barriers")
+    rng = np.random.default_rng(0)
+    npdt = tcomp.lang.dtypes.bfloat16.numpy
+    env = {"A": rng.standard_normal((32, 64)).astype(npdt),
+           "B": rng.standard_normal((64, 32)).astype(npdt), "C": np.zeros((32, 32), npdt)}
+    with pytest.raises(tcomp.SimError, match="before the asynchronous copy to it completed"):
+        run_program(prog, env, {})

@@ -20,6 +20,10 @@ CASES = [
     ({"M": 384, "N": 512, "K": 192}, dict(bm=128, bn=256, wm=64, wn=64, bk=32)),
     ({"M": 256, "N": 128, "K": 256}, dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=True)),
     ({"M": 64, "N": 64, "K": 64}, dict(bm=64, bn=64, wm=32, wn=32, bk=16, pad=False)),
+    ({"M": 256, "N": 256, "K": 256}, dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=3)),
+    ({"M": 256, "N": 512, "K": 512}, dict(bm=128, bn=256, wm=64, wn=64, bk=32, pipeline=4)),
+    ({"M": 128, "N": 128, "K": 320}, dict(bm=128, bn=128, wm=64, wn=32, bk=64, pipeline=5)),
+    ({"M": 32, "N": 32, "K": 64}, dict(bm=32, bn=32, wm=16, wn=32, bk=16, pipeline=3)),
 ]
 
 

@@ -1,0 +1,162 @@
+"""compute_at: the region a consumer's loop needs of a producer (bound
+inference, Halide style), and the producer built over it inside that loop —
+into a shared or local buffer indexed relative to the region (with
+storage_order, storage_align and the two halves of a double-buffered copy),
+or into its global tensor."""
+from __future__ import annotations
+
+from ..errors import LoweringError
+from ..schedule import threads
+from . import ir
+from .bounds import region as bounding_box
+from .construct import add, ident, lang_sub, sub
+from .context import View
+from .legality import check_cover, check_global_storage_order
+from .printer import expr as show
+from .simplify import simplify_expr
+from .stages import inlined_definition
+from .translate import Translator
+
+
+def region(b, pname, cname, cst, level, info, siblings) -> dict:
+    """Domain {index: (base, extent)} of stage `pname` computed at leaf
+    `level` of `cname`: the region read there by the consumer and by the
+    stages computed after it at the same loop (bound inference). `b`: the
+    Builder."""
+    pst = b.sched.states[pname]
+    pd = pst.definition
+    reads = []
+
+    def collect(t, args, dt):
+        if t == pd.tensor:
+            reads.append(args)
+        inlined = inlined_definition(b.sched, t)
+        if inlined is not None:  # its reads happen here too
+            Translator(dict(zip(inlined.spatial, args)), inlined.lets, b.size,
+                       collect)(inlined.rhs)
+        return ir.Load(t, args, dt)
+    Translator(info.index, cst.definition.lets, b.size, collect)(cst.definition.rhs)
+    # Loops inside the attach point vary; for shared buffers, so do thread loops.
+    vary = {}
+    for j, leaf in enumerate(cst.leaves):
+        relax = pst.scope == "shared" and threads.is_thread(cst.bind.get(leaf))
+        if j > level or relax:
+            vary[info.loopvar[leaf]] = (ir.const(0),
+                                        simplify_expr(sub(info.ext[leaf], ir.const(1))))
+    if pst.scope == "shared":
+        for var, ext, _ in info.ctx.thread_loops:
+            vary[var] = (ir.const(0), simplify_expr(sub(ext, ir.const(1))))
+    # Stages computed at deeper loops of the consumer read through their own
+    # regions, which move with the consumer's inner loop variables.
+    deeper = []
+    for j in range(level + 1, len(cst.leaves)):
+        for q in b.children.get((cname, cst.leaves[j]), []):
+            if pd.tensor in b.sched.states[q].definition.reads():
+                deeper.append((q, b.region(q, cname, cst, j, info, [])))
+    for q, qdom in list(siblings) + deeper:
+        qd = b.sched.states[q].definition
+        if pd.tensor not in qd.reads():
+            continue
+        index = {}
+        for v in qd.spatial + qd.reduce:
+            tmp = f"{ident(q)}.{v}"
+            index[v] = add(qdom[v][0], ir.Var(tmp))
+            vary[tmp] = (ir.const(0), simplify_expr(sub(qdom[v][1], ir.const(1))))
+        Translator(index, qd.lets, b.size, collect)(qd.rhs)
+    reg = bounding_box(reads, vary) if reads else None
+    domain = {}
+    for v in pd.reduce:
+        lo, hi = pd.ranges[v]
+        domain[v] = (b.lsize(lo), b.lsize(lang_sub(hi, lo)))
+    for k, v in enumerate(pd.spatial):
+        lo, hi = pd.ranges[v]
+        if reg is not None:
+            base = reg[k][0]
+            width = simplify_expr(add(sub(reg[k][1], reg[k][0]), ir.const(1)))
+        else:
+            base, width = b.lsize(lo), b.lsize(lang_sub(hi, lo))
+        domain[v] = (base, width)
+    return domain
+
+
+def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None):
+    """Build stage `pname` at leaf `level` of `cname` over `domain`: (buffers
+    to allocate around the loop's body, the producer's nest). With `double`
+    (the loop variable), a shared buffer gets two halves and the consumer
+    reads half `double % 2`. `consumer`: the consumer's loops (for
+    messages). `b`: the Builder."""
+    pst = b.sched.states[pname]
+    pd = pst.definition
+    offsets = [domain[v][0] for v in pd.spatial]
+    allocs = []
+    store_offsets = None
+    if pst.scope in ("shared", "local", "fragment"):
+        shape = []
+        for k, v in enumerate(pd.spatial):
+            w = domain[v][1]
+            if not isinstance(w, ir.Imm):
+                raise LoweringError(f"stage '{pname}' ({pst.scope}) computed at "
+                                    f"'{cname}.{cst.leaves[level]}' needs a region of "
+                                    f"non-constant extent {show(w)} in dimension {k}; split "
+                                    f"the consumer's loops by constants inside that loop"
+                                    f"{_runtime_threads(pst.scope, cst, level, ctx, consumer)}")
+            shape.append(int(w.value))
+        perm = None
+        if pst.storage is not None:
+            perm = tuple(pd.spatial.index(v) for v in pst.storage)
+            shape = [shape[j] for j in perm]
+        shape = _align(shape, [pst.align.get(pd.spatial[j]) for j in
+                               (perm or range(len(pd.spatial)))])
+        prefix = ()
+        if double is not None:
+            var, n = double if isinstance(double, tuple) else (double, 2)
+            shape = [n] + shape
+            prefix = (ir.Bin("%", ir.Var(var), ir.const(n), ir.int32),)
+        buf = ir.Buffer(pd.tensor, b.sched.tensors[pd.tensor][0],
+                        tuple(ir.const(n) for n in shape), pst.scope)
+        allocs.append(buf)
+        ctx.views[pd.tensor] = View(pd.tensor, offsets, prefix, perm)
+        store_offsets = offsets
+    else:
+        check_global_storage_order(pname, pst)
+        if pd.tensor in {t.name for t in b.op.outputs}:
+            check_cover(b.sched, pname, set())
+    prod = b.nest(pname, domain, ctx, store_offsets)
+    return allocs, prod
+
+
+def _runtime_threads(scope, cst, level, ctx, consumer) -> str:
+    """A message's note on the thread loops of runtime extent that a buffer
+    computed at `level` of `cst` must cover: every thread loop of the block for
+    a shared buffer, the consumer's loops inside the attach point for a local one."""
+    loops = []
+    if consumer is not None:
+        for j, leaf in enumerate(cst.leaves):
+            tag = cst.bind.get(leaf, "")
+            if threads.is_thread(tag) and (j > level or scope == "shared"):
+                loops.append((consumer.loopvar[leaf], consumer.ext[leaf], tag))
+    if scope == "shared":
+        loops += [t for t in ctx.thread_loops if t[0] not in {v for v, _, _ in loops}]
+    runtime = [f"'{v}' bound to {tag} runs {show(e)} threads" for v, e, tag in loops
+               if not isinstance(e, ir.Imm)]
+    if not runtime:
+        return ""
+    return (f" ({', '.join(runtime)}, known only at launch, and a {scope} buffer needs a "
+            f"constant size for the threads it serves: split that loop by a constant and bind "
+            f"the inner part)")
+
+
+def _align(shape, aligns):
+    """storage_align: pad the row after an aligned dimension so that the
+    dimension's stride is offset mod factor."""
+    shape = list(shape)
+    for k, a in enumerate(aligns):
+        if a is None or k + 1 >= len(shape):
+            continue
+        factor, offset = a
+        inner = 1
+        for n in shape[k + 2:]:
+            inner *= n
+        while (shape[k + 1] * inner) % factor != offset:
+            shape[k + 1] += 1
+    return shape

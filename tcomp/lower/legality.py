@@ -1,0 +1,108 @@
+"""Legality of stage placement, checked before any loop is built: a stage
+computed at another exists only inside that stage's loops, so its readers must
+be there too; an output (or global tensor) computed inside another stage must
+still be written everywhere."""
+from __future__ import annotations
+
+from ..errors import LoweringError
+from ..lang.ast import Read, walk
+from .stages import effective_reads
+
+
+def check_readers(sched):
+    """A stage computed at another exists only inside that stage's loops:
+    every stage reading it must be computed there too (after it), be the
+    host itself or one of the host's hosts, or — for a global tensor the
+    host computes whole — run in a later kernel."""
+    states = sched.states
+    order = list(states)
+    outputs = {t.name for t in sched.op.outputs}
+
+    def hosts(n):
+        out = []
+        while states[n].attach[0] == "at":
+            n = states[n].attach[1]
+            out.append(n)
+        return out
+
+    def position(n):
+        """Where n is built: (host-chain root first) list of (stage, leaf index, order)."""
+        path = []
+        while states[n].attach[0] == "at":
+            _, h, leaf = states[n].attach
+            path.append((h, states[h].leaves.index(leaf) if leaf in states[h].leaves
+                         else -1, order.index(n)))
+            n = h
+        return list(reversed(path))
+
+    for p, st in states.items():
+        if st.attach[0] != "at":
+            continue
+        host = st.attach[1]
+        pp = position(p)
+        for q, qs in states.items():
+            if q == p or st.tensor not in effective_reads(sched, q):
+                continue
+            if q in hosts(p) or (qs.attach == ("inline",) and qs.tensor not in outputs):
+                continue  # (an inlined stage reads inside its readers, checked themselves)
+            qp = position(q)
+            # q must be built inside the same host loops as p, and after it ...
+            ok = len(qp) >= len(pp) and qp[:len(pp) - 1] == pp[:-1] and \
+                qp[len(pp) - 1][0] == pp[-1][0] and \
+                (qp[len(pp) - 1][1], qp[len(pp) - 1][2]) > (pp[-1][1], pp[-1][2])
+            # ... or, for a tensor in global memory written whole, run in a later kernel.
+            root = lambda n: (hosts(n) or [n])[-1]  # noqa: E731
+            if not ok and st.scope == "global" and order.index(root(q)) > order.index(root(p)):
+                check_cover(sched, p, set())
+                ok = True
+            if not ok:
+                raise LoweringError(
+                    f"stage '{q}' reads '{st.tensor}', which is computed inside '{host}' "
+                    f"(compute_at); compute '{q}' inside '{host}' too, after it, or compute "
+                    f"'{p}' at root")
+
+
+def check_cover(sched, pname, seen):
+    """An output computed inside another stage must still be written
+    everywhere: every stage reading it must read it at plain indices over
+    the output's whole ranges, and be complete itself."""
+    from ..lang.ast import Index
+    st = sched.states[pname]
+    if st.attach[0] != "at" or pname in seen:  # (an inlined output is written at root too)
+        return
+    seen.add(pname)
+    pd = st.definition
+    readers = [q for q, s in sched.states.items() if pd.tensor in s.definition.reads()]
+    for q in readers:
+        qd = sched.states[q].definition
+        for e in [qd.rhs, *qd.lets.values()]:
+            for r in walk(e):
+                if not (isinstance(r, Read) and r.tensor == pd.tensor):
+                    continue
+                ok = len(r.args) == len(pd.spatial) and all(
+                    isinstance(a, Index) and _same(qd.ranges.get(a.name), pd.ranges[v])
+                    for a, v in zip(r.args, pd.spatial))
+                if not ok:
+                    what = "output" if pd.tensor in {t.name for t in sched.op.outputs} \
+                        else "global tensor"
+                    raise LoweringError(
+                        f"stage '{pname}' writes {what} '{pd.tensor}' but is computed inside "
+                        f"'{st.attach[1]}', and '{q}' does not read all of it: part of the "
+                        f"{what} could stay unwritten (compute it at root instead)")
+        check_cover(sched, q, seen)
+
+
+def check_global_storage_order(name, st):
+    if st.storage is not None:
+        raise LoweringError(f"stage '{name}': storage_order lays out shared and local buffers "
+                            f"only, but '{st.tensor}' is in {st.scope} memory")
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return False
+    from ..lang.symbolic import NotSymbolic, to_sympy
+    try:
+        return all((to_sympy(x) - to_sympy(y)).simplify() == 0 for x, y in zip(a, b))
+    except NotSymbolic:
+        return a == b

@@ -1,0 +1,151 @@
+"""Pass: software pipelining with asynchronous copies (`pipeline(ax, stages=N)`,
+N >= 3).
+
+Pre: thread loops bound; a loop with `stages` N whose body starts with the
+copies into rings of N shared buffers allocated around it (`S[k % N, ...] =
+G[...]`, built by pipelining.ring_loop) followed by the compute that reads them.
+Post:
+
+    copy(0); commit; ... copy(N-2); commit            (each guarded by s < n)
+    for k in 0:n:
+      cp_async_wait(N-2); barrier                     (tile k landed; tile k-1 read by all)
+      if k + N-1 < n: copy(k + N-1)                   (into buffer (k + N-1) % N = (k-1) % N)
+      commit
+      compute(k)                                      (reads buffer k % N)
+    cp_async_wait(0)
+
+A copy becomes `cp_async` where its innermost loop is vectorized and moves 4,
+8 or 16 bytes from a global buffer of the same type, contiguous and aligned to
+that size on both sides (constant strides); guards around it stay. Other
+copies stay ordinary stores into the ring: they happen after the barrier that
+ends the reads of that buffer, and at least one barrier before the compute
+that reads them, so they are correct too. (Zero-filling the tail of sizes the
+tile does not divide, with `cp_async`'s source bytes, is not done yet.)
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import LoweringError
+from . import ir
+from .rewriter import Rewriter, substitute, walk_stmts
+from .simplify import Linear, kernel_simplifier
+
+I32 = ir.int32
+
+
+def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
+    if not any(isinstance(x, ir.For) and x.stages >= 3 for x in walk_stmts(k.body)):
+        return k
+    shapes = {b.name: b.shape for b in program.buffers}
+    for x in walk_stmts(k.body):
+        if isinstance(x, ir.Alloc):
+            shapes[x.buffer.name] = x.buffer.shape
+    dtypes = {b.name: b.dtype for b in program.buffers}
+    shared = {x.buffer.name for x in walk_stmts(k.body)
+              if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"}
+    return dataclasses.replace(k, body=_Pipeline(shapes, dtypes, kernel_simplifier(k), shared)
+                               .stmt(k.body))
+
+
+class _Pipeline(Rewriter):
+    def __init__(self, shapes, dtypes, simp, shared):
+        self.shapes, self.dtypes, self.simp, self.shared = shapes, dtypes, simp, shared
+
+    def stmt_For(self, s: ir.For) -> ir.Stmt:
+        s = self.generic_stmt(s)
+        if s.stages < 3:
+            return s
+        n = s.stages
+        body = list(s.body.stmts) if isinstance(s.body, ir.Seq) else [s.body]
+        inside = {x.buffer.name for x in walk_stmts(s.body) if isinstance(x, ir.Alloc)}
+        rings = {b for b in self.shared if b not in inside}
+        copies = []
+        while body and self._is_copy(body[0], rings):
+            copies.append(body.pop(0))
+        if not copies:
+            raise LoweringError(f"pipeline on '{s.var}' (stages={n}): no copy into a shared "
+                                f"ring at the top of the loop")
+        compute = ir.seq(*body)
+        copy = ir.seq(*[_Async(self, s.var).stmt(c) for c in copies])
+        commit = ir.Evaluate(ir.Call("cp_async_commit", (), I32))
+        wait = lambda m: ir.Evaluate(ir.Call("cp_async_wait", (ir.const(m),), I32))  # noqa
+        var, ext = ir.Var(s.var), s.extent
+        prologue = []
+        for j in range(n - 1):
+            step = substitute(copy, {s.var: ir.const(j)})
+            prologue += [ir.If(ir.Bin("<", ir.const(j), ext, ir.bool_), step), commit]
+        ahead = ir.Bin("+", var, ir.const(n - 1), I32)
+        loop_body = ir.seq(
+            wait(n - 2), ir.Barrier(),
+            ir.If(ir.Bin("<", ahead, ext, ir.bool_), substitute(copy, {s.var: ahead})),
+            commit, compute)
+        loop = dataclasses.replace(s, body=loop_body, stages=0)
+        return self.simp.stmt(ir.seq(*prologue, loop, wait(0)))
+
+    def _is_copy(self, s, rings) -> bool:
+        stores = [x for x in walk_stmts(s) if isinstance(x, ir.Store)]
+        return bool(stores) and all(x.buffer in rings for x in stores) and \
+            not any(isinstance(x, (ir.Barrier, ir.Evaluate)) for x in walk_stmts(s))
+
+
+class _Async(Rewriter):
+    """Vectorized copy loops of 4/8/16 aligned bytes -> cp_async. Guards around
+    them stay guards (a piece they exclude is not copied)."""
+
+    def __init__(self, owner: _Pipeline, var: str):
+        self.o, self.var = owner, var
+
+    def stmt_For(self, s: ir.For) -> ir.Stmt:
+        if s.kind != "vectorize" or not isinstance(s.body, ir.Store):
+            return self.generic_stmt(s)
+        made = self._cp_async(s)
+        return made if made is not None else s
+
+    def _cp_async(self, s: ir.For):
+        st = s.body
+        src = st.value
+        while isinstance(src, ir.Cast) and src.dtype == self.o.dtypes.get(
+                getattr(src.x, "buffer", None)):
+            src = src.x
+        if not isinstance(src, ir.Load) or src.buffer not in self.o.dtypes:
+            return None
+        dt = self.o.dtypes[src.buffer]
+        if not isinstance(s.extent, ir.Imm) or not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
+            return None
+        nbytes = int(s.extent.value) * dt.numpy.itemsize
+        if nbytes not in (4, 8, 16) or src.dtype != dt:
+            return None
+        v = ir.Var(s.var)
+        width = nbytes // dt.numpy.itemsize
+        at0 = {s.var: ir.const(0)}
+        dst_idx = tuple(self.o.simp.expr(substitute(i, at0)) for i in st.indices)
+        src_idx = tuple(self.o.simp.expr(substitute(i, at0)) for i in src.indices)
+        for buf, idx, full in ((st.buffer, st.indices, dst_idx), (src.buffer, src.indices, src_idx)):
+            flat = self._flat(buf, idx)
+            if flat is None or flat.terms.get(v) != 1 or any(
+                    s.var in ir.free_vars(a) for a in flat.terms if a != v):
+                return None  # not contiguous along the vector loop
+            base = self._flat(buf, full)
+            if base is None or not _multiple(base, width):
+                return None
+        src_bytes = ir.const(nbytes)
+        return ir.Evaluate(ir.Call("cp_async", (ir.Ref(st.buffer, dst_idx),
+                                                ir.Ref(src.buffer, src_idx),
+                                                ir.const(nbytes), src_bytes), I32))
+
+    def _flat(self, buf, idx) -> Linear | None:
+        shape = self.o.shapes.get(buf)
+        if shape is None or len(shape) != len(idx):
+            return None
+        if not all(isinstance(d, ir.Imm) for d in shape[1:]):
+            return None  # a runtime row length: alignment not known here
+        flat, stride = Linear(), 1
+        for i, d in zip(reversed(idx), reversed(shape)):
+            flat = flat.add(self.o.simp.linear(i).scale(stride))
+            stride *= int(d.value) if isinstance(d, ir.Imm) else 0
+        return flat
+
+
+def _multiple(lin: Linear, t: int) -> bool:
+    return lin.const % t == 0 and all(c % t == 0 for c in lin.terms.values())

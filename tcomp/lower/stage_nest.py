@@ -1,0 +1,166 @@
+"""The loop nest of one stage.
+
+The extents of its axes follow from its domain through the split/fuse
+relations; every original index is rebuilt from the leaf loop variables
+(split: parent = outer * inner_extent + inner; fuse: outer = fused /
+inner_extent, inner = fused % inner_extent); imperfect splits get guards. A
+stage computed at a consumer's loop is built over the region the consumer
+reads there, clamped to its own ranges, and stores relative to that region
+when its buffer is shared or local. How a reduction accumulates is
+reduction.py's part.
+"""
+from __future__ import annotations
+
+from ..errors import LoweringError
+from ..schedule import threads
+from ..schedule.stage import SplitRel
+from . import ir
+from .construct import add, ceildiv, conj, ident, mul, sub
+from .context import StageLoops
+from .loops import for_loop
+from .reduction import init_nest, register_accumulation
+from .simplify import simplify_expr
+from .stages import effective_reads, stage_loc
+from .translate import Translator, cast, combine
+
+
+class StageNest:
+    """Builds stage `stage` over `domain` ({index: (base, extent)}) in the
+    kernel context `ctx`; `store_offsets`: the region's base per dimension
+    when the stage stores into a shared/local buffer of the region's shape.
+    `b`: the Builder. `build()` returns the nest."""
+
+    def __init__(self, b, stage: str, domain: dict, ctx, store_offsets):
+        self.b, self.stage = b, stage
+        self.st = st = b.sched.states[stage]
+        self.d = d = st.definition
+        self.prefix = prefix = ident(stage)
+        ext: dict[str, ir.Expr] = {v: domain[v][1] for v in d.spatial + d.reduce}
+        for r in st.relations:
+            if isinstance(r, SplitRel):
+                e = ext[r.parent]
+                if r.factor is not None:
+                    ext[r.outer] = simplify_expr(ceildiv(e, r.factor))
+                    ext[r.inner] = ir.const(r.factor)
+                else:
+                    ext[r.outer] = ir.const(r.nparts)
+                    ext[r.inner] = simplify_expr(ceildiv(e, r.nparts))
+            else:
+                ext[r.fused] = simplify_expr(mul(ext[r.outer], ext[r.inner]))
+        loopvar = {leaf: ctx.fresh(leaf, prefix) for leaf in st.leaves}
+        val: dict[str, ir.Expr] = {leaf: ir.Var(loopvar[leaf]) for leaf in st.leaves}
+        guards = []  # (kind, condition)
+        for r in reversed(st.relations):
+            if isinstance(r, SplitRel):
+                val[r.parent] = add(mul(val[r.outer], ext[r.inner]), val[r.inner])
+                guards.append((st.kinds[r.parent], ir.Bin("<", val[r.parent], ext[r.parent],
+                                                         ir.bool_)))
+            else:
+                val[r.outer] = ir.Bin("/", val[r.fused], ext[r.inner], ir.int32)
+                val[r.inner] = ir.Bin("%", val[r.fused], ext[r.inner], ir.int32)
+        index = {v: simplify_expr(add(domain[v][0], val[v])) for v in d.spatial + d.reduce}
+        # Clamp to the stage's own ranges when its domain is a region (computed at a consumer).
+        for v in d.spatial:
+            lo, hi = d.ranges[v]
+            lo_ir, hi_ir = b.lsize(lo), b.lsize(hi)
+            guards.append(("spatial", ir.Bin(">=", index[v], lo_ir, ir.bool_)))
+            guards.append(("spatial", ir.Bin("<", index[v], hi_ir, ir.bool_)))
+
+        self.loc = stage_loc(b.sched, stage)
+        self.tr = Translator(index, d.lets, b.size, lambda t, a, dt: b.read(t, a, dt, ctx))
+        self.out_dtype = out_dtype = b.sched.tensors[d.tensor][0]
+        store_idx = [index[v] for v in d.spatial]
+        if store_offsets is not None:
+            store_idx = [sub(i, o) for i, o in zip(store_idx, store_offsets)]
+        store_idx = tuple(simplify_expr(i) for i in store_idx)
+        view = ctx.views.get(d.tensor)
+        if store_offsets is not None and view is not None and view.perm is not None:
+            store_idx = tuple(store_idx[j] for j in view.perm)
+        self.store_idx = store_idx
+        self.target = view.buffer if view is not None else d.tensor
+
+        # Threads along an axis this stage is not spread over (by its own loops or the
+        # loops around it) would all repeat its stores: only thread 0 of that axis
+        # stores. (Read-modify-write accumulation would otherwise race.)
+        # (Not for local buffers: every thread needs its own copy.)
+        # A shared stage's region covers every enclosing thread (it was relaxed over
+        # them), so only its own thread loops spread it.
+        enclosing = set() if st.scope == "shared" else {t for *_, t in ctx.thread_loops}
+        bound = enclosing | set(st.bind.values())
+        if any(b.sched.tensors[t][2] == "fragment" for t in effective_reads(b.sched, stage)):
+            # reading a fragment is warp-wide: the lanes (threadIdx.x) share out its
+            # elements by the fragment's layout (tensor_cores.py)
+            bound.add(threads.THREAD[0].name)
+        for tag in (a.name for a in threads.THREAD):
+            if tag not in bound and st.scope not in ("local", "fragment"):
+                guards.append(("spatial", ir.Bin("==", ir.Var(tag), ir.const(0), ir.bool_)))
+        self.guards = guards
+        self.sg = conj([c for k, c in guards if k == "spatial"])
+        self.allg = conj([c for _, c in guards])
+        self.reduce_leaves = reduce_leaves = [l for l in st.leaves if st.kinds[l] == "reduce"]
+        # A `!` reduction with nothing to reduce (e.g. an rfactor stage) is an assignment.
+        self.reducing = reducing = d.reduce_op is not None and bool(d.reduce or not d.init)
+        self.acc_dt = acc_dt = d.acc_dtype if reducing else None
+
+        self.first_red = (st.leaves.index(reduce_leaves[0]) if reduce_leaves
+                          else len(st.leaves))
+        self.registers = registers = reducing and all(
+            st.kinds[l] == "reduce" for l in st.leaves[self.first_red:])
+        if reducing and not registers and out_dtype != acc_dt:
+            raise LoweringError(f"stage '{stage}': spatial loops inside its reduction loops "
+                                f"accumulate in '{d.tensor}' ({out_dtype}), but the reduction "
+                                f"needs {acc_dt}; use cache_write(..., 'local') to accumulate "
+                                f"in {acc_dt}")
+
+        self.acc_name = ctx.fresh(f"{ident(d.tensor)}_acc", prefix) if registers else None
+        self.info = StageLoops(loopvar, ext, domain, index, ctx)
+
+        self.cross = cross = [l for l in reduce_leaves if l in st.bind]
+        if cross and not registers:
+            raise LoweringError(f"stage '{stage}': its reduction across threads (axis "
+                                f"'{cross[0]}') needs every reduction loop inside every spatial "
+                                f"loop; reorder the reduction axes innermost")
+
+    # ------------------------------------------------------------ pieces
+    @staticmethod
+    def guarded(cond, s):
+        return s if cond is None else ir.If(cond, s)
+
+    def store(self, value):
+        return ir.Store(self.target, self.store_idx, cast(value, self.out_dtype), loc=self.loc)
+
+    def current(self):
+        return cast(ir.Load(self.target, self.store_idx, self.out_dtype), self.acc_dt)
+
+    def value(self):
+        d = self.d
+        if self.reducing:
+            return cast(self.tr(d.rhs), self.acc_dt)
+        return cast(self.tr(d.rhs), d.acc_dtype) if d.reduce_op is not None else self.tr(d.rhs)
+
+    # ------------------------------------------------------------ loops
+    def build(self) -> ir.Stmt:
+        return self.leaf_loop(0)
+
+    def leaf_loop(self, i: int) -> ir.Stmt:
+        st, d = self.st, self.d
+        if self.registers and i == self.first_red:
+            return register_accumulation(self, i)
+        if i == len(st.leaves):
+            if self.reducing:
+                return self.guarded(self.allg, self.store(
+                    combine(d.reduce_op, self.current(), self.value(), self.acc_dt)))
+            return self.guarded(self.allg, self.store(self.value()))
+        pre = None
+        if self.reducing and not self.registers and d.init and i == self.first_red:
+            pre = init_nest(self, i)
+        return self.b.loop(self.stage, st, i, self.info, lambda: self.leaf_loop(i + 1), pre)
+
+    def reduction_loops(self, i, inner_stmt):
+        if i == len(self.st.leaves):
+            return inner_stmt()
+        return self.b.loop(self.stage, self.st, i, self.info,
+                           lambda: self.reduction_loops(i + 1, inner_stmt))
+
+    def for_loop(self, leaf, body) -> ir.For:
+        return for_loop(self.st, leaf, self.info.loopvar[leaf], self.info.ext[leaf], body)

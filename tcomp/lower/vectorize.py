@@ -1,0 +1,96 @@
+"""Pass: vector accesses of vectorized loops.
+
+Pre: storage flattened (one subscript per access); vectorized loops innermost
+with a constant extent (the `unroll` pass checked them).
+Post: a vectorized loop whose body is one unguarded store, starting at 0,
+moving 8 or 16 bytes of float32, int32, float16 or bfloat16 in all, carries
+`For.vector` (ir.VectorAccess): every load of the body whose offsets are
+`base + var` with `base` a multiple of the lane count, in the store's type,
+is read as one vector; the store is written as one vector when it is
+contiguous and aligned too, else lane by lane — but a vector store needs
+every load that varies with the loop to be a vector too (else the loop gets
+no vector accesses). Local arrays are never accessed as vectors: with the
+loop unrolled their subscripts are constants and they stay in registers (a
+vector access would take their address and move them to local memory).
+A loop with no vector access keeps `vector=None` (targets emit it unrolled).
+Nothing else changes: the loop's meaning is its lanes', in order.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from . import ir
+from .rewriter import Rewriter, walk_stmts
+from .simplify import Linear, Simplifier
+
+VECTOR_BYTES = (8, 16)
+VECTOR_TYPES = ("float32", "int32", "float16", "bfloat16")
+
+
+def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
+    dtypes = {b.name: b.dtype for b in program.buffers}
+    local = set()
+    for x in walk_stmts(k.body):
+        if isinstance(x, ir.Alloc):
+            dtypes.setdefault(x.buffer.name, x.buffer.dtype)
+            if x.buffer.scope == "local":
+                local.add(x.buffer.name)
+    return dataclasses.replace(k, body=_Vectorize(dtypes, local).stmt(k.body))
+
+
+class _Vectorize(Rewriter):
+    def __init__(self, dtypes: dict, local: set):
+        self.dtypes, self.local = dtypes, local
+        self.simp = Simplifier()  # linear forms only (no ranges needed)
+
+    def stmt_For(self, s: ir.For) -> ir.Stmt:
+        if s.kind != "vectorize":
+            return self.generic_stmt(s)
+        vector = self.decide(s)
+        return s if vector is None else dataclasses.replace(s, vector=vector)
+
+    def decide(self, s: ir.For) -> ir.VectorAccess | None:
+        if not isinstance(s.extent, ir.Imm) or not isinstance(s.body, ir.Store):
+            return None
+        if not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
+            return None
+        n = int(s.extent.value)
+        st = s.body
+        dt = self.dtypes.get(st.buffer)
+        if dt is None:
+            return None
+        nbytes = n * dt.numpy.itemsize
+        if nbytes not in VECTOR_BYTES or dt.name not in VECTOR_TYPES:
+            return None
+        sbase = None
+        if st.buffer not in self.local:
+            sbase = self.contiguous(st.indices[0], s.var, n)
+        loads = [x for x in ir.walk_expr(st.value) if isinstance(x, ir.Load)
+                 and s.var in ir.free_vars(x.indices[0]) and x.buffer not in self.local]
+        vec_loads = {}
+        for ld in loads:
+            base = None
+            if self.dtypes.get(ld.buffer) == dt:
+                base = self.contiguous(ld.indices[0], s.var, n)
+            if base is None:
+                if sbase is not None:
+                    return None  # a vector store needs every varying load as a vector
+                continue
+            vec_loads[ld] = base
+        if sbase is None and not vec_loads:
+            return None
+        return ir.VectorAccess(nbytes, tuple(vec_loads), tuple(vec_loads.values()), sbase)
+
+    def contiguous(self, index: ir.Expr, var: str, width: int):
+        """The base of `index` when it is `base + var` with `base` a multiple of
+        `width` elements, else None."""
+        lin = self.simp.linear(index)
+        key = ir.Var(var)
+        if lin.terms.get(key) != 1:
+            return None
+        rest = Linear({a: c for a, c in lin.terms.items() if a != key}, lin.const)
+        if any(ir.free_vars(a) & {var} for a in rest.terms):
+            return None
+        if rest.const % width or any(c % width for c in rest.terms.values()):
+            return None
+        return rest.to_expr()
