@@ -327,6 +327,12 @@ def fma(sizes=None, threads=256):
 TC_GEMM = "def gemm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
 
 
+TC_GEMM_GELU = """def gemm_bias_gelu(bfloat16(M,K) A, bfloat16(K,N) B, float(N) bias) -> (D) {
+  C(m, n) +=! float(A(m, k)) * float(B(k, n))
+  D(m, n) = bfloat16(0.5 * x * (1.0 + erf(x * 0.70710678118654752))) where x = C(m, n) + bias(n)
+}"""
+
+
 def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=True,
             pipeline=False):
     """Tensor-core GEMM (mma.sync m16n8k16): blocks of bm x bn outputs, warps
@@ -339,11 +345,18 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
     `pipeline=True` (or 2), the next K tile is loaded into registers while
     this one is computed (double-buffered shared tiles); with pipeline=N (3 to
     5), the tiles of the next N-1 steps are copied with cp.async into a ring
-    of N shared buffers (`Stage.pipeline`)."""
+    of N shared buffers (`Stage.pipeline`). An `op` of two statements (a GEMM
+    `C` then an elementwise output of it, e.g. TC_GEMM_GELU) gets the same
+    schedule on its output, with C kept in fragments: the epilogue is computed
+    from the accumulator registers (fused, no round trip through memory)."""
     op = op or tcomp.op(TC_GEMM)
     s = tcomp.Schedule(op)
-    C = s["C"]
-    CF = s.cache_write(C, "fragment")
+    if len(s.stages) == 1:
+        C = s["C"]
+        CF = s.cache_write(C, "fragment")
+    else:  # C(m, n) +=! ... then an elementwise D(m, n) of it: D's loops, C in fragments
+        C, CF = s[op.outputs[0].name], s["C"]
+        CF.set_scope("fragment")
     m, n = C.axes
     mo, no, mi, ni = C.tile(m, n, bm, bn)
     mw, mf = C.split(mi, wm)

@@ -73,13 +73,64 @@ def sass_stats(cubin: bytes) -> dict:
     return out
 
 
+BEST = dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3)
+
+
+def run_fp16(args):
+    M, N, K = (int(x) for x in args.sizes[0].split(","))
+    A = torch.randn(M, K, device="cuda").half()
+    B = torch.randn(K, N, device="cuda").half()
+    lib = timed(lambda: torch.matmul(A, B), args.reps)
+    op = tcomp.op(S.TC_GEMM.replace("bfloat16", "float16"))
+    op, s = S.tc_gemm(op, **BEST)
+    k = tcomp.build(s, target="cuda", sizes={"M": M, "N": N, "K": K})
+    sample = torch.randint(0, M, (64,), device="cuda")
+    exact = A[sample].double() @ B.double()
+    err = ((k(A, B)[sample].double() - exact).abs() / (exact.abs() + 1)).max().item()
+    t = timed(lambda: k(A, B), args.reps)
+    flop = 2 * M * N * K
+    print(f"fp16 {M}x{N}x{K}: torch.matmul {lib:.3f} ms, tcomp {t:.3f} ms {flop / t / 1e9:.0f} "
+          f"TFLOP/s ratio {lib / t:.2f} (err {err:.1e})", flush=True)
+    return [dict(M=M, N=N, K=K, variant="fp16 " + str(BEST), ms=t, lib_ms=lib, ratio=lib / t,
+                 err=err, ok=err < 2e-2)]
+
+
+def run_epilogue(args):
+    M, N, K = (int(x) for x in args.epilogue.split(","))
+    A = torch.randn(M, K, device="cuda").bfloat16()
+    B = torch.randn(K, N, device="cuda").bfloat16()
+    bias = torch.randn(N, device="cuda")
+    F = torch.nn.functional
+    bias16 = bias.bfloat16()
+    eager = lambda: F.gelu(torch.matmul(A, B) + bias16)  # noqa: E731
+    lib = timed(eager, args.reps)
+    op, s = S.tc_gemm(tcomp.op(S.TC_GEMM_GELU), **BEST)
+    k = tcomp.build(s, target="cuda", sizes={"M": M, "N": N, "K": K})
+    sample = torch.randint(0, M, (64,), device="cuda")
+    x = A[sample].double() @ B.double() + bias.double()
+    exact = 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    err = ((k(A, B, bias)[sample].double() - exact).abs() / (exact.abs() + 1)).max().item()
+    t = timed(lambda: k(A, B, bias), args.reps)
+    print(f"GEMM + bias + GELU {M}x{N}x{K}: torch.matmul + eager epilogue {lib:.3f} ms, tcomp "
+          f"fused {t:.3f} ms, ratio {lib / t:.2f} (err {err:.1e})", flush=True)
+    return [dict(M=M, N=N, K=K, variant="bias+gelu " + str(BEST), ms=t, lib_ms=lib,
+                 ratio=lib / t, err=err, ok=err < 2e-2)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", nargs="*", default=["4096,4096,4096", "8192,8192,8192"])
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--fp16", action="store_true", help="also float16 GEMMs at the first size")
+    ap.add_argument("--epilogue", default="8192,8192,4096",
+                    help="M,N,K of the fused GEMM + bias + GELU case ('' to skip)")
     args = ap.parse_args()
     rows = []
+    if args.fp16:
+        rows += run_fp16(args)
+    if args.epilogue:
+        rows += run_epilogue(args)
     for text in args.sizes:
         M, N, K = (int(x) for x in text.split(","))
         A = torch.randn(M, K, device="cuda").bfloat16()

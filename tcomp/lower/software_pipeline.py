@@ -16,11 +16,12 @@ Post:
 
 A copy becomes `cp_async` where its innermost loop is vectorized and moves 4,
 8 or 16 bytes from a global buffer of the same type, contiguous and aligned to
-that size on both sides (constant strides); guards around it stay. Other
+that size on both sides (constant strides); guards around it stay, and a
+zero-filled piece (a shared tile that fragments read stores 0 outside the
+tensor) reads 0 source bytes where it lies outside. Other
 copies stay ordinary stores into the ring: they happen after the barrier that
 ends the reads of that buffer, and at least one barrier before the compute
-that reads them, so they are correct too. (Zero-filling the tail of sizes the
-tile does not divide, with `cp_async`'s source bytes, is not done yet.)
+that reads them, so they are correct too.
 """
 from __future__ import annotations
 
@@ -105,6 +106,9 @@ class _Async(Rewriter):
     def _cp_async(self, s: ir.For):
         st = s.body
         src = st.value
+        inside = None  # a zero-filled copy: Select(inside the tensor, load, 0)
+        if isinstance(src, ir.Select) and isinstance(src.b, ir.Imm) and src.b.value == 0:
+            inside, src = src.cond, src.a
         while isinstance(src, ir.Cast) and src.dtype == self.o.dtypes.get(
                 getattr(src.x, "buffer", None)):
             src = src.x
@@ -130,9 +134,34 @@ class _Async(Rewriter):
             if base is None or not _multiple(base, width):
                 return None
         src_bytes = ir.const(nbytes)
+        if inside is not None:
+            cond = self._per_piece(inside, v, width)
+            if cond is None:
+                return None
+            src_bytes = ir.Select(cond, ir.const(nbytes), ir.const(0), I32)
         return ir.Evaluate(ir.Call("cp_async", (ir.Ref(st.buffer, dst_idx),
                                                 ir.Ref(src.buffer, src_idx),
                                                 ir.const(nbytes), src_bytes), I32))
+
+    def _per_piece(self, cond, v, width):
+        """`cond` for the whole vector piece (the same for its `width` lanes),
+        or None: terms without `v` stay; `e + v < c` and `e + v >= c`, with e and
+        c multiples of `width`, hold for every lane when they hold for v = 0."""
+        if isinstance(cond, ir.Bin) and cond.op == "&&":
+            a = self._per_piece(cond.a, v, width)
+            b = self._per_piece(cond.b, v, width)
+            return None if a is None or b is None else ir.Bin("&&", a, b, ir.bool_)
+        if v.name not in ir.free_vars(cond):
+            return cond
+        if isinstance(cond, ir.Bin) and cond.op in ("<", ">=") and \
+                v.name not in ir.free_vars(cond.b):
+            lin = self.o.simp.linear(cond.a)
+            rest = Linear({a: c for a, c in lin.terms.items() if a != v}, lin.const)
+            bound = self.o.simp.linear(cond.b)
+            if lin.terms.get(v) == 1 and not any(v.name in ir.free_vars(a) for a in rest.terms) \
+                    and _multiple(rest, width) and _multiple(bound, width):
+                return ir.Bin(cond.op, rest.to_expr(), cond.b, ir.bool_)
+        return None
 
     def _flat(self, buf, idx) -> Linear | None:
         shape = self.o.shapes.get(buf)

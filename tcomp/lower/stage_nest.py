@@ -60,11 +60,25 @@ class StageNest:
                 val[r.inner] = ir.Bin("%", val[r.fused], ext[r.inner], ir.int32)
         index = {v: simplify_expr(add(domain[v][0], val[v])) for v in d.spatial + d.reduce}
         # Clamp to the stage's own ranges when its domain is a region (computed at a consumer).
+        clamps = []
         for v in d.spatial:
             lo, hi = d.ranges[v]
             lo_ir, hi_ir = b.lsize(lo), b.lsize(hi)
-            guards.append(("spatial", ir.Bin(">=", index[v], lo_ir, ir.bool_)))
-            guards.append(("spatial", ir.Bin("<", index[v], hi_ir, ir.bool_)))
+            clamps.append(ir.Bin(">=", index[v], lo_ir, ir.bool_))
+            clamps.append(ir.Bin("<", index[v], hi_ir, ir.bool_))
+        # Tensor-core tiles are whole: a fragment stage computes its full tile (the
+        # edges of the tensors are zeros in the shared tiles it reads, so its extra
+        # elements are zeros or never stored), and a shared copy that fragments read
+        # stores zero outside the tensor instead of skipping those elements.
+        self.zero_outside = None
+        if st.scope == "fragment":
+            guards = [(k, c) for k, c in guards if k != "reduce"]
+        elif st.scope == "shared" and any(
+                o.scope == "fragment" and d.tensor in o.definition.reads()
+                for o in b.sched.states.values()):
+            self.zero_outside = conj(clamps)
+        else:
+            guards += [("spatial", c) for c in clamps]
 
         self.loc = stage_loc(b.sched, stage)
         self.tr = Translator(index, d.lets, b.size, lambda t, a, dt: b.read(t, a, dt, ctx))
@@ -134,6 +148,10 @@ class StageNest:
 
     def value(self):
         d = self.d
+        if self.zero_outside is not None:
+            v = cast(self.tr(d.rhs), self.out_dtype)  # (a copy: no change of value)
+            return ir.Select(self.zero_outside, v, ir.Imm(0, v.dtype) if not v.dtype.is_float
+                             else ir.Imm(0.0, v.dtype), v.dtype)
         if self.reducing:
             return cast(self.tr(d.rhs), self.acc_dt)
         return cast(self.tr(d.rhs), d.acc_dtype) if d.reduce_op is not None else self.tr(d.rhs)

@@ -139,9 +139,9 @@ class _Tensorize(Rewriter):
             return dataclasses.replace(s, kind="serial", intrin=None)
         if store is None or len(loops) != 3:
             raise LoweringError(f"tensorize {s.intrin}: the loops from '{s.var}' inward are not "
-                                f"a perfect nest of three loops around one update (guards from "
-                                f"sizes that are not multiples of the tile are not supported "
-                                f"yet: use sizes the block tile divides)")
+                                f"a perfect nest of three loops around one update (a guard "
+                                f"inside them: make the warp tile a multiple of the "
+                                f"intrinsic's tile)")
         return self._mma(s, loops, store)
 
     def _role(self, name, role):

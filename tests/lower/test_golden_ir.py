@@ -664,7 +664,7 @@ def test_dump_writes_one_file_per_pass(name, tmp_path):
     if name == "cache_read_shared":
         assert "@threadIdx.x" in build and "@threadIdx.x" not in bound
         assert "barrier()" not in (tmp_path / "02_simplify.txt").read_text()
-        assert "barrier()" in (tmp_path / "04_insert_barriers.txt").read_text()
+        assert "barrier()" in (tmp_path / "05_insert_barriers.txt").read_text()
 
 
 def test_dump_until(tmp_path):

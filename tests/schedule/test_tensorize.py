@@ -128,6 +128,11 @@ CASES = [  # (sizes, schedule arguments)
     ({"M": 64, "N": 64, "K": 96}, dict(bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=3)),
     ({"M": 64, "N": 128, "K": 64}, dict(bm=64, bn=64, wm=32, wn=64, bk=32, pipeline=4)),
     ({"M": 32, "N": 32, "K": 32}, dict(bm=32, bn=32, wm=16, wn=16, bk=16, pipeline=5)),
+    # sizes the tiles do not divide: zero-filled shared tiles, guarded stores
+    ({"M": 40, "N": 24, "K": 40}, dict(bm=32, bn=32, wm=16, wn=32, bk=16)),
+    ({"M": 37, "N": 53, "K": 29}, dict(bm=32, bn=32, wm=16, wn=32, bk=16, pipeline=3)),
+    ({"M": 100, "N": 72, "K": 56}, dict(bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=4)),
+    ({"M": 45, "N": 70, "K": 33}, dict(bm=32, bn=32, wm=16, wn=16, bk=16, pipeline=True)),
 ]
 
 
@@ -190,3 +195,40 @@ def test_pipelined_copies_are_cp_async_and_a_missing_wait_is_caught():
            "B": rng.standard_normal((64, 32)).astype(npdt), "C": np.zeros((32, 32), npdt)}
     with pytest.raises(tcomp.SimError, match="before the asynchronous copy to it completed"):
         run_program(prog, env, {})
+
+
+def test_zero_filled_tail_copies_are_cp_async():
+    """K = 56 (not a multiple of the K tile, but of 8): the tail pieces are
+    cp.async with 0 source bytes outside the tensor (zero-fill)."""
+    op, s = tc_gemm(tcomp.op(BF), bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=4)
+    text = str(tcomp.lower(s, sizes={"M": 100, "N": 72, "K": 56}))
+    assert "cp_async(" in text and "? 16 : 0)" in text
+
+
+def test_warp_tile_not_a_multiple_of_the_intrinsic():
+    op, s = tc_gemm(tcomp.op(BF), bm=48, bn=32, wm=24, wn=32, bk=16)
+    with pytest.raises(tcomp.LoweringError, match=r"tensorize mma_m16n8k16: the loops from "
+                                                  r"'m_i' inward are not a perfect nest of three "
+                                                  r"loops around one update \(a guard inside "
+                                                  r"them"):
+        tcomp.lower(s, sizes={"M": 48, "N": 32, "K": 16})
+
+
+@pytest.mark.parametrize("sizes", [{"M": 64, "N": 64, "K": 32}, {"M": 70, "N": 72, "K": 40}])
+def test_fused_bias_gelu_epilogue_from_the_fragments(sizes):
+    """GEMM + bias + GELU as one comprehension: the accumulator stays in
+    fragments and the epilogue runs over each lane's own elements."""
+    op, s = tc_gemm(tcomp.op(_S.TC_GEMM_GELU), bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=3)
+    text = str(tcomp.lower(s, sizes=sizes))
+    assert "alloc fragment float32 C[" in text and "erf(" in text
+    assert "buffer temp" not in text  # C never reaches global memory
+    rng = np.random.default_rng(4)
+    npdt = tcomp.lang.dtypes.bfloat16.numpy
+    A = rng.standard_normal((sizes["M"], sizes["K"])).astype(npdt)
+    B = rng.standard_normal((sizes["K"], sizes["N"])).astype(npdt)
+    bias = rng.standard_normal(sizes["N"]).astype(np.float32)
+    got = tcomp.build(s, target="sim", sizes=sizes)(A, B, bias).astype(np.float64)
+    want = tcomp.evaluate(op, A, B, bias).astype(np.float64)
+    # the float32 accumulator is rounded after each k16 step (evaluate: once), so
+    # results may differ by a rounding of the bfloat16 output
+    assert (np.abs(got - want) <= np.abs(want) * 2.0 ** -7 + 1e-6).all()
