@@ -6,6 +6,7 @@ or into its global tensor."""
 from __future__ import annotations
 
 from ..errors import LoweringError
+from ..schedule import threads
 from . import ir
 from .bounds import region as bounding_box
 from .construct import add, ident, lang_sub, sub
@@ -38,7 +39,7 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
     # Loops inside the attach point vary; for shared buffers, so do thread loops.
     vary = {}
     for j, leaf in enumerate(cst.leaves):
-        relax = pst.scope == "shared" and cst.bind.get(leaf, "").startswith("threadIdx")
+        relax = pst.scope == "shared" and threads.is_thread(cst.bind.get(leaf))
         if j > level or relax:
             vary[info.loopvar[leaf]] = (ir.const(0),
                                         simplify_expr(sub(info.ext[leaf], ir.const(1))))
@@ -132,7 +133,7 @@ def _runtime_threads(scope, cst, level, ctx, consumer) -> str:
     if consumer is not None:
         for j, leaf in enumerate(cst.leaves):
             tag = cst.bind.get(leaf, "")
-            if tag.startswith("threadIdx") and (j > level or scope == "shared"):
+            if threads.is_thread(tag) and (j > level or scope == "shared"):
                 loops.append((consumer.loopvar[leaf], consumer.ext[leaf], tag))
     if scope == "shared":
         loops += [t for t in ctx.thread_loops if t[0] not in {v for v, _, _ in loops}]

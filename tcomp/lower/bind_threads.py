@@ -36,13 +36,12 @@ class _Bind(Rewriter):
         body = self.stmt(s.body)
         if s.kind != "thread":
             return s if body is s.body else dataclasses.replace(s, body=body)
-        axis = "xyz".index(s.tag[-1])
-        full = self.block[axis] if s.tag.startswith("threadIdx") else None
+        full = self.block[s.tag.dim] if s.tag.is_thread else None
         # (Block dimensions are the loops' own extents, or wider: a constant
         # wider than this loop, or a reduction's max(extent, 1).)
         if full is not None and simplify_expr(s.extent) != full:
             body = _Predicate(ir.Bin("<", ir.Var(s.var), s.extent, ir.bool_)).stmt(body)
-        value = ir.Var(s.tag)
+        value = ir.Var(s.tag.name)
         if not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
             value = ir.Bin("+", s.lo, value, ir.int32)
         return ir.Let(s.var, value, body)

@@ -1,8 +1,8 @@
 """Pass: storage flattening — multi-dimensional subscripts become one
 row-major offset per buffer.
 
-Pre: Load/Store carry one subscript per buffer dimension.
-Post: Load/Store carry a single subscript. Both targets run the IR after this
+Pre: Load/Store/Ref carry one subscript per buffer dimension.
+Post: Load/Store/Ref carry a single subscript. Both targets run the IR after this
 pass (the sim runs the IR before it too, on an error, to name the dimension
 at fault).
 """

@@ -1,7 +1,11 @@
 """Kernel IR: loops, buffers with scopes, loads/stores, barriers, intrinsics.
 
 Frozen dataclasses; children are tuples; edit with `dataclasses.replace` or a
-`Rewriter` (rewriter.py). Types are the language's `DType`s. Integer `/` and
+`Rewriter` (rewriter.py). A node's children are derived from its fields
+(`children`): every field declared as an `Expr`, a `Stmt` or a tuple of them,
+so the rewriter, the visitor and the walks below need no list of node types.
+A new node touches its definition here, its printer line (printer.py), its
+CUDA emitter and its sim rule, nothing else. Types are the language's `DType`s. Integer `/` and
 `%` floor toward negative infinity, as in the language.
 
 Designed for what comes next: `Call` carries intrinsics by name with typed
@@ -12,10 +16,15 @@ loops, and `Kernel.params` may hold launch-time objects.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+import typing
+from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 from ..lang import dtypes
 from ..lang.dtypes import DType
+from ..schedule import threads
+from ..schedule.threads import ThreadAxis
 
 int32, bool_ = dtypes.int32, dtypes.bool_
 
@@ -35,7 +44,8 @@ class Imm(Expr):
 
 @dataclass(frozen=True)
 class Var(Expr):
-    """A loop variable, a thread/block index (`threadIdx.x`), or a size parameter."""
+    """A loop variable, a thread/block index (named by its axis's spelling,
+    `threadIdx.x`: schedule/threads.py), or a size parameter."""
     name: str
     dtype: DType = int32
 
@@ -49,8 +59,14 @@ class Load(Expr):
 
 @dataclass(frozen=True)
 class Ref(Expr):
-    """The address of `buffer[indices]`: an intrinsic's operand (a fragment's
-    first register, a shared-memory row), not a value. Only intrinsic calls take it."""
+    """The address of the element `buffer[indices]`, not its value: an operand
+    of an intrinsic that reads or writes memory there (a fragment's first
+    register, a shared-memory row, an asynchronous copy's source and
+    destination). Only an intrinsic whose registry entry (intrinsics.py) takes
+    a reference at that position consumes one; anywhere else the verifier and
+    the sim refuse it. Flattening turns the subscripts into one offset, like a
+    Load's; CUDA prints `(&buffer[offset])`. `dtype`: what the address points
+    to, where a rule needs it (int32 when left out)."""
     buffer: str
     indices: tuple[Expr, ...]
     dtype: DType = int32
@@ -129,23 +145,29 @@ class VectorAccess:
 @dataclass(frozen=True)
 class For(Stmt):
     """`for var in lo:lo+extent`. kind: serial | unroll | vectorize | thread |
-    tensorize. A thread loop has `tag` (threadIdx.x, blockIdx.y, ...): its
-    iterations are spread over threads or blocks instead of executed in
-    sequence. A tensorize loop names `intrin`, the intrinsic that computes it
-    and the loops inside it (lower/tensor_cores.py replaces them by it). A
-    vectorized loop may carry `vector`, its vector accesses (after the
-    `vectorize` pass); its meaning is the loop's, lane by lane. A loop with
-    `stages` >= 3 starts with copies into rings of that many shared buffers,
-    which software_pipeline.py issues that many iterations ahead."""
+    tensorize. A thread loop has `tag`, the ThreadAxis (threadIdx.x,
+    blockIdx.y, ...) its iterations are spread over instead of executed in
+    sequence; the spelling ("threadIdx.x") is accepted and parsed
+    (schedule/threads.py). A tensorize loop names `intrin`, the intrinsic that
+    computes it and the loops inside it (lower/tensor_cores.py replaces them
+    by it). A vectorized loop may carry `vector`, its vector accesses (after
+    the `vectorize` pass); its meaning is the loop's, lane by lane. A loop
+    with `stages` >= 3 starts with copies into rings of that many shared
+    buffers, which software_pipeline.py issues that many iterations ahead."""
+    BINDS: ClassVar[str] = "body"  # `var` is defined in `body` (not in lo, extent)
     var: str
     lo: Expr
     extent: Expr
     kind: str
     body: Stmt
-    tag: str | None = None
+    tag: ThreadAxis | None = None
     intrin: str | None = None
     vector: VectorAccess | None = None
     stages: int = 0  # > 0: the shared copies at the top of its body form a ring of that depth
+
+    def __post_init__(self):
+        if self.tag is not None and type(self.tag) is not ThreadAxis:
+            object.__setattr__(self, "tag", threads.axis(self.tag))
 
 
 @dataclass(frozen=True)
@@ -163,6 +185,7 @@ class Seq(Stmt):
 @dataclass(frozen=True)
 class Let(Stmt):
     """Bind `var` to `value` in `body` (thread indices, hoisted offsets)."""
+    BINDS: ClassVar[str] = "body"
     var: str
     value: Expr
     body: Stmt
@@ -170,7 +193,9 @@ class Let(Stmt):
 
 @dataclass(frozen=True)
 class Barrier(Stmt):
-    """Synchronise the threads of a block (`__syncthreads`)."""
+    """Synchronise the threads of a block (`__syncthreads`): the intrinsic
+    "barrier" (intrinsics.py), a node of its own because passes place it."""
+    INTRINSIC: ClassVar[str] = "barrier"
     scope: str = "block"
 
 
@@ -180,17 +205,24 @@ class AllReduce(Stmt):
     with `op` over the `extent` threads along `tag`; afterwards every one of
     those threads holds the result. Reached by every thread of the block.
     `extent` is a size expression equal to the block's dimension along `tag`
-    (any count from 1 to 1024, possibly known only at launch)."""
+    (any count from 1 to 1024, possibly known only at launch). The intrinsic
+    "allreduce" (intrinsics.py), with its operands as fields."""
+    INTRINSIC: ClassVar[str] = "allreduce"
     op: str  # '+', '*', 'max', 'min'
     buffer: str
     dtype: DType
-    tag: str
+    tag: ThreadAxis  # (a spelling such as "threadIdx.x" is parsed)
     extent: Expr
+
+    def __post_init__(self):
+        if type(self.tag) is not ThreadAxis:
+            object.__setattr__(self, "tag", threads.axis(self.tag))
 
 
 @dataclass(frozen=True)
 class Evaluate(Stmt):
-    """Evaluate an intrinsic call for its effect."""
+    """Evaluate an intrinsic call for its effect: `call.fn` names an entry of
+    the registry (intrinsics.py), `call.args` are its operands in order."""
     call: Call
 
 
@@ -289,26 +321,65 @@ def seq(*stmts) -> Stmt:
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
+# ------------------------------------------------------------------ children
+def _holds_nodes(hint) -> bool:
+    """Whether a field's declared type is, or contains, a node type."""
+    if isinstance(hint, type):
+        return issubclass(hint, (Expr, Stmt))
+    return any(_holds_nodes(a) for a in typing.get_args(hint))
+
+
+@functools.cache
+def child_fields(cls: type) -> tuple[str, ...]:
+    """The fields of node class `cls` that hold children, in declaration
+    order: those declared as an Expr, a Stmt, an optional one or a tuple of
+    them (fields not part of equality, like `Store.loc`, are no children)."""
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in fields(cls) if f.compare and _holds_nodes(hints[f.name]))
+
+
+def children(node) -> tuple:
+    """The Expr and Stmt children of any node, in field order (tuple fields
+    contribute their elements; an absent optional child, None, is skipped)."""
+    out = []
+    for name in child_fields(type(node)):
+        v = getattr(node, name)
+        if isinstance(v, tuple):
+            out.extend(v)
+        elif v is not None:
+            out.append(v)
+    return tuple(out)
+
+
 def expr_children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, (Load, Ref)):
-        return e.indices
-    if isinstance(e, Bin):
-        return (e.a, e.b)
-    if isinstance(e, (Un, Cast)):
-        return (e.x,)
-    if isinstance(e, Select):
-        return (e.cond, e.a, e.b)
-    if isinstance(e, Call):
-        return e.args
-    return ()
+    return children(e)
 
 
 def walk_expr(e: Expr):
+    """Every node of an expression (pre-order; children pushed on a stack, so
+    the last child's subtree comes first)."""
     stack = [e]
     while stack:
         x = stack.pop()
         yield x
-        stack.extend(expr_children(x))
+        stack.extend(children(x))
+
+
+def binding(node) -> tuple[str, object] | None:
+    """(variable, the child it is defined in) for a node that defines a
+    variable (a node class says so with `BINDS`, the name of that field)."""
+    where = getattr(type(node), "BINDS", None)
+    return None if where is None else (node.var, getattr(node, where))
+
+
+def walk(node):
+    """Every node under `node`, statements and expressions, in pre-order
+    (children in field order)."""
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(children(x)))
 
 
 def free_vars(e: Expr) -> set[str]:

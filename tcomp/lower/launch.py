@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import LoweringError
+from ..schedule import threads
 from . import ir
 from .printer import expr as show
-from .rewriter import walk_stmts
+from .rewriter import Visitor, walk_stmts
 from .simplify import simplify_expr
 
 
@@ -43,31 +44,32 @@ def launch_problem(kernel: str, grid, block, limits: LaunchLimits = CUDA_LIMITS,
     def where():
         if block_exprs is None:
             return ""
-        parts = [f"{tag}: {e} = {n}" for tag, e, n in
-                 zip(("blockDim.x", "blockDim.y", "blockDim.z"), block_exprs, block)
+        parts = [f"blockDim.{d}: {e} = {n}" for d, e, n in
+                 zip(threads.DIMS, block_exprs, block)
                  if not str(e).isdigit()]  # (a constant needs no explanation)
         return f" ({', '.join(parts)})" if parts else ""
 
     remedy = ("; split the loops bound to threads by constant factors (and bind the outer "
               "parts to blocks or loop over them), or run smaller sizes")
-    threads = block[0] * block[1] * block[2]
+    count = block[0] * block[1] * block[2]
     dims = "x".join(str(n) for n in block)
-    if threads > limits.threads_per_block:
-        return (f"kernel {kernel}: a block of {dims} = {threads} threads{where()} exceeds the "
+    if count > limits.threads_per_block:
+        return (f"kernel {kernel}: a block of {dims} = {count} threads{where()} exceeds the "
                 f"device's {limits.threads_per_block} threads per block{remedy}")
-    if limits.kernel_threads is not None and threads > limits.kernel_threads:
-        return (f"kernel {kernel}: a block of {dims} = {threads} threads{where()} exceeds the "
+    if limits.kernel_threads is not None and count > limits.kernel_threads:
+        return (f"kernel {kernel}: a block of {dims} = {count} threads{where()} exceeds the "
                 f"{limits.kernel_threads} threads per block this compiled kernel can run (its "
                 f"register use limits it){remedy}")
     for axis, (n, most) in enumerate(zip(block, limits.block)):
         if n > most:
-            return (f"kernel {kernel}: block dimension {'xyz'[axis]} is {n}{where()}, but the "
-                    f"device allows at most {most}{remedy}")
+            return (f"kernel {kernel}: block dimension {threads.DIMS[axis]} is {n}{where()}, "
+                    f"but the device allows at most {most}{remedy}")
     for axis, (n, most) in enumerate(zip(grid, limits.grid)):
         if n > most:
-            return (f"kernel {kernel}: grid dimension {'xyz'[axis]} is {n} blocks, but the "
-                    f"device allows at most {most}; bind a larger loop to blockIdx.x, or split "
-                    f"the loop bound to blockIdx.{'xyz'[axis]} and loop over the outer part")
+            return (f"kernel {kernel}: grid dimension {threads.DIMS[axis]} is {n} blocks, but "
+                    f"the device allows at most {most}; bind a larger loop to "
+                    f"{threads.BLOCK[0]}, or split the loop bound to {threads.BLOCK[axis]} and "
+                    f"loop over the outer part")
     return None
 
 
@@ -75,53 +77,65 @@ def launch_dims(body: ir.Stmt, stage: str):
     """Grid and block of a kernel from its thread-bound loops (size expressions),
     with the checks that need no sizes: one extent per thread tag, block loops
     outside serial loops, and constant dimensions within CUDA's limits."""
-    grid = [ir.const(1)] * 3
-    block = [ir.const(1)] * 3
-    seen_grid = {}
-    thread_ext: dict[str, tuple[str, ir.Expr]] = {}
-
-    def visit(s, serial_outside):
-        if isinstance(s, ir.Seq):
-            for x in s.stmts:
-                visit(x, serial_outside)
-        elif isinstance(s, ir.For):
-            if s.kind == "thread" and s.tag.startswith("blockIdx"):
-                if serial_outside:
-                    raise LoweringError(f"stage '{stage}': loop '{s.var}' bound to {s.tag} is "
-                                        f"nested inside a serial loop; reorder it outward")
-                axis = "xyz".index(s.tag[-1])
-                if s.tag in seen_grid:
-                    raise LoweringError(f"stage '{stage}': two loops bound to {s.tag}")
-                seen_grid[s.tag] = s.extent
-                grid[axis] = s.extent
-                visit(s.body, serial_outside)
-            else:
-                if s.kind == "thread":
-                    axis = "xyz".index(s.tag[-1])
-                    n = simplify_expr(s.extent)
-                    if s.tag in thread_ext and thread_ext[s.tag][1] != n:
-                        other, m = thread_ext[s.tag]
-                        raise LoweringError(f"stage '{stage}': {s.tag} is bound to loops of "
-                                            f"different extents in one kernel: '{other}' "
-                                            f"({show(m)}) and '{s.var}' ({show(n)}); give them "
-                                            f"the same extent")
-                    thread_ext[s.tag] = (s.var, n)
-                    block[axis] = n
-                visit(s.body, serial_outside or s.kind != "thread")
-        elif isinstance(s, (ir.Let, ir.Alloc)):
-            visit(s.body, serial_outside)
-        elif isinstance(s, ir.If):
-            visit(s.then, True)
-            if s.else_ is not None:
-                visit(s.else_, True)
-    visit(body, False)
+    v = _Dims(stage)
+    v.visit(body)
+    grid, block = v.grid, v.block
     # A cross-thread reduction keeps at least one thread along its axis (see
     # AllReduce): the block's dimension there is the reduction's extent.
     for x in walk_stmts(body):
         if isinstance(x, ir.AllReduce):
-            block["xyz".index(x.tag[-1])] = x.extent
+            block[x.tag.dim] = x.extent
     _check_constant(block, stage)
     return tuple(grid), tuple(block)
+
+
+class _Dims(Visitor):
+    """The thread-bound loops' extents, with `serial_outside`: whether a serial
+    loop or a condition encloses the statement visited."""
+
+    def __init__(self, stage: str):
+        self.stage = stage
+        self.grid = [ir.const(1)] * 3
+        self.block = [ir.const(1)] * 3
+        self.seen_grid = {}
+        self.thread_ext: dict[str, tuple[str, ir.Expr]] = {}
+        self.serial_outside = False
+
+    def _in(self, body, serial_outside: bool):
+        saved, self.serial_outside = self.serial_outside, serial_outside
+        self.visit(body)
+        self.serial_outside = saved
+
+    def visit_For(self, s):
+        stage = self.stage
+        if s.kind == "thread" and s.tag.is_block:
+            if self.serial_outside:
+                raise LoweringError(f"stage '{stage}': loop '{s.var}' bound to {s.tag} is "
+                                    f"nested inside a serial loop; reorder it outward")
+            axis = s.tag.dim
+            if s.tag in self.seen_grid:
+                raise LoweringError(f"stage '{stage}': two loops bound to {s.tag}")
+            self.seen_grid[s.tag] = s.extent
+            self.grid[axis] = s.extent
+            self.visit(s.body)
+            return
+        if s.kind == "thread":
+            axis = s.tag.dim
+            n = simplify_expr(s.extent)
+            if s.tag in self.thread_ext and self.thread_ext[s.tag][1] != n:
+                other, m = self.thread_ext[s.tag]
+                raise LoweringError(f"stage '{stage}': {s.tag} is bound to loops of "
+                                    f"different extents in one kernel: '{other}' "
+                                    f"({show(m)}) and '{s.var}' ({show(n)}); give them "
+                                    f"the same extent")
+            self.thread_ext[s.tag] = (s.var, n)
+            self.block[axis] = n
+        self._in(s.body, self.serial_outside or s.kind != "thread")
+
+    def visit_If(self, s):
+        self._in(s.then, True)
+        if s.else_ is not None:
+            self._in(s.else_, True)
 
 
 def _check_constant(block, stage: str):
@@ -134,6 +148,6 @@ def _check_constant(block, stage: str):
                             f"{CUDA_LIMITS.threads_per_block}")
     for axis, (n, most) in enumerate(zip(known, CUDA_LIMITS.block)):
         if n > most:
-            raise LoweringError(f"stage '{stage}': {n} threads along threadIdx.{'xyz'[axis]} "
+            raise LoweringError(f"stage '{stage}': {n} threads along {threads.THREAD[axis]} "
                                 f"exceed CUDA's limit of {most} for that dimension; bind a loop "
                                 f"of at most {most} iterations there")

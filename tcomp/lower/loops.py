@@ -3,6 +3,7 @@ first in its body, their buffers allocated around it, and the loop's kind
 (thread-bound, unrolled, vectorized or serial) from the schedule."""
 from __future__ import annotations
 
+from ..schedule import threads
 from . import ir
 
 
@@ -19,7 +20,7 @@ def leaf_loop(b, stage, st, i, info, inner, pre=None):
                                                       if q in domains])
     var, ext = info.loopvar[leaf], info.ext[leaf]
     tag = st.bind.get(leaf, "")
-    if tag.startswith("threadIdx"):
+    if threads.is_thread(tag):
         info.ctx.thread_loops.append((var, ext, tag))
     if leaf in st.pipeline:
         from .pipelining import pipelined_loop
@@ -36,7 +37,7 @@ def leaf_loop(b, stage, st, i, info, inner, pre=None):
             producers.append(prod)
         body = ir.seq(*producers, inner())
     finally:
-        if tag.startswith("threadIdx"):
+        if threads.is_thread(tag):
             info.ctx.thread_loops.pop()
     for a in reversed(allocs):
         body = ir.Alloc(a, body)

@@ -1,8 +1,10 @@
 """The one rewriter base: dispatch on node type, rebuild only what changed.
 
-Subclasses override `expr_<Node>` / `stmt_<Node>` methods; the defaults visit
-children and return the same object when no child changed, so unchanged
-subtrees are shared and identity checks are cheap.
+Subclasses override `expr_<Node>` / `stmt_<Node>` methods; the default
+(`generic`) visits the children a node's fields declare (ir.children) and
+returns the same object when no child changed, so unchanged subtrees are
+shared and identity checks are cheap. `Visitor` is the read-only
+counterpart, for analyses that carry context down the tree.
 """
 from __future__ import annotations
 
@@ -22,58 +24,47 @@ class Rewriter:
         out = tuple(self.expr(e) for e in es)
         return es if all(a is b for a, b in zip(out, es)) else out
 
-    def generic_expr(self, e: ir.Expr) -> ir.Expr:
-        if isinstance(e, (ir.Load, ir.Ref)):
-            idx = self.exprs(e.indices)
-            return e if idx is e.indices else dataclasses.replace(e, indices=idx)
-        if isinstance(e, ir.Bin):
-            a, b = self.expr(e.a), self.expr(e.b)
-            return e if (a is e.a and b is e.b) else dataclasses.replace(e, a=a, b=b)
-        if isinstance(e, (ir.Un, ir.Cast)):
-            x = self.expr(e.x)
-            return e if x is e.x else dataclasses.replace(e, x=x)
-        if isinstance(e, ir.Select):
-            c, a, b = self.expr(e.cond), self.expr(e.a), self.expr(e.b)
-            if c is e.cond and a is e.a and b is e.b:
-                return e
-            return dataclasses.replace(e, cond=c, a=a, b=b)
-        if isinstance(e, ir.Call):
-            args = self.exprs(e.args)
-            return e if args is e.args else dataclasses.replace(e, args=args)
-        return e
+    def node(self, x):
+        return self.expr(x) if isinstance(x, ir.Expr) else self.stmt(x)
 
-    def generic_stmt(self, s: ir.Stmt) -> ir.Stmt:
-        if isinstance(s, ir.Store):
-            idx, v = self.exprs(s.indices), self.expr(s.value)
-            if idx is s.indices and v is s.value:
-                return s
-            return dataclasses.replace(s, indices=idx, value=v)
-        if isinstance(s, ir.For):
-            lo, ext, body = self.expr(s.lo), self.expr(s.extent), self.stmt(s.body)
-            if lo is s.lo and ext is s.extent and body is s.body:
-                return s
-            return dataclasses.replace(s, lo=lo, extent=ext, body=body)
-        if isinstance(s, ir.If):
-            c, t = self.expr(s.cond), self.stmt(s.then)
-            e = self.stmt(s.else_) if s.else_ is not None else None
-            if c is s.cond and t is s.then and e is s.else_:
-                return s
-            return dataclasses.replace(s, cond=c, then=t, else_=e)
-        if isinstance(s, ir.Seq):
-            out = tuple(self.stmt(x) for x in s.stmts)
-            if all(a is b for a, b in zip(out, s.stmts)):
-                return s
-            return ir.seq(*out)
-        if isinstance(s, ir.Let):
-            v, body = self.expr(s.value), self.stmt(s.body)
-            return s if (v is s.value and body is s.body) else dataclasses.replace(s, value=v, body=body)
-        if isinstance(s, ir.Evaluate):
-            c = self.expr(s.call)
-            return s if c is s.call else ir.Evaluate(c)
-        if isinstance(s, ir.Alloc):
-            body = self.stmt(s.body)
-            return s if body is s.body else dataclasses.replace(s, body=body)
-        return s
+    def generic(self, x):
+        """Rewrite the children of `x` (its node fields, ir.child_fields) and
+        rebuild it only when one changed. A rebuilt Seq is normalised with
+        `ir.seq` (nested sequences flattened, a single statement unwrapped)."""
+        changes = None
+        for name in ir.child_fields(type(x)):
+            old = getattr(x, name)
+            if old is None:
+                continue
+            if isinstance(old, tuple):
+                new = tuple(self.node(c) for c in old)
+                if all(a is b for a, b in zip(new, old)):
+                    continue
+            else:
+                new = self.node(old)
+                if new is old:
+                    continue
+            changes = changes or {}
+            changes[name] = new
+        if changes is None:
+            return x
+        if isinstance(x, ir.Seq):
+            return ir.seq(*changes["stmts"])
+        return dataclasses.replace(x, **changes)
+
+    generic_expr = generic_stmt = generic
+
+
+class Visitor:
+    """The one read-only traversal: `visit_<Node>` methods where a pass needs
+    them; the default visits the children in field order."""
+
+    def visit(self, x) -> None:
+        getattr(self, "visit_" + type(x).__name__, self.generic_visit)(x)
+
+    def generic_visit(self, x) -> None:
+        for c in ir.children(x):
+            self.visit(c)
 
 
 class Substitute(Rewriter):
@@ -94,16 +85,9 @@ def substitute(node, mapping: dict[str, ir.Expr]):
 
 
 def walk_stmts(s: ir.Stmt):
-    """Pre-order traversal of statements."""
+    """Pre-order traversal of statements (an If's then-branch before its else)."""
     stack = [s]
     while stack:
         x = stack.pop()
         yield x
-        if isinstance(x, ir.Seq):
-            stack.extend(reversed(x.stmts))
-        elif isinstance(x, (ir.For, ir.Let, ir.Alloc)):
-            stack.append(x.body)
-        elif isinstance(x, ir.If):
-            if x.else_ is not None:
-                stack.append(x.else_)
-            stack.append(x.then)
+        stack.extend(c for c in reversed(ir.children(x)) if isinstance(c, ir.Stmt))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..schedule import threads
 from . import ir
 from .rewriter import Rewriter, substitute
 
@@ -474,12 +475,12 @@ def kernel_simplifier(k: ir.Kernel, index_dtype=ir.int32) -> Simplifier:
     size parameters are non-negative."""
     ranges = {n: (0, None) for n in k.sizes}
     s = Simplifier(ranges, index_dtype)
-    for a, b in zip("xyz", k.block):
-        name = f"threadIdx.{a}"
+    for a, b in zip(threads.THREAD, k.block):
+        name = a.name
         s.ranges[name] = (0, int(b.value) - 1 if isinstance(b, ir.Imm) else None)
         s.sym[name] = (Linear(), s.linear(b).add(Linear({}, 1), -1))
-    for a, g in zip("xyz", k.grid):
-        name = f"blockIdx.{a}"
+    for a, g in zip(threads.BLOCK, k.grid):
+        name = a.name
         s.ranges[name] = (0, int(g.value) - 1 if isinstance(g, ir.Imm) else None)
         s.sym[name] = (Linear(), s.linear(g).add(Linear({}, 1), -1))
     return s

@@ -12,6 +12,7 @@ reduction.py's part.
 from __future__ import annotations
 
 from ..errors import LoweringError
+from ..schedule import threads
 from ..schedule.stage import SplitRel
 from . import ir
 from .construct import add, ceildiv, conj, ident, mul, sub
@@ -103,9 +104,8 @@ class StageNest:
         if any(b.sched.tensors[t][2] == "fragment" for t in effective_reads(b.sched, stage)):
             # reading a fragment is warp-wide: the lanes (threadIdx.x) share out its
             # elements by the fragment's layout (tensor_cores.py)
-            bound.add("threadIdx.x")
-        for axis in "xyz":
-            tag = f"threadIdx.{axis}"
+            bound.add(threads.THREAD[0].name)
+        for tag in (a.name for a in threads.THREAD):
             if tag not in bound and st.scope not in ("local", "fragment"):
                 guards.append(("spatial", ir.Bin("==", ir.Var(tag), ir.const(0), ir.bool_)))
         self.guards = guards

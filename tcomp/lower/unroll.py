@@ -5,15 +5,16 @@ Post: unrolled loops of constant extent (up to MAX_UNROLL) are expanded into
 copies of their body; an unrolled loop whose extent is known only at run time
 stays a loop of kind `unroll`, a hint the target may follow (CUDA: `#pragma
 unroll`; the sim runs it as a loop). Vectorized loops are checked to be
-innermost (no loops, barriers or allocations inside) with a constant extent,
-and kept for the `vectorize` pass to decide their vector accesses.
+innermost (no loops, allocations or collective intrinsics, such as barriers,
+inside) with a constant extent, and kept for the `vectorize` pass to decide
+their vector accesses.
 """
 from __future__ import annotations
 
 import dataclasses
 
 from ..errors import LoweringError
-from . import ir
+from . import intrinsics, ir
 from .printer import expr as show
 from .rewriter import Rewriter, substitute, walk_stmts
 
@@ -29,9 +30,11 @@ class _Unroll(Rewriter):
                                     f"{show(s.extent)}; split it by a constant factor and "
                                     f"vectorize the inner loop")
             for x in walk_stmts(body):
-                if isinstance(x, (ir.For, ir.Barrier, ir.Alloc)):
+                entry = intrinsics.of(x)
+                if isinstance(x, (ir.For, ir.Alloc)) or (entry is not None and entry.collective):
+                    what = entry.name if entry is not None else type(x).__name__.lower()
                     raise LoweringError(f"vectorized loop '{s.var}' is not innermost: it contains "
-                                        f"{type(x).__name__.lower()}")
+                                        f"{what}")
         if s.kind != "unroll":
             return s if body is s.body else dataclasses.replace(s, body=body)
         if not isinstance(s.extent, ir.Imm):

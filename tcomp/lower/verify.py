@@ -1,42 +1,103 @@
 """Kernel IR verifier, run between passes in tests (and on request).
 
 Checks: every variable is defined (loop, let, size parameter, thread/block
-index); every Load/Store names a known buffer with the right number of
-subscripts (before flattening); no barrier sits under a condition that
-depends on the thread index (not every thread would reach it); a vectorized
-loop's vector accesses are its body's, at offsets defined outside the loop.
+index); every Load/Store/Ref names a known buffer with the right number of
+subscripts (before flattening); every intrinsic is registered and takes an
+address (`Ref`) exactly where its entry says, and a Ref appears nowhere
+else; no collective intrinsic (barrier, cross-thread reduction) sits under
+a condition that depends on the thread index (not every thread would reach
+it), no warp-collective one under a condition that depends on the lane
+(threadIdx.x); a vectorized loop's vector accesses are its body's, at
+offsets defined outside the loop.
 """
 from __future__ import annotations
 
 from ..errors import LoweringError
-from . import ir
+from ..schedule import threads
+from . import intrinsics, ir
+from .printer import expr as show
+from .rewriter import Visitor
 
-THREAD_VARS = {f"{k}.{a}" for k in ("threadIdx", "blockIdx") for a in "xyz"}
+THREAD_VARS = threads.INDEX_VARS
 
 
 def verify(k: ir.Kernel, program: ir.Program, flat: bool = False) -> None:
-    shapes = {b.name: len(b.shape) for b in program.buffers}
-    defined = set(THREAD_VARS) | set(program.sizes)
-    thread_dep = {f"threadIdx.{a}" for a in "xyz"}
+    v = _Verify(k, program, flat)
+    for g in k.grid + k.block:
+        v.check_expr(g, v.defined)
+    v.visit(k.body)
 
-    def check_expr(e, scope):
+
+class _Verify(Visitor):
+    def __init__(self, k: ir.Kernel, program: ir.Program, flat: bool):
+        self.k, self.flat = k, flat
+        self.shapes = {b.name: len(b.shape) for b in program.buffers}
+        self.defined = set(THREAD_VARS) | set(program.sizes)
+        # What is in scope, which variables depend on the thread index, and
+        # whether a thread-dependent condition encloses the statement.
+        self.scope = self.defined
+        self.tdep = {a.name for a in threads.THREAD}
+        self.divergent = False
+        # The same for the lane (threadIdx.x): what warp-collective intrinsics need.
+        self.lane_dep = {threads.THREAD[0].name}
+        self.lane_divergent = False
+        self.operands = set()  # ids of the Refs intrinsics take as address operands
+
+    def check_expr(self, e, scope):
         for x in ir.walk_expr(e):
             if isinstance(x, ir.Var) and x.name not in scope:
-                raise LoweringError(f"kernel {k.name}: variable '{x.name}' used but not defined")
-            if isinstance(x, ir.Load):
-                check_buf(x.buffer, len(x.indices))
+                raise LoweringError(f"kernel {self.k.name}: variable '{x.name}' used but not "
+                                    f"defined")
+            if isinstance(x, (ir.Load, ir.Ref)):
+                self.check_buf(x.buffer, len(x.indices))
+            if isinstance(x, ir.Ref) and id(x) not in self.operands:
+                raise LoweringError(f"kernel {self.k.name}: {show(x)} is an address, usable "
+                                    f"only as an operand of an intrinsic that takes one")
 
-    def check_buf(name, n):
-        if name not in shapes:
-            raise LoweringError(f"kernel {k.name}: unknown buffer '{name}'")
-        if not flat and shapes[name] != n:
-            raise LoweringError(f"kernel {k.name}: buffer '{name}' has {shapes[name]} dimensions "
-                                f"but is accessed with {n} subscripts")
+    def check_buf(self, name, n):
+        if name not in self.shapes:
+            raise LoweringError(f"kernel {self.k.name}: unknown buffer '{name}'")
+        if not self.flat and self.shapes[name] != n:
+            raise LoweringError(f"kernel {self.k.name}: buffer '{name}' has {self.shapes[name]} "
+                                f"dimensions but is accessed with {n} subscripts")
 
-    def check_vector(s, scope):
+    def generic_visit(self, s):
+        # A statement's own expressions are checked in the current scope; its
+        # statements are visited (those defining a variable have their own method).
+        for c in ir.children(s):
+            if isinstance(c, ir.Expr):
+                self.check_expr(c, self.scope)
+            else:
+                self.visit(c)
+
+    def _in(self, body, scope=None, tdep=None, divergent=None, lane_dep=None,
+            lane_divergent=None):
+        saved = self.scope, self.tdep, self.divergent, self.lane_dep, self.lane_divergent
+        self.scope = saved[0] if scope is None else scope
+        self.tdep = saved[1] if tdep is None else tdep
+        self.divergent = saved[2] if divergent is None else divergent
+        self.lane_dep = saved[3] if lane_dep is None else lane_dep
+        self.lane_divergent = saved[4] if lane_divergent is None else lane_divergent
+        try:
+            self.visit(body)
+        finally:
+            self.scope, self.tdep, self.divergent, self.lane_dep, self.lane_divergent = saved
+
+    def visit_Store(self, s):
+        self.check_buf(s.buffer, len(s.indices))
+        self.generic_visit(s)
+
+    def visit_For(self, s):
+        self.check_expr(s.lo, self.scope)
+        self.check_expr(s.extent, self.scope)
+        if s.vector is not None:
+            self.check_vector(s)
+        self._in(s.body, scope=self.scope | {s.var})
+
+    def check_vector(self, s):
         """The vector accesses name the loop's own store and loads; their lane-0
         offsets do not vary with the loop."""
-        v = s.vector
+        k, v = self.k, s.vector
         if not isinstance(s.body, ir.Store) or (v.store_base is None and not v.loads):
             raise LoweringError(f"kernel {k.name}: vectorized loop '{s.var}' carries vector "
                                 f"accesses but its body is not one store with them")
@@ -46,50 +107,64 @@ def verify(k: ir.Kernel, program: ir.Program, flat: bool = False) -> None:
                 raise LoweringError(f"kernel {k.name}: vectorized loop '{s.var}' names a vector "
                                     f"load of '{ld.buffer}' that its body does not read")
         for base in v.load_bases + ((v.store_base,) if v.store_base is not None else ()):
-            check_expr(base, scope)
+            self.check_expr(base, self.scope)
 
-    def depends(e, tdep):
-        return bool(ir.free_vars(e) & tdep)
+    def visit_Let(self, s):
+        self.check_expr(s.value, self.scope)
+        used = ir.free_vars(s.value)
+        self._in(s.body, scope=self.scope | {s.var},
+                 tdep=self.tdep | {s.var} if used & self.tdep else None,
+                 lane_dep=self.lane_dep | {s.var} if used & self.lane_dep else None)
 
-    def visit(s, scope, tdep, divergent):
-        if isinstance(s, ir.Seq):
-            for x in s.stmts:
-                visit(x, scope, tdep, divergent)
-        elif isinstance(s, ir.Store):
-            check_buf(s.buffer, len(s.indices))
-            for e in s.indices + (s.value,):
-                check_expr(e, scope)
-        elif isinstance(s, ir.For):
-            check_expr(s.lo, scope)
-            check_expr(s.extent, scope)
-            if s.vector is not None:
-                check_vector(s, scope)
-            visit(s.body, scope | {s.var}, tdep, divergent)
-        elif isinstance(s, ir.Let):
-            check_expr(s.value, scope)
-            new_dep = tdep | {s.var} if depends(s.value, tdep) else tdep
-            visit(s.body, scope | {s.var}, new_dep, divergent)
-        elif isinstance(s, ir.If):
-            check_expr(s.cond, scope)
-            div = divergent or depends(s.cond, tdep)
-            visit(s.then, scope, tdep, div)
-            if s.else_ is not None:
-                visit(s.else_, scope, tdep, div)
-        elif isinstance(s, ir.Alloc):
-            shapes[s.buffer.name] = len(s.buffer.shape)
-            visit(s.body, scope, tdep, divergent)
-        elif isinstance(s, ir.AllReduce):
-            check_buf(s.buffer, 1)
-            check_expr(s.extent, defined)
-            if divergent:
-                raise LoweringError(f"kernel {k.name}: cross-thread reduction under a "
-                                    f"thread-dependent condition")
-        elif isinstance(s, ir.Barrier):
-            if divergent:
-                raise LoweringError(f"kernel {k.name}: barrier under a thread-dependent condition")
-        elif isinstance(s, ir.Evaluate):
-            check_expr(s.call, scope)
+    def visit_If(self, s):
+        self.check_expr(s.cond, self.scope)
+        used = ir.free_vars(s.cond)
+        div = self.divergent or bool(used & self.tdep)
+        lane = self.lane_divergent or bool(used & self.lane_dep)
+        self._in(s.then, divergent=div, lane_divergent=lane)
+        if s.else_ is not None:
+            self._in(s.else_, divergent=div, lane_divergent=lane)
 
-    for g in k.grid + k.block:
-        check_expr(g, defined)
-    visit(k.body, defined, thread_dep, False)
+    def visit_Alloc(self, s):
+        self.shapes[s.buffer.name] = len(s.buffer.shape)
+        self.visit(s.body)
+
+    def visit_AllReduce(self, s):
+        self.check_buf(s.buffer, 1)
+        self.check_expr(s.extent, self.defined)
+        self.check_intrinsic(s)
+
+    def visit_Barrier(self, s):
+        self.check_intrinsic(s)
+
+    def visit_Evaluate(self, s):
+        self.check_intrinsic(s)
+        self.generic_visit(s)
+
+    def check_intrinsic(self, s):
+        """A registered intrinsic, with an address exactly where its entry takes
+        one, and a collective one reached by every thread (no thread-dependent
+        condition around it)."""
+        entry = intrinsics.of(s)
+        name = self.k.name
+        if entry is None:
+            raise LoweringError(f"kernel {name}: '{s.call.fn}' is not a registered intrinsic "
+                                f"(tcomp/lower/intrinsics.py)")
+        if isinstance(s, ir.Evaluate):
+            args = s.call.args
+            if len(args) != len(entry.operands):
+                raise LoweringError(f"kernel {name}: intrinsic '{entry.name}' takes "
+                                    f"{len(entry.operands)} operands, got {len(args)}")
+            for op, a in zip(entry.operands, args):
+                if op.ref != isinstance(a, ir.Ref):
+                    raise LoweringError(f"kernel {name}: operand '{op.name}' of intrinsic "
+                                        f"'{entry.name}' must be "
+                                        f"{'an address (Ref)' if op.ref else 'a value'}, got "
+                                        f"{show(a)}")
+                self.operands.add(id(a))
+        # A warp-wide one may sit under a condition uniform across a warp's
+        # lanes (threadIdx.y, with warps along x); the sim checks whole warps.
+        if ("block_collective" in entry.effects and self.divergent) or (
+                "warp_collective" in entry.effects and self.lane_divergent):
+            raise LoweringError(f"kernel {name}: {entry.what} under a thread-dependent "
+                                f"condition")

@@ -8,6 +8,7 @@ from ..errors import ScheduleError
 from . import directives as D
 from .args import as_int
 from .snapshot import check_placement
+from . import threads
 from .stage import THREAD_TAGS, Axis, FuseRel, SplitRel
 
 
@@ -214,7 +215,7 @@ class Stage:
         if name in s.bind:
             raise ScheduleError(f"{p}: axis {ax!r} is already bound to {s.bind[name]}")
         if s.kinds[name] == "reduce":
-            if not tag.startswith("threadIdx"):
+            if not threads.is_thread(tag):
                 raise ScheduleError(f"{p}: axis {ax!r} is a reduction axis; it can be bound to "
                                     f"threads (a cross-thread reduction) but not to {tag} (use "
                                     f"rfactor for a reduction across blocks)")
@@ -229,7 +230,7 @@ class Stage:
             if t == tag:
                 raise ScheduleError(f"{p}: {tag} is already bound to axis '{other}' of stage "
                                     f"'{self.name}'")
-        if tag.startswith("blockIdx") and s.attach != ("root",):
+        if threads.is_block(tag) and s.attach != ("root",):
             raise ScheduleError(f"{p}: stage '{self.name}' is computed inside another stage; "
                                 f"only root stages can bind {tag}")
         self._sched.directives.append(D.Bind(self.name, name, tag))
@@ -253,9 +254,9 @@ class Stage:
         if as_int(group) is None or as_int(group) < 1:
             raise ScheduleError(f"{p}: group must be a positive int, got {group!r}")
         group = as_int(group)
-        if tag not in THREAD_TAGS or not tag.startswith("blockIdx"):
-            raise ScheduleError(f"{p}: tag must be one of blockIdx.x, blockIdx.y, blockIdx.z, "
-                                f"got '{tag}'")
+        if not threads.is_block(tag):
+            raise ScheduleError(f"{p}: tag must be one of "
+                                f"{', '.join(a.name for a in threads.BLOCK)}, got '{tag}'")
         if s.leaves.index(c) != s.leaves.index(r) + 1:
             raise ScheduleError(f"{p}: {rows!r} must be the loop directly outside {cols!r}")
         for a, arg in ((r, rows), (c, cols)):
@@ -442,7 +443,7 @@ class Stage:
         if t.attach == ("inline",):
             raise ScheduleError(f"{p}: target stage '{target.name}' is inlined")
         for tag in me.bind.values():
-            if tag.startswith("blockIdx"):
+            if threads.is_block(tag):
                 raise ScheduleError(f"{p}: stage '{self.name}' binds {tag}; a stage computed "
                                     f"inside another cannot bind blocks")
         check_placement(sched, p, {self.name: ("at", target.name, name)})

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 from ..lang.ast import Expr
 from ..lang.dtypes import DType
+from . import threads
 
-THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+THREAD_TAGS = threads.TAGS  # every spelling bind accepts (schedule/threads.py)
 SCOPES = ("global", "shared", "local", "fragment")
 
 

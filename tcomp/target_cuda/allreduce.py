@@ -29,7 +29,7 @@ from __future__ import annotations
 from ..errors import CudaError
 from ..lower import ir
 from ..lower.simplify import simplify_expr
-
+from ..schedule import threads
 
 # Types a warp shuffle moves as they are; smaller integers and bool travel as int.
 _SHUFFLE_NATIVE = {"int32", "uint32", "int64", "uint64", "float32", "float64"}
@@ -39,7 +39,7 @@ def emit_allreduce(gen, s: ir.AllReduce, d: int) -> None:
     """Emit `s` through `gen` (the kernel emitter: `emit`, `imm`, `k`) at depth d."""
     k = gen.k
     bx_e = k.block[0]
-    if s.tag != "threadIdx.x" or simplify_expr(s.extent) != bx_e:
+    if s.tag != threads.THREAD[0] or simplify_expr(s.extent) != bx_e:
         raise CudaError(f"codegen: cross-thread reductions are supported over threadIdx.x "
                         f"spanning the whole block x dimension (got {s.tag} over "
                         f"{_text(s.extent)} threads, block x dimension {_text(bx_e)}); bind the "

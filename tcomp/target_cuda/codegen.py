@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 from ..errors import CudaError
 from ..lang import dtypes
-from ..lower import ir
+from ..schedule import threads
+from ..lower import intrinsics, ir
+from ..lower.accesses import accesses
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
 from . import warp_ops
-from .allreduce import emit_allreduce
+from .intrinsics import EMIT
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
          "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
@@ -272,19 +274,12 @@ class _Kernel:
             self.simp.restore(s.var, saved)
         elif isinstance(s, ir.Alloc):
             self.stmt(s.body, d)  # declared at the top of the kernel (see source())
-        elif isinstance(s, ir.Barrier):
-            self.emit("__syncthreads();", d)
-        elif isinstance(s, ir.AllReduce):
-            self.allreduce(s, d)
-        elif isinstance(s, ir.Evaluate):
-            self.emit(warp_ops.emit(self, s.call) or f"{self.expr(s.call)};", d)
-        else:
-            raise CudaError(f"codegen: cannot emit {type(s).__name__}")
-
-    # ----------------------------------------------------------- reductions
-    def allreduce(self, s: ir.AllReduce, d: int):
-        """Any number of threads along threadIdx.x (see allreduce.py)."""
-        emit_allreduce(self, s, d)
+        else:  # an intrinsic statement: its emitter in target_cuda/intrinsics.py
+            entry = intrinsics.of(s)
+            if entry is None or entry.name not in EMIT:
+                what = s.call.fn if isinstance(s, ir.Evaluate) else type(s).__name__
+                raise CudaError(f"codegen: cannot emit {what}")
+            EMIT[entry.name](self, s, d)
 
     # ----------------------------------------------------------- vectors
     def vector_loop(self, s: ir.For, d: int) -> None:
@@ -343,7 +338,7 @@ class _Kernel:
     def source(self) -> tuple[str, int]:
         k = self.k
         bufs = {b.name: b for b in self.prog.buffers}
-        written = {x.buffer for x in walk_stmts(k.body) if isinstance(x, ir.Store)}
+        written = accesses(k.body).writes
         params = []
         for name in k.buffers:
             b = bufs[name]
@@ -413,7 +408,7 @@ class _ReplaceLoads:
         return R().expr(e)
 
 
-_BUILTIN_VARS = {f"{k}.{a}" for k in ("threadIdx", "blockIdx") for a in "xyz"}
+_BUILTIN_VARS = threads.INDEX_VARS  # CUDA's own names of the thread and block indices
 
 
 def _c(name: str) -> str:
@@ -459,13 +454,7 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
 
 
 def _mentions(prog, name) -> bool:
-    for k in prog.kernels:
-        for x in walk_stmts(k.body):
-            exprs = []
-            if isinstance(x, ir.Store):
-                exprs = [x.value]
-            for e in exprs:
-                if any(getattr(y, "dtype", None) is not None and y.dtype.name == name
-                       for y in ir.walk_expr(e)):
-                    return True
-    return False
+    """Whether an expression of a kernel has type `name` (a conversion to
+    half precision needs its header even when no buffer has that type)."""
+    return any(getattr(y, "dtype", None) is not None and y.dtype.name == name
+               for k in prog.kernels for y in ir.walk(k.body))

@@ -23,8 +23,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..lower import ir
-from ..lower.rewriter import walk_stmts
+from ..lower.rewriter import Rewriter, walk_stmts
 from ..lang import dtypes
+from ..schedule import threads
 
 int64 = dtypes.int64
 LIMIT = 2 ** 31  # element or thread counts from here on need 64-bit indices
@@ -70,7 +71,7 @@ def static_index_bits(prog: ir.Program) -> int | None:
 
 def widen(k: ir.Kernel) -> ir.Kernel:
     """The kernel with 64-bit index arithmetic (see the module docstring)."""
-    names = set(k.sizes) | {f"{p}.{a}" for p in ("threadIdx", "blockIdx") for a in "xyz"}
+    names = set(k.sizes) | threads.INDEX_VARS
     for s in walk_stmts(k.body):
         if isinstance(s, ir.For):
             names.add(s.var)
@@ -84,7 +85,10 @@ def _widenable(dt) -> bool:
     return dt.is_int and dt != dtypes.uint64
 
 
-class _Widen:
+class _Widen(Rewriter):
+    """`expr` is `value` (an expression keeps its type); `index` computes an
+    expression in int64. Subscripts and loop bounds are indices."""
+
     def __init__(self, names: set[str]):
         self.names = names
 
@@ -113,53 +117,45 @@ class _Widen:
     # ------------------------------------------------------------ values
     def value(self, e: ir.Expr) -> ir.Expr:
         """`e` with its own type; index variables in it read as int32."""
-        if isinstance(e, ir.Var):
-            if e.name in self.names and e.dtype == ir.int32:
-                return ir.Cast(ir.int32, ir.Var(e.name, int64))
-            return e
-        if isinstance(e, ir.Load):
-            return ir.Load(e.buffer, tuple(self.index(i) for i in e.indices), e.dtype)
-        if isinstance(e, ir.Bin):
-            if (e.op in _COMPARE and _widenable(e.a.dtype) and _widenable(e.b.dtype)
-                    and (self._indexish(e.a) or self._indexish(e.b))):
-                return ir.Bin(e.op, self.index(e.a), self.index(e.b), e.dtype)
-            return ir.Bin(e.op, self.value(e.a), self.value(e.b), e.dtype)
-        if isinstance(e, ir.Un):
-            return ir.Un(e.op, self.value(e.x), e.dtype)
-        if isinstance(e, ir.Select):
-            return ir.Select(self.value(e.cond), self.value(e.a), self.value(e.b), e.dtype)
-        if isinstance(e, ir.Cast):
-            return ir.Cast(e.dtype, self.value(e.x))
-        if isinstance(e, ir.Call):
-            return ir.Call(e.fn, tuple(self.value(a) for a in e.args), e.dtype)
+        return self.expr(e)
+
+    def expr_Var(self, e: ir.Var) -> ir.Expr:
+        if e.name in self.names and e.dtype == ir.int32:
+            return ir.Cast(ir.int32, ir.Var(e.name, int64))
         return e
 
+    def expr_Load(self, e: ir.Load) -> ir.Expr:
+        return ir.Load(e.buffer, tuple(self.index(i) for i in e.indices), e.dtype)
+
+    def expr_Ref(self, e: ir.Ref) -> ir.Expr:
+        return ir.Ref(e.buffer, tuple(self.index(i) for i in e.indices), e.dtype)
+
+    def expr_Bin(self, e: ir.Bin) -> ir.Expr:
+        if (e.op in _COMPARE and _widenable(e.a.dtype) and _widenable(e.b.dtype)
+                and (self._indexish(e.a) or self._indexish(e.b))):
+            return ir.Bin(e.op, self.index(e.a), self.index(e.b), e.dtype)
+        return ir.Bin(e.op, self.value(e.a), self.value(e.b), e.dtype)
+
     # ------------------------------------------------------------ statements
-    def stmt(self, s: ir.Stmt) -> ir.Stmt:
-        if isinstance(s, ir.Seq):
-            return ir.Seq(tuple(self.stmt(x) for x in s.stmts))
-        if isinstance(s, ir.Store):
-            return dataclasses.replace(s, indices=tuple(self.index(i) for i in s.indices),
-                                       value=self.value(s.value))
-        if isinstance(s, ir.For):
-            vector = s.vector
-            if vector is not None:  # its loads are the body's: widened alike
-                vector = dataclasses.replace(
-                    vector, loads=tuple(self.value(x) for x in vector.loads),
-                    load_bases=tuple(self.index(x) for x in vector.load_bases),
-                    store_base=(None if vector.store_base is None
-                                else self.index(vector.store_base)))
-            return dataclasses.replace(s, lo=self.index(s.lo), extent=self.index(s.extent),
-                                       body=self.stmt(s.body), vector=vector)
-        if isinstance(s, ir.If):
-            return ir.If(self.value(s.cond), self.stmt(s.then),
-                         self.stmt(s.else_) if s.else_ is not None else None)
-        if isinstance(s, ir.Let):
-            wide = s.var in self.names and s.value.dtype == ir.int32
-            v = self.index(s.value) if wide else self.value(s.value)
-            return ir.Let(s.var, v, self.stmt(s.body))
-        if isinstance(s, ir.Evaluate):
-            return ir.Evaluate(self.value(s.call))
-        if isinstance(s, ir.Alloc):
-            return dataclasses.replace(s, body=self.stmt(s.body))
-        return s  # Barrier, AllReduce: no expressions
+    def stmt_Store(self, s: ir.Store) -> ir.Stmt:
+        return dataclasses.replace(s, indices=tuple(self.index(i) for i in s.indices),
+                                   value=self.value(s.value))
+
+    def stmt_For(self, s: ir.For) -> ir.Stmt:
+        vector = s.vector
+        if vector is not None:  # its loads are the body's: widened alike
+            vector = dataclasses.replace(
+                vector, loads=tuple(self.value(x) for x in vector.loads),
+                load_bases=tuple(self.index(x) for x in vector.load_bases),
+                store_base=(None if vector.store_base is None
+                            else self.index(vector.store_base)))
+        return dataclasses.replace(s, lo=self.index(s.lo), extent=self.index(s.extent),
+                                   body=self.stmt(s.body), vector=vector)
+
+    def stmt_Let(self, s: ir.Let) -> ir.Stmt:
+        wide = s.var in self.names and s.value.dtype == ir.int32
+        v = self.index(s.value) if wide else self.value(s.value)
+        return ir.Let(s.var, v, self.stmt(s.body))
+
+    def stmt_AllReduce(self, s: ir.AllReduce) -> ir.Stmt:
+        return s  # its extent is compared with the block's dimension, which stays int32

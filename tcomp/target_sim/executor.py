@@ -50,13 +50,16 @@ import numpy as np
 
 from ..errors import SimError
 from ..lang import npfuncs
+from ..schedule import threads
 from ..lower import ir
 from ..lower.launch import launch_problem
 from ..lower.printer import expr as expr_text
+from ..lower import intrinsics
+from ..lower.accesses import accesses
 from ..lower.rewriter import walk_stmts
 from .expressions import Expressions
+from .intrinsics import RULES
 from .memory import Local, Memory, Shared
-from . import async_copy, warp_ops
 from .races import GlobalRaces
 
 MAX_LANES = 1 << 15          # lanes (threads) of one batch of blocks
@@ -110,8 +113,7 @@ class _Launch(Memory, Expressions):
 
     def __init__(self, k: ir.Kernel):
         self.kname = k.name
-        self.invariant = set(k.sizes) | {f"{v}.{a}" for v in ("threadIdx", "blockIdx")
-                                         for a in "xyz"}
+        self.invariant = set(k.sizes) | threads.INDEX_VARS
         self.batch = object()  # the batch running (invariant values are per batch)
         self.running = False
         self.compiled, self.scope_id, self.scopes = {}, 0, itertools.count(1)
@@ -120,7 +122,7 @@ class _Launch(Memory, Expressions):
         self.block_text = [expr_text(b) for b in k.block]
         self.local_shapes = _local_shapes(k.body)
         self.body = self.compile_stmt(k.body)
-        self.stored = {s.buffer for s in walk_stmts(k.body) if isinstance(s, ir.Store)}
+        self.stored = set(accesses(k.body).writes)
         self.allocs = [(s.buffer.scope, s.buffer.dtype.numpy.itemsize,
                         [self.compile_expr(d) for d in s.buffer.shape])
                        for s in walk_stmts(k.body) if isinstance(s, ir.Alloc)]
@@ -212,15 +214,15 @@ class _Launch(Memory, Expressions):
         self.gblock = (self.blk + first).astype(np.int32)
         tid = self.tid
         env = dict(self.scope)
-        env.update({"threadIdx.x": (tid % bx).astype(np.int32),
-                    "threadIdx.y": ((tid // bx) % by).astype(np.int32),
-                    "threadIdx.z": (tid // (bx * by)).astype(np.int32)})
+        tx, ty, tz = (a.name for a in threads.THREAD)
+        env.update({tx: (tid % bx).astype(np.int32),
+                    ty: ((tid // bx) % by).astype(np.int32),
+                    tz: (tid // (bx * by)).astype(np.int32)})
         gx, gy, _ = self.grid
         ids = np.arange(first, first + nb)
-        coords = {"blockIdx.x": ids % gx, "blockIdx.y": (ids // gx) % gy,
-                  "blockIdx.z": ids // (gx * gy)}
-        for name, c in coords.items():
-            env[name] = np.int32(c[0]) if nb == 1 else np.repeat(c, T).astype(np.int32)
+        coords = (ids % gx, (ids // gx) % gy, ids // (gx * gy))
+        for a, c in zip(threads.BLOCK, coords):
+            env[a.name] = np.int32(c[0]) if nb == 1 else np.repeat(c, T).astype(np.int32)
         self.mem = {}
         self.batch = object()  # invalidates the values of invariant expressions
         self.races.start_batch()
@@ -414,13 +416,6 @@ class _Launch(Memory, Expressions):
                 self.store_global(name, dest, off, v, mask)
         return store
 
-    def _s_Barrier(self, s):
-        def barrier(env, mask):
-            blocks = self._whole_blocks(mask, "barrier reached by only some threads of block "
-                                              "{block} ({idle} threads skip it)")
-            self.reset_trackers(blocks)
-        return barrier
-
     def _whole_blocks(self, mask, message):
         """The blocks taking part (None: all): a block takes part with all its threads or none."""
         if mask is None:
@@ -433,51 +428,20 @@ class _Launch(Memory, Expressions):
                 block=self._block_of(self.first_block + b), idle=int(self.T - count[b])))
         return count == self.T
 
-    def _s_AllReduce(self, s):
-        axis = {"x": 3, "y": 2, "z": 1}[s.tag[-1]]
-        extent_of = self.compile_expr(s.extent)
-        f = None
-        if s.op not in ("+", "*"):
-            f = {"max": np.fmax, "min": np.fmin} if s.dtype.is_float else \
-                {"max": np.maximum, "min": np.minimum}
-            f = f[s.op]
+    def _intrinsic(self, s):
+        """An intrinsic statement: its rule in target_sim/intrinsics.py."""
+        entry = intrinsics.of(s)
+        rule = RULES.get(entry.name) if entry is not None else None
+        if rule is None:
+            kname, fn = self.kname, s.call.fn
 
-        def allreduce(env, mask):
-            self._whole_blocks(mask, "cross-thread reduction reached by only some threads of "
-                                     "block {block}")
-            loc = self.mem[s.buffer]
-            w = loc.written[:, 0] if mask is None else loc.written[mask, 0]
-            if not w.all():
-                raise SimError(f"kernel {self.kname}: cross-thread reduction of {s.buffer} "
-                               f"before every thread wrote it")
-            bx, by, bz = self.block
-            vals = loc.data[:, 0].reshape(self.nb, bz, by, bx)
-            extent = int(extent_of(env, None))
-            if vals.shape[axis] != extent:
-                raise SimError(f"kernel {self.kname}: reduction over {extent} threads along "
-                               f"{s.tag}, but the block has {vals.shape[axis]}")
-            if s.op == "+":
-                r = vals.sum(axis=axis, keepdims=True, dtype=vals.dtype)
-            elif s.op == "*":
-                r = vals.prod(axis=axis, keepdims=True, dtype=vals.dtype)
-            else:
-                r = f.reduce(vals, axis=axis, keepdims=True)
-            r = np.broadcast_to(r, vals.shape).reshape(-1)
-            if mask is None:
-                loc.data[:, 0] = r
-            else:
-                loc.data[mask, 0] = r[mask]
-        return allreduce
+            def unknown(env, mask):
+                raise SimError(f"kernel {kname}: the sim target has no meaning for intrinsic "
+                               f"'{fn}'")
+            return unknown
+        return rule(self, s)
 
-    def _s_Evaluate(self, s):
-        kname, fn = self.kname, s.call.fn
-        rule = warp_ops.compile_call(self, s.call) or async_copy.compile_call(self, s.call)
-        if rule is not None:
-            return rule
-
-        def evaluate(env, mask):
-            raise SimError(f"kernel {kname}: the sim target has no meaning for intrinsic '{fn}'")
-        return evaluate
+    _s_Barrier = _s_AllReduce = _s_Evaluate = _intrinsic
 
 
 _UNSET = object()

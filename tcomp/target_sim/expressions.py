@@ -110,11 +110,13 @@ class Expressions:
         return var, name in self.invariant
 
     def _x_Ref(self, e):
-        kname, name = self.kname, e.buffer
+        # A reference is an intrinsic's operand (its rule reads the subscripts
+        # itself); evaluated as a value, it has none.
+        kname, text = self.kname, expr_text(e)
 
         def ref(env, mask):
-            raise SimError(f"kernel {kname}: &{name}[...] (a buffer reference) outside an "
-                           f"intrinsic call")
+            raise SimError(f"kernel {kname}: {text} is the address of an element, not a value; "
+                           f"only an intrinsic that takes an address operand can use it")
         return ref, False
 
     def _x_Load(self, e):

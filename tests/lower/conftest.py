@@ -21,3 +21,17 @@ def pytest_addoption(parser):
 @pytest.fixture
 def update_golden(request) -> bool:
     return bool(request.config.getoption("--update-golden", default=False))
+
+
+@pytest.fixture
+def copy_intrinsic(monkeypatch):
+    """A registered intrinsic taking two addresses (`test_copy(&dst, &src)`:
+    writes dst, reads src), for tests of how passes treat `Ref` operands. It
+    has no target rules: it is registered for the test only."""
+    from tcomp.lower import intrinsics as I
+    entry = I.Intrinsic("test_copy", "copy one element",
+                        (I.Operand("dst", ref=True, access=I.WRITE),
+                         I.Operand("src", ref=True, access=I.READ)),
+                        frozenset({"reads", "writes"}))
+    monkeypatch.setitem(I.REGISTRY, entry.name, entry)
+    return entry

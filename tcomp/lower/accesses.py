@@ -1,0 +1,70 @@
+"""What a piece of Kernel IR touches: buffers read, buffers written, free
+variables. The one answer every pass uses (barrier insertion, the kernel's
+parameters, the CUDA parameter qualifiers, the sim's race tables).
+
+    accesses(Store("C", (i,), Load("A", (i, k)) * x))
+        -> reads {A}, writes {C}, free_vars {i, k, x}
+
+An intrinsic's address operands (`ir.Ref`, or a node-backed intrinsic's
+buffer field) are read, written or both as its registry entry says; a
+reference anywhere else counts as both (the verifier refuses it).
+
+A statement that defines a variable (`for`, `let`) hides it from the free
+variables of its body; its bounds or value are outside that scope.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import intrinsics, ir
+
+
+@dataclass(frozen=True)
+class Accesses:
+    reads: frozenset[str]
+    writes: frozenset[str]
+    free_vars: frozenset[str]
+
+    @property
+    def buffers(self) -> frozenset[str]:
+        return self.reads | self.writes
+
+
+def accesses(node) -> Accesses:
+    """Buffers `node` reads and writes, and the variables it uses that it
+    does not define itself."""
+    reads, writes, free = set(), set(), set()
+    _collect(node, reads, writes, free, frozenset())
+    return Accesses(frozenset(reads), frozenset(writes), frozenset(free))
+
+
+def _collect(node, reads, writes, free, bound) -> None:
+    stack = [(node, bound)]
+    operands = set()  # ids of the references intrinsics consume (counted by their entry)
+    while stack:
+        x, bound = stack.pop()
+        if isinstance(x, ir.Var):
+            if x.name not in bound:
+                free.add(x.name)
+        elif isinstance(x, ir.Load):
+            reads.add(x.buffer)
+        elif isinstance(x, ir.Store):
+            writes.add(x.buffer)
+        elif isinstance(x, ir.Ref):
+            if id(x) not in operands:
+                reads.add(x.buffer)
+                writes.add(x.buffer)
+        elif isinstance(x, ir.Stmt):
+            for op, v in intrinsics.operands(x):
+                if not op.ref or not isinstance(v, (str, ir.Ref)):
+                    continue
+                name = v if isinstance(v, str) else v.buffer
+                if isinstance(v, ir.Ref):
+                    operands.add(id(v))
+                if op.access in (intrinsics.READ, intrinsics.READWRITE):
+                    reads.add(name)
+                if op.access in (intrinsics.WRITE, intrinsics.READWRITE):
+                    writes.add(name)
+        b = ir.binding(x)
+        for c in ir.children(x):
+            stack.append((c, bound | {b[0]} if b is not None and c is b[1] else bound))

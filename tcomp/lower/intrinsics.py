@@ -1,0 +1,174 @@
+"""Intrinsics as data: every intrinsic of Kernel IR is one entry here.
+
+An entry says what the intrinsic is (a one-line description), what its
+operands are (an address `ir.Ref` or a value; for an address, the memory
+scopes its buffer may live in and whether it is read, written or both; the
+element types allowed) and what it does besides computing a value (reads or
+writes memory, completes later, must be reached by every thread of a warp
+or a block). Passes ask the registry, not the node type: the accesses
+helper reads the operands' read/write, the verifier refuses a collective
+under a thread-dependent condition.
+
+The targets give each entry its meaning, in tables keyed by the same name
+(imports go one way: lang <- schedule <- lower <- targets): the CUDA
+emitter in target_cuda/intrinsics.py, the sim rule in
+target_sim/intrinsics.py; a test checks that every entry has both.
+
+An intrinsic appears in the IR as `Evaluate(Call(name, operands))`, the
+operands in the order of `Intrinsic.operands`. Two are statements of their
+own, because passes build and read their fields: `ir.Barrier` ("barrier")
+and `ir.AllReduce` ("allreduce"); their operands name the node's fields.
+Adding an intrinsic: one `register(Intrinsic(...))` below, its CUDA emitter
+and its sim rule. `kind="tensorize"` entries are what `tensorize` accepts:
+their tile shapes and types are in schedule/tensor_intrinsics.py (the
+schedule checks a loop nest against them before lowering), whose listing is
+`tcomp.intrinsics()`; a test checks the two agree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..schedule.tensor_intrinsics import TENSORIZE
+from . import ir
+
+READ, WRITE, READWRITE = "read", "write", "readwrite"
+# What an intrinsic does besides computing its value.
+EFFECTS = frozenset({
+    "pure",              # nothing: a value from its operands
+    "reads",             # reads memory through its address operands
+    "writes",            # writes memory through its address operands
+    "async",             # its writes land later (at a wait), not when it runs
+    "warp_collective",   # every thread of the warp reaches it together
+    "block_collective",  # every thread of the block reaches it together
+})
+KINDS = ("statement", "tensorize")
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand. `ref`: an address (`ir.Ref`) rather than a value;
+    `access`: what the intrinsic does at that address (values are read);
+    `scopes`: the memories an address may point into (empty: any);
+    `dtypes`: the allowed element or value types by name (empty: any)."""
+    name: str
+    ref: bool = False
+    access: str = READ
+    scopes: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Intrinsic:
+    name: str
+    description: str  # one line, for listings and messages
+    operands: tuple[Operand, ...]
+    effects: frozenset[str]
+    kind: str = "statement"
+    noun: str = ""  # how messages call it ("barrier"); the name when empty
+
+    @property
+    def collective(self) -> bool:
+        return bool(self.effects & {"warp_collective", "block_collective"})
+
+    @property
+    def what(self) -> str:
+        return self.noun or self.name
+
+
+REGISTRY: dict[str, Intrinsic] = {}
+
+
+def register(entry: Intrinsic) -> Intrinsic:
+    """Add `entry`; a second entry of the same name, an unknown effect or
+    kind, or an access other than read/write/readwrite is a programming error."""
+    if entry.name in REGISTRY:
+        raise ValueError(f"intrinsic '{entry.name}' is registered twice")
+    if not entry.effects <= EFFECTS:
+        raise ValueError(f"intrinsic '{entry.name}': unknown effects "
+                         f"{sorted(entry.effects - EFFECTS)}")
+    if entry.kind not in KINDS:
+        raise ValueError(f"intrinsic '{entry.name}': kind must be one of {KINDS}")
+    for op in entry.operands:
+        if op.access not in (READ, WRITE, READWRITE) or (op.access != READ and not op.ref):
+            raise ValueError(f"intrinsic '{entry.name}': operand '{op.name}' has access "
+                             f"{op.access!r} (values are read; addresses read, write or both)")
+    REGISTRY[entry.name] = entry
+    return entry
+
+
+def of(node) -> Intrinsic | None:
+    """The entry of an intrinsic statement (`Evaluate` of a registered call,
+    `Barrier`, `AllReduce`), else None."""
+    if isinstance(node, ir.Evaluate):
+        return REGISTRY.get(node.call.fn)
+    name = getattr(type(node), "INTRINSIC", None)
+    return REGISTRY[name] if name is not None else None
+
+
+def operands(node) -> list[tuple[Operand, object]]:
+    """(operand, its value in `node`) for an intrinsic statement: the call's
+    arguments in order, or the fields of a node-backed intrinsic."""
+    entry = of(node)
+    if entry is None:
+        return []
+    if isinstance(node, ir.Evaluate):
+        return list(zip(entry.operands, node.call.args))
+    return [(op, getattr(node, op.name)) for op in entry.operands]
+
+
+def tensorize_intrinsics() -> dict[str, str]:
+    """name -> one-line description of every intrinsic `tensorize` accepts."""
+    return {n: e.description for n, e in sorted(REGISTRY.items()) if e.kind == "tensorize"}
+
+
+# ------------------------------------------------------------------ entries
+register(Intrinsic(
+    "barrier", "wait until every thread of the block reaches it (CUDA __syncthreads)",
+    operands=(), effects=frozenset({"block_collective"})))
+
+register(Intrinsic(
+    "allreduce", "combine a per-thread scalar over the threads along one block axis; "
+                 "every one of them gets the result",
+    operands=(Operand("buffer", ref=True, access=READWRITE, scopes=("local",)),
+              Operand("extent", dtypes=("int32",))),
+    effects=frozenset({"reads", "writes", "block_collective"}),
+    noun="cross-thread reduction"))
+
+# Tensor cores (layouts: warp_layouts.py; lowering: tensor_cores.py). Fragments
+# are per-lane registers; every lane of the warp executes these together.
+_16BIT = ("bfloat16", "float16")
+_FRAGMENT = ("fragment", "local")
+
+register(Intrinsic(
+    "mma_m16n8k16", TENSORIZE["mma_m16n8k16"].doc,
+    operands=(Operand("d", ref=True, access=WRITE, scopes=_FRAGMENT, dtypes=("float32",)),
+              Operand("a", ref=True, scopes=_FRAGMENT, dtypes=_16BIT),
+              Operand("b", ref=True, scopes=_FRAGMENT, dtypes=_16BIT),
+              Operand("c", ref=True, scopes=_FRAGMENT, dtypes=("float32",))),
+    effects=frozenset({"reads", "writes", "warp_collective"}), kind="tensorize"))
+
+for _count in (1, 2, 4):
+    for _trans in (False, True):
+        register(Intrinsic(
+            f"ldmatrix_x{_count}" + ("_trans" if _trans else ""),
+            f"load {_count} 8x8 matrices of 16-bit elements from shared memory into "
+            f"fragments{', transposed' if _trans else ''} (ldmatrix)",
+            operands=(Operand("dst", ref=True, access=WRITE, scopes=_FRAGMENT, dtypes=_16BIT),
+                      Operand("src", ref=True, scopes=("shared",), dtypes=_16BIT)),
+            effects=frozenset({"reads", "writes", "warp_collective"})))
+
+# Asynchronous copies (cp.async): a copy lands at the wait that completes its group.
+register(Intrinsic(
+    "cp_async", "copy 4, 8 or 16 bytes from global to shared memory asynchronously, "
+                "zero-filling past the source bytes (cp.async)",
+    operands=(Operand("dst", ref=True, access=WRITE, scopes=("shared",)),
+              Operand("src", ref=True, scopes=("global",)),
+              Operand("bytes", dtypes=("int32",)),
+              Operand("src_bytes", dtypes=("int32",))),
+    effects=frozenset({"reads", "writes", "async"})))
+register(Intrinsic(
+    "cp_async_commit", "close the group of this thread's asynchronous copies issued so far",
+    operands=(), effects=frozenset({"async"})))
+register(Intrinsic(
+    "cp_async_wait", "wait until all but the n newest committed groups of copies have landed",
+    operands=(Operand("n", dtypes=("int32",)),), effects=frozenset({"async"})))
