@@ -228,21 +228,10 @@ def _load(e):
 
 # ------------------------------------------------------------------ distribute
 def _frag_accesses(s, frags):
-    out = []
-    for x in walk_stmts(s):
-        exprs = []
-        if isinstance(x, ir.Store):
-            if x.buffer in frags and len(x.indices) == 2:
-                out.append((x.buffer, x.indices))
-            exprs = list(x.indices) + [x.value]
-        elif isinstance(x, (ir.If,)):
-            exprs = [x.cond]
-        elif isinstance(x, ir.Let):
-            exprs = [x.value]
-        for e in exprs:
-            out += [(y.buffer, y.indices) for y in ir.walk_expr(e)
-                    if isinstance(y, ir.Load) and y.buffer in frags and len(y.indices) == 2]
-    return out
+    """(buffer, subscripts) of every element access (Load or Store, not an
+    intrinsic's Ref) to a fragment under `s` that still has its 2-d subscripts."""
+    return [(x.buffer, x.indices) for x in ir.walk(s) if isinstance(x, (ir.Load, ir.Store))
+            and x.buffer in frags and len(x.indices) == 2]
 
 
 class _Distribute(Rewriter):
@@ -431,16 +420,9 @@ class _UnrollRegisters(Rewriter):
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         s = self.generic_stmt(s)
         used = set()
-        for x in walk_stmts(s.body):
-            exprs = list(x.indices) + [x.value] if isinstance(x, ir.Store) else []
-            if isinstance(x, ir.Store) and x.buffer in self.frags:
+        for x in ir.walk(s.body):
+            if isinstance(x, (ir.Load, ir.Store, ir.Ref)) and x.buffer in self.frags:
                 used |= ir.free_vars(x.indices[0])
-            if isinstance(x, ir.Evaluate):
-                exprs = [x.call]
-            for e in exprs:
-                for y in ir.walk_expr(e):
-                    if isinstance(y, (ir.Load, ir.Ref)) and y.buffer in self.frags:
-                        used |= ir.free_vars(y.indices[0])
         if s.var not in used or s.kind in ("unroll", "thread"):
             return s
         if not isinstance(s.extent, ir.Imm):
