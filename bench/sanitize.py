@@ -172,23 +172,37 @@ def new_kernels():
 
 def tensor_core_kernels():
     """The tensor-core GEMMs (issue 12): ldmatrix + mma.sync, padded tiles,
-    register double buffering, cp.async rings of 3 and 4 stages; bf16 and fp16."""
+    register double buffering, cp.async rings of 3 and 4 stages; bf16 and fp16;
+    aligned and awkward sizes (zero-filled tiles); the fused bias + GELU epilogue."""
     rng = np.random.default_rng(2)
     for dt, kw in (("bfloat16", dict(bm=64, bn=64, wm=32, wn=32, bk=32)),
                    ("float16", dict(bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=True)),
                    ("bfloat16", dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=3)),
                    ("bfloat16", dict(bm=128, bn=128, wm=64, wn=32, bk=32, pipeline=4))):
-        op = tcomp.op(f"def mm({dt}(M,K) A, {dt}(K,N) B) -> (C) {{ C(m, n) +=! A(m, k) * B(k, n) }}")
+        op = tcomp.op(S.TC_GEMM.replace("bfloat16", dt))
         op, s = S.tc_gemm(op, **kw)
         npdt = tcomp.lang.dtypes.BY_NAME[dt].numpy
-        sizes = {"M": 256, "N": 256, "K": 256}
-        a = rng.standard_normal((256, 256)).astype(npdt)
-        b = rng.standard_normal((256, 256)).astype(npdt)
-        got = tcomp.build(s, target="cuda", sizes=sizes)(a, b).astype(np.float64)
-        want = a.astype(np.float64) @ b.astype(np.float64)
-        err = np.abs(got - want).max() / np.abs(want).max()
-        assert err < 1e-2, (dt, kw, err)
-        print(f"tensor cores {dt} {kw}: rel err {err:.1e} ok")
+        for sizes in ({"M": 256, "N": 256, "K": 256}, {"M": 300, "N": 136, "K": 200}):
+            check_tc(s, npdt, sizes, rng, dt, kw)
+    op, s = S.tc_gemm(tcomp.op(S.TC_GEMM_GELU), bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3)
+    sizes = {"M": 300, "N": 136, "K": 200}
+    a = rng.standard_normal((300, 200)).astype(tcomp.lang.dtypes.bfloat16.numpy)
+    b = rng.standard_normal((200, 136)).astype(tcomp.lang.dtypes.bfloat16.numpy)
+    bias = rng.standard_normal(136).astype(np.float32)
+    got = tcomp.build(s, target="cuda", sizes=sizes)(a, b, bias).astype(np.float64)
+    want = tcomp.evaluate(op, a, b, bias).astype(np.float64)
+    assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
+    print("tensor cores fused bias + GELU ok")
+
+
+def check_tc(s, npdt, sizes, rng, dt, kw):
+    a = rng.standard_normal((sizes["M"], sizes["K"])).astype(npdt)
+    b = rng.standard_normal((sizes["K"], sizes["N"])).astype(npdt)
+    got = tcomp.build(s, target="cuda", sizes=sizes)(a, b).astype(np.float64)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err < 1e-2, (dt, kw, err)
+    print(f"tensor cores {dt} {kw} {sizes}: rel err {err:.1e} ok")
 
 
 if __name__ == "__main__":

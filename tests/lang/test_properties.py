@@ -12,11 +12,10 @@ from __future__ import annotations
 import ast as pyast
 import math
 import pathlib
-import string
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tcomp
@@ -24,7 +23,7 @@ from tcomp.lang import builtins, dtypes, expr_to_text, module_to_text, parse_mod
 from tcomp.lang.ast import (Binary, Call, Cast, Const, Def, ExistsClause, LetClause, Module, Name,
                             OutParam, Param, RangeClause, Select, Stmt, Unary, walk)
 from tcomp.lang.lexer import KEYWORDS
-from tcomp.lang.parser import INT32_MAX, MAX_DEPTH
+from tcomp.lang.parser import INT32_MAX
 from tcomp.lang.printer import PREC
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])

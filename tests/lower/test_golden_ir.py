@@ -298,6 +298,25 @@ def ex_storage_order_align():
     return _kmajor_matmul(align=(8, 1)), {"M": 16, "N": 8, "K": 8}
 
 
+def _tc(**kw):
+    from ..bench.common import S as bench
+    op = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
+                  "{ C(m, n) +=! A(m, k) * B(k, n) }")
+    return bench.tc_gemm(op, bm=32, bn=32, wm=16, wn=32, bk=16, **kw)[1]
+
+
+@example
+def ex_tensorize_mma():
+    """ldmatrix into fragments, mma_m16n8k16, the accumulator stored by its layout."""
+    return _tc(), {"M": 32, "N": 32, "K": 32}
+
+
+@example
+def ex_tensorize_cp_async_ring():
+    """The same with a cp.async ring of 3 K tiles and an awkward M (zero-filled tile rows)."""
+    return _tc(pipeline=3), {"M": 30, "N": 32, "K": 64}
+
+
 # --------------------------------------------------------------------- checking
 def _check(name, update_golden):
     s, sizes = EXAMPLES[name]()
@@ -673,3 +692,17 @@ def test_dump_until(tmp_path):
     prog = lower_pipeline(s, sizes, dump=str(tmp_path), until="flatten_storage")
     assert "flatten" not in " ".join(os.listdir(tmp_path))
     assert "A_shared[ax0_ax1_f_o, ax0_ax1_f_i]" in str(prog)
+
+
+def test_tensorize_mma(update_golden):
+    text = _check("tensorize_mma", update_golden)
+    assert text.count("mma_m16n8k16(&C_fragment[") == 4  # 2 k16 steps x 2 n8 tiles, unrolled
+    assert "ldmatrix_x4(&A_shared_fragment[" in text and "ldmatrix_x2_trans(" in text
+    assert "alloc fragment float32 C_fragment[16]" in text  # a 16 x 32 warp tile: 16 per lane
+
+
+def test_tensorize_cp_async_ring(update_golden):
+    text = _check("tensorize_cp_async_ring", update_golden)
+    assert "alloc shared bfloat16 A_shared[3, " in text
+    assert "cp_async_wait(1)" in text and "cp_async_commit()" in text
+    assert "? 16 : 0)" in text  # rows past M = 30: zero-filled pieces
