@@ -67,10 +67,14 @@ class _Vectorize(Rewriter):
             sbase = self.contiguous(st.indices[0], s.var, n)
         loads = [x for x in ir.walk_expr(st.value) if isinstance(x, ir.Load)
                  and s.var in ir.free_vars(x.indices[0]) and x.buffer not in self.local]
+        # a load in a branch of a select runs only where its condition holds (a zero-
+        # filled tile's edge): a vector load would read the whole vector regardless
+        conditional = {x for sel in ir.walk_expr(st.value) if isinstance(sel, ir.Select)
+                       for branch in (sel.a, sel.b) for x in ir.walk_expr(branch)}
         vec_loads = {}
         for ld in loads:
             base = None
-            if self.dtypes.get(ld.buffer) == dt:
+            if self.dtypes.get(ld.buffer) == dt and ld not in conditional:
                 base = self.contiguous(ld.indices[0], s.var, n)
             if base is None:
                 if sbase is not None:
