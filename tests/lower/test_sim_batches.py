@@ -6,6 +6,7 @@ bug (two blocks writing one element, a block reading another's output).
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -341,6 +342,37 @@ def test_else_branch_runs_on_the_other_active_lanes(batches, case):
         body = ir.If(guard, body)
     env = run(program(body, 2, 8, {"O": (2, 8)}), {"O": (2, 8)})
     np.testing.assert_array_equal(env["O"], [[want(b, t) for t in range(8)] for b in range(2)])
+
+
+# ----------------------------------------------------------------- shadowed variables
+# Kernel IR lets an inner loop or let reuse an outer name. The sim computes an
+# invariant expression (no loop variable in it) once per batch: a loop variable
+# that shadows a size parameter or an invariant let is not invariant, and an
+# invariant let that shadows a loop variable ends with its body.
+_SHADOWING = ["loop-shadowing-a-size", "loop-in-invariant-let", "invariant-let-in-loop"]
+
+
+def _shadowing(case):
+    """2 threads; thread t stores 3 * v to O[4 t + v] for v = 0..3 (P: a side store)."""
+    v = ir.Var("N" if case == "loop-shadowing-a-size" else "i")
+    at = add(ir.Bin("*", TX, c(4), ir.int32), v)
+    times3 = ir.Cast(F32, ir.Bin("*", v, c(3), ir.int32))
+    if case == "loop-shadowing-a-size":
+        body = ir.For("N", c(0), c(4), "serial", ir.Store("O", (at,), times3))
+    elif case == "loop-in-invariant-let":
+        body = ir.Let("i", TX, ir.For("i", c(0), c(4), "serial", ir.Store("O", (at,), times3)))
+    else:
+        inner = ir.Let("i", c(7), ir.Store("P", (TX,), ir.Cast(F32, v)))
+        body = ir.For("i", c(0), c(4), "serial", ir.seq(inner, ir.Store("O", (at,), times3)))
+    prog = program(body, 1, 2, {"O": (8,), "P": (2,)})
+    return dataclasses.replace(prog, kernels=(dataclasses.replace(prog.kernels[0], sizes=("N",)),))
+
+
+@pytest.mark.parametrize("case", _SHADOWING)
+def test_a_shadowing_variable_is_invariant_only_in_its_own_scope(case):
+    env = {"O": np.zeros(8, np.float32), "P": np.zeros(2, np.float32)}
+    run_program(_shadowing(case), env, {"N": 5})
+    np.testing.assert_array_equal(env["O"], np.tile(np.arange(4) * 3, 2))
 
 
 # ----------------------------------------------------------------- out-of-bounds subscripts
