@@ -196,6 +196,22 @@ def test_barrier_taken_by_whole_blocks_only(batches):
     np.testing.assert_array_equal(env["O"], np.full((2, 4), 2))
 
 
+def test_a_barrier_taken_by_some_blocks_only_ends_no_race_in_the_others():
+    """Thread 0 writes S[0], thread 1 reads it; only block 1 has a barrier in
+    between (a block-uniform condition). Both blocks run in one batch: the
+    barrier clears block 1's record of who wrote what, not block 0's, where the
+    read is a race."""
+    S = ir.Buffer("S", F32, (c(1),), "shared")
+    body = ir.Alloc(S, ir.seq(
+        ir.If(eq(TX, c(0)), ir.Store("S", (c(0),), ir.Cast(F32, BX))),
+        ir.If(eq(BX, c(1)), ir.Barrier()),
+        ir.If(eq(TX, c(1)), ir.Store("O", (BX,), ir.Load("S", (c(0),), F32)))))
+    with pytest.raises(tcomp.SimError, match=re.escape(
+            "kernel k: thread (1, 0, 0) reads shared S[0] written by thread (0, 0, 0) "
+            "since the last barrier (missing barrier) in block (0, 0, 0)")):
+        run(program(body, 2, 2, {"O": (2,)}), {"O": (2,)})
+
+
 def test_divergent_barrier_names_its_block(batches):
     cond = ir.Bin("&&", eq(BX, c(1)), lt(TX, c(2)), ir.bool_)
     prog = program(ir.If(cond, ir.Barrier()), 2, 4, {"O": (2, 4)})
@@ -342,6 +358,18 @@ def test_else_branch_runs_on_the_other_active_lanes(batches, case):
         body = ir.If(guard, body)
     env = run(program(body, 2, 8, {"O": (2, 8)}), {"O": (2, 8)})
     np.testing.assert_array_equal(env["O"], [[want(b, t) for t in range(8)] for b in range(2)])
+
+
+def test_per_lane_local_subscripts_under_a_guard():
+    """A local array indexed per lane (t % 2), written and read back under a
+    guard that leaves thread 3 out: each thread gets its own value."""
+    T = ir.Buffer("T", F32, (c(2),), "local")
+    t2 = ir.Bin("%", TX, c(2), ir.int32)
+    val = ir.Cast(F32, add(TX, c(1)))
+    body = ir.Alloc(T, ir.If(lt(TX, c(3)), ir.seq(
+        ir.Store("T", (t2,), val), ir.Store("O", (BX, TX), ir.Load("T", (t2,), F32)))))
+    env = run(program(body, 2, 4, {"O": (2, 4)}), {"O": (2, 4)})
+    np.testing.assert_array_equal(env["O"], [[1, 2, 3, 0]] * 2)
 
 
 # ----------------------------------------------------------------- shadowed variables
