@@ -440,3 +440,33 @@ def test_ranges_narrowed_in_a_nested_scope_end_with_it(case):
         env = {"O": np.zeros(12, np.float32)}
         run_program(prog, env, {})
         np.testing.assert_array_equal(env["O"], want, err_msg="simplified" if kern is not k else "as built")
+
+
+# ------------------------------------------------------------------ int32 range
+BIG = 2_000_000_000
+
+
+@pytest.mark.parametrize("e,text", [
+    (add(c(2**31 - 1), c(1)), "2147483647 + 1"),
+    (add(X, c(BIG), c(BIG)), "x + 2000000000 + 2000000000"),
+    (mul(mul(X, 65536), 65536), "x * 65536 * 65536"),
+    (ir.Un("-", c(-2**31), ir.int32), "-(-2147483648)"),
+    (div(mul(mul(X, 65536), 65536), 3), "x * 65536 * 65536 / 3"),
+    # in range: still folded
+    (add(X, c(BIG), c(-BIG)), "x"),
+    (ir.Bin("*", c(46340), c(46340), ir.int32), "2147395600"),
+])
+def test_no_rewrite_creates_a_constant_outside_int32(e, text):
+    """A fold or linear form whose constant would leave int32 keeps the
+    expression as written: it wraps at run time, like `evaluate`'s int32."""
+    assert simp(e) == text
+
+
+@pytest.mark.parametrize("expr", ["(I(i) + 2000000000) + 2000000000", "I(i) * 65536 * 65536 + 3",
+                                  "I(i) - (-2147483647 - 1)", "I(i) + int32(float(2147483647 + 1) / 2.0)"])
+def test_int32_arithmetic_that_wraps_runs_like_evaluate(expr):
+    import tcomp
+    op = tcomp.op(f"def f(int32(N) I) -> (O) {{ O(i) = {expr} }}")
+    data = np.array([1, -5, 7, 2**31 - 1, -2**31], np.int32)
+    got = tcomp.build(tcomp.Schedule(op), target="sim")(data)
+    np.testing.assert_array_equal(got, tcomp.evaluate(op, data))
