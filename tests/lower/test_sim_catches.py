@@ -269,6 +269,22 @@ def test_verifier_rejects_barrier_under_thread_dependent_if():
             verify(kern, k.unflattened)
 
 
+@pytest.mark.parametrize("depth", [1, 2])
+def test_verifier_follows_thread_dependence_through_lets(depth):
+    """`let t = threadIdx.x` (and `let u = t + 1`): a barrier under a condition
+    on t (or u) is under a thread-dependent condition too."""
+    tx = ir.Var("threadIdx.x")
+    var = ir.Var("t") if depth == 1 else ir.Var("u")
+    body = ir.If(ir.Bin("<", var, ir.const(2), ir.bool_), ir.Barrier())
+    if depth == 2:
+        body = ir.Let("u", ir.Bin("+", ir.Var("t"), ir.ONE, ir.int32), body)
+    one = ir.ONE
+    k = ir.Kernel("k", (), (), (one, one, one), (ir.const(4), one, one), ir.Let("t", tx, body))
+    with pytest.raises(tcomp.LoweringError, match=re.escape(
+            "kernel k: barrier under a thread-dependent condition")):
+        verify(k, ir.Program("p", (), (k,), (), (), ()))
+
+
 class DropLastSubscript(Rewriter):
     """Every load of `buffer` loses its last subscript (a pass that forgot a dimension)."""
 

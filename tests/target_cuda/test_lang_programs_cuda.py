@@ -56,6 +56,23 @@ def test_float64_constants_print_as_valid_cuda_literals():
     assert ".visible .entry k(" in compile_source(src).ptx
 
 
+def test_loops_that_do_not_start_at_zero_end_at_lo_plus_extent():
+    """The passes build loops from 0; hand-built IR (and later passes) may
+    not: `for v in lo:extent` runs v from lo to lo + extent - 1."""
+    f32 = dtypes.float32
+    i, j, n = ir.Var("i"), ir.Var("j"), ir.Var("N")
+    body = ir.seq(
+        ir.For("i", ir.const(2), ir.const(3), "serial", ir.Store("O", (i,), ir.Imm(1.0, f32))),
+        ir.For("j", n, ir.const(4), "serial", ir.Store("O", (j,), ir.Imm(2.0, f32))))
+    one = ir.ONE
+    k = ir.Kernel("k", ("O",), ("N",), (one, one, one), (one, one, one), body)
+    out = ir.Buffer("O", f32, (ir.Bin("+", n, ir.const(4), ir.int32),), "global", "output")
+    src, _ = program_source(ir.Program("p", (out,), (k,), (), ("O",), ()))
+    assert "for (int i = 2; i < 2 + 3; ++i) {" in src
+    assert "for (int j = N; j < N + 4; ++j) {" in src
+    assert ".visible .entry k(" in compile_source(src).ptx
+
+
 @pytest.mark.parametrize("dt,header", [("half", "cuda_fp16.h"), ("bfloat16", "cuda_bf16.h")])
 def test_low_precision_only_in_a_conversion_includes_its_header(dt, header):
     """float32 buffers only; the low-precision type appears in a conversion
