@@ -36,6 +36,10 @@ Usage:
     python3 tools/mutate.py --out tools/mutation_results.jsonl --wide   # re-check survivors
     python3 tools/mutate.py --summary --out tools/mutation_results.jsonl
     python3 tools/mutate.py --show ID               # print the diff of one mutant
+    python3 tools/mutate.py --per-module 30 --seed 12 --retry-timeouts --timeout 400
+
+A record's later line wins (load() keys by id and suite), so a retried mutant
+keeps its history in the file.
 """
 from __future__ import annotations
 
@@ -310,6 +314,10 @@ def summary(out: Path) -> None:
             print(f"{mod:<12}{len(rs):>8}{kf:>14}{kw:>15}{100 * kw / len(rs):>7.0f}%")
     if tot[0]:
         print(f"{'total':<12}{tot[0]:>8}{tot[1]:>14}{tot[2]:>15}{100 * tot[2] / tot[0]:>7.0f}%")
+    slow = sum(r["status"] == "timeout" for r in recs.values())
+    if slow:
+        print(f"\n{slow} timeouts are counted as killed: on a loaded machine rerun them with "
+              f"--retry-timeouts and a larger --timeout")
     print("\nsurvivors:")
     for r in fast.values():
         if r["status"] == "survived" and wide.get(r["id"], {}).get("status") not in ("killed", "timeout"):
@@ -330,6 +338,9 @@ def main(argv=None) -> int:
     ap.add_argument("--wide", action="store_true", help="re-run fast-subset survivors under the wide suite")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th sampled mutant from i")
     ap.add_argument("--baseline", action="store_true", help="time the unmutated subsets")
+    ap.add_argument("--retry-timeouts", action="store_true",
+                    help="run again the mutants whose last result is a timeout (on a loaded "
+                         "machine a slow test run is not a kill; give a larger --timeout)")
     a = ap.parse_args(argv)
 
     muts = all_mutants()
@@ -364,7 +375,8 @@ def main(argv=None) -> int:
         suite = "wide" if a.wide else "fast"
         t_start = time.monotonic()
         for i, m in enumerate(todo):
-            if (m.id, suite) in done:
+            rec = done.get((m.id, suite))
+            if rec is not None and not (a.retry_timeouts and rec["status"] == "timeout"):
                 continue
             if a.budget is not None and time.monotonic() - t_start > a.budget:
                 print("budget spent; rerun to resume", flush=True)

@@ -14,6 +14,11 @@ Constants fold in every operator; comparisons decided by ranges fold to
 true/false; `if` on a constant keeps one branch; loops of extent 1 become a
 substitution and loops of extent 0 disappear.
 
+No rewrite creates an integer constant outside its type's range: a fold or
+linear form that would (`I(i) + 2000000000 + 2000000000` in int32) leaves the
+expression as written, so that it wraps at run time as `evaluate` does (and
+index arithmetic widened to 64 bits computes it exactly).
+
 Pre: any Kernel IR. Post: same meaning, canonical integer arithmetic.
 """
 from __future__ import annotations
@@ -87,6 +92,19 @@ def _holds(wide, narrow) -> bool:
     if narrow.kind in "iu" and wide.kind == "i" and not narrow.is_bool:
         return wide.bits > narrow.bits or (wide.bits == narrow.bits and narrow.kind == "i")
     return False
+
+
+def _in_range(v: int, dtype) -> bool:
+    """v is a value of integer type `dtype`; for signed types, -v is one too
+    (a linear form prints `x - c` for the constant -c)."""
+    if dtype.kind == "u":
+        return 0 <= v < 2 ** dtype.bits
+    return abs(v) < 2 ** (dtype.bits - 1)
+
+
+def _fits(lin: Linear, dtype) -> bool:
+    """Every constant the form prints (coefficients and c0) is in range."""
+    return _in_range(lin.const, dtype) and all(_in_range(c, dtype) for c in lin.terms.values())
 
 
 def _is_int32(e: ir.Expr) -> bool:
@@ -206,7 +224,8 @@ class Simplifier(Rewriter):
             if folded is not None:
                 return folded
         if e.dtype == ir.int32 and e.op in "+-*":
-            return self.linear(e).to_expr()
+            lin = self.linear(e)
+            return lin.to_expr() if _fits(lin, ir.int32) else e
         if e.op in ("/", "%") and e.dtype == ir.int32 and isinstance(b, ir.Imm) and b.value > 0:
             return self.divmod(e.op, a, int(b.value), e)
         if e.op in ("min", "max") and _is_int32(a) and _is_int32(b):
@@ -236,6 +255,8 @@ class Simplifier(Rewriter):
             return self.divmod("/", a.a, int(a.b.value) * c,
                                ir.Bin("/", a.a, ir.const(int(a.b.value) * c), ir.int32))
         lin = self.linear(a)
+        if not _fits(lin, ir.int32):
+            return e
         q = Linear({t: k // c for t, k in lin.terms.items() if k % c == 0}, 0)
         rest = Linear({t: k for t, k in lin.terms.items() if k % c != 0}, lin.const)
         qc, rc = divmod(rest.const, c)
@@ -284,10 +305,11 @@ class Simplifier(Rewriter):
         if isinstance(e.x, ir.Imm):
             if e.op == "!":
                 return ir.Imm(not e.x.value, ir.bool_)
-            if e.dtype == ir.int32:
+            if e.dtype == ir.int32 and _in_range(-int(e.x.value), ir.int32):
                 return ir.const(-int(e.x.value))
         if e.op == "-" and e.dtype == ir.int32:
-            return self.linear(e).to_expr()
+            lin = self.linear(e)
+            return lin.to_expr() if _fits(lin, ir.int32) else e
         return e
 
     def expr_Cast(self, e: ir.Cast) -> ir.Expr:
@@ -461,7 +483,7 @@ def _fold(op: str, a: ir.Imm, b: ir.Imm, dtype):
             return ir.Imm(r, ir.bool_)
     except KeyError:
         return None
-    if dtype == ir.int32 and not (-2**31 <= v < 2**31):
+    if not dtype.is_bool and not _in_range(v, dtype):
         return None
     return ir.Imm(v, dtype)
 

@@ -6,6 +6,9 @@ bug (two blocks writing one element, a block reading another's output).
 """
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 
@@ -193,6 +196,22 @@ def test_barrier_taken_by_whole_blocks_only(batches):
     np.testing.assert_array_equal(env["O"], np.full((2, 4), 2))
 
 
+def test_a_barrier_taken_by_some_blocks_only_ends_no_race_in_the_others():
+    """Thread 0 writes S[0], thread 1 reads it; only block 1 has a barrier in
+    between (a block-uniform condition). Both blocks run in one batch: the
+    barrier clears block 1's record of who wrote what, not block 0's, where the
+    read is a race."""
+    S = ir.Buffer("S", F32, (c(1),), "shared")
+    body = ir.Alloc(S, ir.seq(
+        ir.If(eq(TX, c(0)), ir.Store("S", (c(0),), ir.Cast(F32, BX))),
+        ir.If(eq(BX, c(1)), ir.Barrier()),
+        ir.If(eq(TX, c(1)), ir.Store("O", (BX,), ir.Load("S", (c(0),), F32)))))
+    with pytest.raises(tcomp.SimError, match=re.escape(
+            "kernel k: thread (1, 0, 0) reads shared S[0] written by thread (0, 0, 0) "
+            "since the last barrier (missing barrier) in block (0, 0, 0)")):
+        run(program(body, 2, 2, {"O": (2,)}), {"O": (2,)})
+
+
 def test_divergent_barrier_names_its_block(batches):
     cond = ir.Bin("&&", eq(BX, c(1)), lt(TX, c(2)), ir.bool_)
     prog = program(ir.If(cond, ir.Barrier()), 2, 4, {"O": (2, 4)})
@@ -249,6 +268,25 @@ def test_batches_are_bounded_by_their_memory(monkeypatch):
     np.testing.assert_array_equal(env["O"], np.full((3, 2), 3))
 
 
+@pytest.mark.parametrize("scope", ["local", "shared"])
+def test_batch_memory_counts_local_per_thread_and_shared_per_block(monkeypatch, scope):
+    """32 threads per block. Local memory is per thread: 16 floats cost
+    16 * 32 * (4 + 1) = 2560 bytes per block (value + written flag per lane);
+    shared is per block: 1024 floats cost 1024 * (4 + 9) = 13312 bytes (value,
+    written flag, race tracking). A budget of two blocks' worth runs 5 blocks
+    as batches of 2, 2, 1 in both cases."""
+    seen = _batches(monkeypatch)
+    n, per_block = (16, 2560) if scope == "local" else (1024, 13312)
+    monkeypatch.setattr(executor, "MAX_BATCH_BYTES", 2 * per_block)
+    S = ir.Buffer("S", F32, (c(n),), scope)
+    at = c(0) if scope == "local" else TX
+    body = ir.Alloc(S, ir.seq(ir.Store("S", (at,), f(3)), ir.Barrier(),
+                              ir.Store("O", (BX, TX), ir.Load("S", (at,), F32))))
+    env = run(program(body, 5, 32, {"O": (5, 32)}), {"O": (5, 32)})
+    assert seen == [(0, 2), (2, 2), (4, 1)]
+    np.testing.assert_array_equal(env["O"], np.full((5, 32), 3))
+
+
 @pytest.mark.parametrize("lanes", [1, 32, 1 << 15])
 def test_results_and_messages_do_not_depend_on_the_batch_size(monkeypatch, lanes):
     monkeypatch.setattr(executor, "MAX_LANES", lanes)
@@ -295,6 +333,105 @@ def test_block_reading_what_several_other_blocks_wrote(batches):
     with pytest.raises(tcomp.SimError, match=r"block \(2, 0, 0\) reads T\[0\], which other "
                                              r"blocks wrote in the same launch"):
         run(program(body, 3, 1, bufs), bufs)
+
+
+# ----------------------------------------------------------------- if / else
+# No lowering pass builds an `If` with an `else_` today; hand-built IR and later
+# passes may. The else branch runs on the lanes of the enclosing mask where the
+# condition is false, and on no other lane.
+_ELSE_CASES = {
+    # name: (outer guard or None, inner condition, want(b, t) with 0 = not written)
+    "top-level": (None, lt(TX, c(3)), lambda b, t: 1 if t < 3 else 2),
+    "in-a-thread-guard": (lt(TX, c(6)), lt(TX, c(3)),
+                          lambda b, t: 0 if t >= 6 else (1 if t < 3 else 2)),
+    "block-condition-in-a-thread-guard": (lt(TX, c(6)), eq(BX, c(1)),
+                                          lambda b, t: 0 if t >= 6 else (1 if b == 1 else 2)),
+}
+
+
+@pytest.mark.parametrize("case", list(_ELSE_CASES))
+def test_else_branch_runs_on_the_other_active_lanes(batches, case):
+    guard, cond, want = _ELSE_CASES[case]
+    o = (BX, TX)
+    body = ir.If(cond, ir.Store("O", o, f(1)), ir.Store("O", o, f(2)))
+    if guard is not None:
+        body = ir.If(guard, body)
+    env = run(program(body, 2, 8, {"O": (2, 8)}), {"O": (2, 8)})
+    np.testing.assert_array_equal(env["O"], [[want(b, t) for t in range(8)] for b in range(2)])
+
+
+def test_per_lane_local_subscripts_under_a_guard():
+    """A local array indexed per lane (t % 2), written and read back under a
+    guard that leaves thread 3 out: each thread gets its own value."""
+    T = ir.Buffer("T", F32, (c(2),), "local")
+    t2 = ir.Bin("%", TX, c(2), ir.int32)
+    val = ir.Cast(F32, add(TX, c(1)))
+    body = ir.Alloc(T, ir.If(lt(TX, c(3)), ir.seq(
+        ir.Store("T", (t2,), val), ir.Store("O", (BX, TX), ir.Load("T", (t2,), F32)))))
+    env = run(program(body, 2, 4, {"O": (2, 4)}), {"O": (2, 4)})
+    np.testing.assert_array_equal(env["O"], [[1, 2, 3, 0]] * 2)
+
+
+# ----------------------------------------------------------------- shadowed variables
+# Kernel IR lets an inner loop or let reuse an outer name. The sim computes an
+# invariant expression (no loop variable in it) once per batch: a loop variable
+# that shadows a size parameter or an invariant let is not invariant, and an
+# invariant let that shadows a loop variable ends with its body.
+_SHADOWING = ["loop-shadowing-a-size", "loop-in-invariant-let", "invariant-let-in-loop"]
+
+
+def _shadowing(case):
+    """2 threads; thread t stores 3 * v to O[4 t + v] for v = 0..3 (P: a side store)."""
+    v = ir.Var("N" if case == "loop-shadowing-a-size" else "i")
+    at = add(ir.Bin("*", TX, c(4), ir.int32), v)
+    times3 = ir.Cast(F32, ir.Bin("*", v, c(3), ir.int32))
+    if case == "loop-shadowing-a-size":
+        body = ir.For("N", c(0), c(4), "serial", ir.Store("O", (at,), times3))
+    elif case == "loop-in-invariant-let":
+        body = ir.Let("i", TX, ir.For("i", c(0), c(4), "serial", ir.Store("O", (at,), times3)))
+    else:
+        inner = ir.Let("i", c(7), ir.Store("P", (TX,), ir.Cast(F32, v)))
+        body = ir.For("i", c(0), c(4), "serial", ir.seq(inner, ir.Store("O", (at,), times3)))
+    prog = program(body, 1, 2, {"O": (8,), "P": (2,)})
+    return dataclasses.replace(prog, kernels=(dataclasses.replace(prog.kernels[0], sizes=("N",)),))
+
+
+@pytest.mark.parametrize("case", _SHADOWING)
+def test_a_shadowing_variable_is_invariant_only_in_its_own_scope(case):
+    env = {"O": np.zeros(8, np.float32), "P": np.zeros(2, np.float32)}
+    run_program(_shadowing(case), env, {"N": 5})
+    np.testing.assert_array_equal(env["O"], np.tile(np.arange(4) * 3, 2))
+
+
+# ----------------------------------------------------------------- out-of-bounds subscripts
+@pytest.mark.parametrize("dt", ["int8", "int16", "int32", "int64"])
+def test_negative_subscript_of_any_integer_dtype_is_out_of_bounds(dt):
+    """A gather O[t] = A[I[t]] whose subscript is the loaded value itself (the
+    lowering widens gather subscripts to int32; hand-built IR need not):
+    a negative int8/int16 subscript is caught like an int32 one."""
+    idt = getattr(dtypes, dt)
+    bufs = (ir.Buffer("A", F32, (c(5),), "global", "input"),
+            ir.Buffer("I", idt, (c(4),), "global", "input"),
+            ir.Buffer("O", F32, (c(4),), "global", "output"))
+    body = ir.Store("O", (TX,), ir.Load("A", (ir.Load("I", (TX,), idt),), F32))
+    k = ir.Kernel("k", ("A", "I", "O"), (), (c(1), c(1), c(1)), (c(4), c(1), c(1)), body)
+    prog = ir.Program("p", bufs, (k,), ("A", "I"), ("O",), ())
+    env = {"A": np.arange(5, dtype=np.float32), "I": np.array([0, 1, -1, 2], idt.numpy),
+           "O": np.zeros(4, np.float32)}
+    with pytest.raises(tcomp.SimError, match=re.escape(
+            "kernel k: read of A[-1] out of bounds (shape (5,), dimension 0) in block (0, 0, 0), "
+            "thread (2, 0, 0)")):
+        run_program(prog, env, {})
+
+
+def test_uniform_subscript_out_of_bounds_names_the_one_active_thread(batches):
+    """The same out-of-range subscript for every lane, stored by thread 5 only:
+    the message names thread 5, not the first lane of the batch."""
+    body = ir.If(eq(TX, c(5)), ir.Store("O", (BX, c(10)), f(1)))
+    with pytest.raises(tcomp.SimError, match=re.escape(
+            "kernel k: write to O[0, 10] out of bounds (shape (2, 8), dimension 1) in block "
+            "(0, 0, 0), thread (5, 0, 0)")):
+        run(program(body, 2, 8, {"O": (2, 8)}), {"O": (2, 8)})
 
 
 # ----------------------------------------------------------------- global races in a block

@@ -10,6 +10,7 @@ the `tcomp.SimError` the sim raises, by its message.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -264,6 +265,44 @@ def test_barrier_under_thread_dependent_if(mm_args):
 def test_verifier_rejects_barrier_under_thread_dependent_if():
     k = rewrite(build_shared(), BarrierUnderThreadIf())
     with pytest.raises(tcomp.LoweringError, match="barrier under a thread-dependent condition"):
+        for kern in k.unflattened.kernels:
+            verify(kern, k.unflattened)
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_verifier_follows_thread_dependence_through_lets(depth):
+    """`let t = threadIdx.x` (and `let u = t + 1`): a barrier under a condition
+    on t (or u) is under a thread-dependent condition too."""
+    tx = ir.Var("threadIdx.x")
+    var = ir.Var("t") if depth == 1 else ir.Var("u")
+    body = ir.If(ir.Bin("<", var, ir.const(2), ir.bool_), ir.Barrier())
+    if depth == 2:
+        body = ir.Let("u", ir.Bin("+", ir.Var("t"), ir.ONE, ir.int32), body)
+    one = ir.ONE
+    k = ir.Kernel("k", (), (), (one, one, one), (ir.const(4), one, one), ir.Let("t", tx, body))
+    with pytest.raises(tcomp.LoweringError, match=re.escape(
+            "kernel k: barrier under a thread-dependent condition")):
+        verify(k, ir.Program("p", (), (k,), (), (), ()))
+
+
+class DropLastSubscript(Rewriter):
+    """Every load of `buffer` loses its last subscript (a pass that forgot a dimension)."""
+
+    def __init__(self, buffer):
+        self.buffer = buffer
+
+    def expr_Load(self, e):
+        e = self.generic_expr(e)
+        return dataclasses.replace(e, indices=e.indices[:-1]) if e.buffer == self.buffer else e
+
+
+@pytest.mark.parametrize("buffer", ["A", "A_shared"])
+def test_verifier_rejects_a_wrong_subscript_count_before_flattening(buffer):
+    """verify() checks subscript counts by default (the pipeline relies on it
+    between the passes before flattening): a global and a shared buffer."""
+    k = rewrite(build_shared(), DropLastSubscript(buffer))
+    with pytest.raises(tcomp.LoweringError, match=re.escape(
+            f"kernel mm_C: buffer '{buffer}' has 2 dimensions but is accessed with 1 subscripts")):
         for kern in k.unflattened.kernels:
             verify(kern, k.unflattened)
 

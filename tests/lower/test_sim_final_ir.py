@@ -171,6 +171,42 @@ def test_flat_stores_name_elements_by_their_multi_index():
         run_program(_program(body, {"O": (4, 3)}), {"O": np.zeros((4, 3), np.float32)}, {})
 
 
+@pytest.mark.parametrize("scope", ["global", "shared", "local"])
+def test_per_dimension_subscripts_land_row_major(scope):
+    """IR before flattening (or hand-built) indexes a 3-d buffer per dimension:
+    thread t stores t + 1 at [1, t % 3, 2] (per-lane subscripts) and thread 0
+    stores 9 at [1, 0, 1] (uniform subscripts); both land row-major."""
+    tx = ir.Var("threadIdx.x")
+    t3 = ir.Bin("%", tx, ir.const(3), ir.int32)
+    name = "O" if scope == "global" else "T"
+    first = ir.If(ir.Bin("<", tx, ir.const(3), ir.bool_),
+                  ir.Store(name, (ir.ONE, t3, ir.const(2)),
+                           ir.Cast(F32, ir.Bin("+", tx, ir.ONE, ir.int32))))
+    second = ir.If(ir.Bin("==", tx, ir.const(0), ir.bool_),
+                   ir.Store(name, (ir.ONE, ir.const(0), ir.ONE), ir.Imm(9.0, F32)))
+    want = np.zeros((2, 3, 4), np.float32)
+    want[1, :, 2] = [1, 2, 3]
+    want[1, 0, 1] = 9
+    body = ir.seq(first, second)
+    if scope != "global":  # copy the temporary out as a flat (row-major) view
+        at = [(1, 0, 1), (1, 0, 2), (1, 1, 2), (1, 2, 2)]
+        copies = [ir.Store("O", (ir.const(((a * 3) + b) * 4 + c),),
+                           ir.Load("T", tuple(ir.const(v) for v in (a, b, c)), F32))
+                  for a, b, c in at]
+        if scope == "local":  # each thread copies what it wrote itself
+            want[1, 1:, 2] = 0
+            copies = [copies[0], copies[1]]
+            body = ir.seq(ir.If(ir.Bin("==", tx, ir.const(0), ir.bool_), ir.seq(first, second,
+                                                                                *copies)))
+        else:
+            body = ir.seq(body, ir.Barrier(),
+                          ir.If(ir.Bin("==", tx, ir.const(0), ir.bool_), ir.seq(*copies)))
+        body = ir.Alloc(ir.Buffer("T", F32, (ir.const(2), ir.const(3), ir.const(4)), scope), body)
+    env = {"O": np.zeros((2, 3, 4), np.float32)}
+    run_program(_program(body, {"O": (2, 3, 4)}), env, {})
+    np.testing.assert_array_equal(env["O"], want)
+
+
 def test_a_non_contiguous_array_is_run_on_a_copy_and_written_back():
     tx = ir.Var("threadIdx.x")
     body = ir.Store("O", (ir.Bin("*", tx, ir.const(2), ir.int32),), ir.Cast(F32, tx))

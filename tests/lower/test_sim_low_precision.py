@@ -245,11 +245,16 @@ def test_convert_rounds_once_on_random_data():
 
 @pytest.mark.parametrize("t", list(TYPES))
 def test_cuda_converts_doubles_once(t):
-    """The CUDA source converts a double straight to the narrow type (not
-    through float); NVRTC compiles it."""
-    op = tcomp.op(f"def f(double(N) D, int64(N) I) -> (O) {{ O(i) = {t}(D(i)) + {t}(I(i)) }}")
+    """The CUDA source converts a double, or a 32- or 64-bit integer (which
+    float cannot hold exactly: int32 2^24 + 2^16 + 1 to bfloat16 through float
+    rounds twice, to the wrong side of a tie), straight to the narrow type;
+    16-bit integers, exact in float, go through float. NVRTC compiles it."""
+    op = tcomp.op(f"def f(double(N) D, int64(N) I, int32(N) J, uint32(N) U, int16(N) S) -> (O) "
+                  f"{{ O(i) = {t}(D(i)) + {t}(I(i)) + {t}(J(i)) + {t}(U(i)) + {t}(S(i)) }}")
     k = tcomp.build(threads(op, "O"), target="cuda")
     conv = "__double2half" if t == "half" else "__double2bfloat16"
-    assert k.source.count(f"{conv}((double)(D[") == 1
-    assert k.source.count(f"{conv}((double)(I[") == 1
+    for name in "DIJU":
+        assert k.source.count(f"{conv}((double)({name}[") == 1, name
+    narrow = "__float2half_rn" if t == "half" else "__float2bfloat16_rn"
+    assert k.source.count(f"{narrow}((float)(S[") == 1
     assert k.ptx

@@ -755,6 +755,26 @@ def test_gather_int32_index(which):
     check(s, sz, ints={"idx": sz["V"]})
 
 
+SELECT_INDEX = tcomp.op("def f(float(N) A) -> (O) { O(i) = A(i % 2 == 0 ? i + 4 : i) where i in 0:N-4 }")
+
+
+@pytest.mark.parametrize("which", BOTH)
+def test_shared_tile_of_a_ternary_subscript(which):
+    """A staged in shared memory per block of 8 outputs; the subscript picks
+    i + 4 or i: the tile spans from the smaller branch's low end to the larger
+    one's high end (12 elements)."""
+    s = tcomp.Schedule(SELECT_INDEX)
+    O = s["O"]
+    (i,) = O.axes
+    io, ii = O.split(i, 8)
+    O.bind(io, "blockIdx.x")
+    O.bind(ii, "threadIdx.x")
+    S = s.cache_read("A", "shared", [O])
+    S.compute_at(O, io)
+    coop(S, None, 8)
+    check(s, sizes_of(which, {"N": 36}, {"N": 31}))
+
+
 MULTI = """
 def first(float(M, N) A) -> (B) { B(i, j) = A(i, j) * 3.0 }
 def second(float(M, N) A, float(N) v) -> (y, z) {

@@ -16,13 +16,16 @@ and constants, nested / and %) at random points inside random ranges.
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from tcomp.lang.dtypes import float32 as F32
 from tcomp.lower import ir
 from tcomp.lower.printer import expr as show
-from tcomp.lower.simplify import simplify_expr
+from tcomp.lower.simplify import simplify, simplify_expr
+from tcomp.target_sim import run_program
 
 X, Y, I, J = (ir.Var(n) for n in "xyij")
 
@@ -393,3 +396,77 @@ def test_comparisons_are_decided_soundly_and_whenever_the_bounds_settle_them(op)
                 assert answers == {got}, (op, lo, hi, got)
             elif lo is not None and hi is not None:
                 assert len(answers) == 2, (op, lo, hi)
+
+
+# ------------------------------------------------------------------ scopes of ranges
+def _shadowing_cases():
+    """Bodies of `for i in 0:4` (one thread, O of 12 floats) where a nested
+    scope gives `i` a narrower range: an inner loop or let of the same name
+    (Kernel IR allows shadowing; verify accepts it), an if-condition that
+    refines i in its then-branch only. After that scope the outer range must
+    come back, or the guard after it is folded away. {name: (body, want)}."""
+    def store(at, v):
+        return ir.Store("O", (at,), ir.Imm(float(v), F32))
+
+    def lt(a, k):
+        return ir.Bin("<", a, c(k), ir.bool_)
+
+    def want(pairs):
+        out = np.zeros(12, np.float32)
+        for at, v in pairs:
+            out[at] = v
+        return out
+
+    return {
+        "inner-loop": (ir.seq(ir.For("i", c(0), c(2), "serial", store(I, 1)),
+                              ir.If(lt(I, 2), store(add(I, c(4)), 2))),
+                       want([(0, 1), (1, 1), (4, 2), (5, 2)])),
+        "inner-let": (ir.seq(ir.Let("i", c(0), store(I, 1)), ir.If(lt(I, 1), store(add(I, c(4)), 2))),
+                      want([(0, 1), (4, 2)])),
+        "if-then-else": (ir.seq(ir.If(lt(I, 2), store(I, 1), ir.If(lt(I, 3), store(add(I, c(4)), 2))),
+                                ir.If(lt(I, 3), store(add(I, c(8)), 3))),
+                         want([(0, 1), (1, 1), (6, 2), (8, 3), (9, 3), (10, 3)])),
+    }
+
+
+@pytest.mark.parametrize("case", ["inner-loop", "inner-let", "if-then-else"])
+def test_ranges_narrowed_in_a_nested_scope_end_with_it(case):
+    body, want = _shadowing_cases()[case]
+    one = ir.ONE
+    k = ir.Kernel("k", ("O",), (), (one,) * 3, (one,) * 3, ir.For("i", c(0), c(4), "serial", body))
+    out = ir.Buffer("O", F32, (c(12),), "global", "output")
+    for kern in (k, simplify(k)):
+        prog = ir.Program("p", (out,), (kern,), (), ("O",), ())
+        env = {"O": np.zeros(12, np.float32)}
+        run_program(prog, env, {})
+        np.testing.assert_array_equal(env["O"], want, err_msg="simplified" if kern is not k else "as built")
+
+
+# ------------------------------------------------------------------ int32 range
+BIG = 2_000_000_000
+
+
+@pytest.mark.parametrize("e,text", [
+    (add(c(2**31 - 1), c(1)), "2147483647 + 1"),
+    (add(X, c(BIG), c(BIG)), "x + 2000000000 + 2000000000"),
+    (mul(mul(X, 65536), 65536), "x * 65536 * 65536"),
+    (ir.Un("-", c(-2**31), ir.int32), "-(-2147483648)"),
+    (div(mul(mul(X, 65536), 65536), 3), "x * 65536 * 65536 / 3"),
+    # in range: still folded
+    (add(X, c(BIG), c(-BIG)), "x"),
+    (ir.Bin("*", c(46340), c(46340), ir.int32), "2147395600"),
+])
+def test_no_rewrite_creates_a_constant_outside_int32(e, text):
+    """A fold or linear form whose constant would leave int32 keeps the
+    expression as written: it wraps at run time, like `evaluate`'s int32."""
+    assert simp(e) == text
+
+
+@pytest.mark.parametrize("expr", ["(I(i) + 2000000000) + 2000000000", "I(i) * 65536 * 65536 + 3",
+                                  "I(i) - (-2147483647 - 1)", "I(i) + int32(float(2147483647 + 1) / 2.0)"])
+def test_int32_arithmetic_that_wraps_runs_like_evaluate(expr):
+    import tcomp
+    op = tcomp.op(f"def f(int32(N) I) -> (O) {{ O(i) = {expr} }}")
+    data = np.array([1, -5, 7, 2**31 - 1, -2**31], np.int32)
+    got = tcomp.build(tcomp.Schedule(op), target="sim")(data)
+    np.testing.assert_array_equal(got, tcomp.evaluate(op, data))

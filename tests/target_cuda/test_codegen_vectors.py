@@ -112,6 +112,33 @@ def test_unaligned_sizes_fall_back_to_scalars():
     assert k.meta["kernels"][0]["aligned_buffers"] == []
 
 
+def half_scale(dt: str, lanes: int):
+    """O = A * 2 in `dt` (half or bfloat16), 4 threads per block, each loading
+    `lanes` contiguous elements as one vector (8 lanes: 16 bytes, 4: 8 bytes)."""
+    op = tcomp.op(f"def h({dt}(N) A) -> (O) {{ O(i) = A(i) * {dt}(2.0) }}")
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    (i,) = O.axes
+    io, ii = O.split(i, lanes)
+    O.vectorize(ii)
+    ioo, ioi = O.split(io, 4)
+    O.bind(ioo, "blockIdx.x")
+    O.bind(ioi, "threadIdx.x")
+    return s
+
+
+@pytest.mark.parametrize("dt", ["half", "bfloat16"])
+@pytest.mark.parametrize("lanes,vtype,ptx_load", [(8, "float4", "ld.global.nc.v4.f32"),
+                                                  (4, "float2", "ld.global.nc.v2.f32")])
+def test_half_vectors_of_16_and_8_bytes(dt, lanes, vtype, ptx_load):
+    """2-byte elements: 8 lanes move as one float4, 4 lanes as one float2."""
+    k = tcomp.build(half_scale(dt, lanes), target=ARCH, sizes={"N": 256})
+    assert f"*reinterpret_cast<{vtype}*>(&O[" in k.source
+    assert f"*reinterpret_cast<const {vtype}*>(&A[" in k.source
+    assert ptx_load in k.ptx
+    assert k.meta["kernels"][0]["aligned_buffers"] == ["A", "O"]
+
+
 def test_sim_agrees(tmp_path):
     """The same schedules compute the product (sim target, prime and tile sizes)."""
     import numpy as np

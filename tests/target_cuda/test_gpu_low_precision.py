@@ -72,7 +72,9 @@ def test_wide_to_narrow_conversions_round_once(t):
     if t == "bfloat16":  # integers below 2^53 (exact in double; beyond, 1 ulp at most)
         x, want = INT_ABOVE_TIES
         x, want = x[[0, 2]], want[[0, 2]]
-        op = tcomp.op("def f(int64(N) D) -> (O) { O(i) = bfloat16(D(i)) }")
-        got = tcomp.build(threads(op, "O", 2), target="cuda")(x)
-        np.testing.assert_array_equal(bits(got), bits(tcomp.evaluate(op, x)))
-        np.testing.assert_array_equal(got.astype(np.float64), want)
+        for src in ("int64", "int32"):  # both values fit in int32
+            op = tcomp.op(f"def f({src}(N) D) -> (O) {{ O(i) = bfloat16(D(i)) }}")
+            xs = x.astype(src)
+            got = tcomp.build(threads(op, "O", 2), target="cuda")(xs)
+            np.testing.assert_array_equal(bits(got), bits(tcomp.evaluate(op, xs)))
+            np.testing.assert_array_equal(got.astype(np.float64), want)
