@@ -261,17 +261,32 @@ class _Distribute(Rewriter):
         (buf,) = names
         lay = LAYOUTS[self.roles[buf]]
         va, vb = ir.Var(outer.var), ir.Var(inner.var)
+        rows_outer = None
         for _, (i0, i1) in accesses:
             l0, l1 = self.simp.linear(i0), self.simp.linear(i1)
             if l0.terms.get(va) == 1 and l1.terms.get(vb) == 1 and vb not in l0.terms and \
                     va not in l1.terms:
-                continue
-            if l0.terms.get(vb) == 1 and l1.terms.get(va) == 1:
-                # the nest runs over (col, row): swap the roles of the loops
-                outer_, inner_ = inner, outer
-                return self._distribute_as(outer, inner, buf, lay, inner_, outer_, accesses)
-            return None
-        return self._distribute_as(outer, inner, buf, lay, outer, inner, accesses)
+                here, rv, cv = True, va, vb
+            elif l0.terms.get(vb) == 1 and l1.terms.get(va) == 1 and va not in l0.terms and \
+                    vb not in l1.terms:
+                here, rv, cv = False, vb, va  # the nest runs over (col, row)
+            else:
+                return None
+            if rows_outer not in (None, here):
+                return None
+            rows_outer = here
+            # the rest of each subscript must start a tile: the lane's elements of the
+            # tile at (i0, i1) are then the registers of that tile
+            for lin, v, t in ((l0, rv, lay.th), (l1, cv, lay.tw)):
+                rest = Linear({a: c for a, c in lin.terms.items() if a != v}, lin.const)
+                if not _multiple(rest, t):
+                    raise LoweringError(f"fragment '{buf}': element access {buf}"
+                                        f"[{expr_text(i0)}, {expr_text(i1)}] does not start "
+                                        f"a {lay.th} x {lay.tw} tile at '{v.name}' = 0; loop "
+                                        f"over whole tiles of the fragment")
+        if rows_outer:
+            return self._distribute_as(outer, inner, buf, lay, outer, inner, accesses)
+        return self._distribute_as(outer, inner, buf, lay, inner, outer, accesses)
 
     def _distribute_as(self, outer, inner, buf, lay, row_loop, col_loop, accesses):
         er, ec = int(row_loop.extent.value), int(col_loop.extent.value)
@@ -345,10 +360,9 @@ class _Registers(Rewriter):
         self.frags, self.roles, self.shapes, self.simp = frags, roles, shapes, simp
         self.element_loops = element_loops
 
-    def reg(self, buf, i0, i1, exact=True):
-        """Register offset of element (i0, i1) of `buf`, where (i0, i1) is this
-        lane's element: tile (i0 // th, i1 // tw), element number from the
-        layout. `exact`: (i0, i1) is a tile origin (a Ref), element 0."""
+    def reg(self, buf, i0, i1):
+        """Register offset of the tile of `buf` whose origin is (i0, i1): its
+        first register (tiles row-major, `per_lane` registers each)."""
         lay = LAYOUTS[self.roles[buf]]
         rows, cols = self.shapes[buf]
         per_row = cols // lay.tw

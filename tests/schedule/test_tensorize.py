@@ -232,3 +232,35 @@ def test_fused_bias_gelu_epilogue_from_the_fragments(sizes):
     # the float32 accumulator is rounded after each k16 step (evaluate: once), so
     # results may differ by a rounding of the bfloat16 output
     assert (np.abs(got - want) <= np.abs(want) * 2.0 ** -7 + 1e-6).all()
+
+
+def test_element_access_off_the_tile_grid_is_refused():
+    """A fragment read at an offset that is not a whole tile (as a buggy
+    earlier pass could leave it) is an error, never a read of another lane's
+    register."""
+    import dataclasses
+
+    from tcomp.lower import ir
+    from tcomp.lower.pipeline import lower, run_passes
+    from tcomp.lower.rewriter import Rewriter
+
+    op, s = tc_gemm(tcomp.op(BF), bm=32, bn=32, wm=16, wn=32, bk=16)
+    sizes = {"M": 32, "N": 32, "K": 16}
+    before = lower(s, sizes=sizes, until="tensor_cores")
+
+    class Shift(Rewriter):  # the epilogue's reads of the accumulator, not the mma's
+        def stmt_For(self, f):
+            return f if f.kind == "tensorize" else self.generic_stmt(f)
+
+        def expr_Load(self, e):
+            if e.buffer == "C_fragment":
+                i0, i1 = e.indices
+                return dataclasses.replace(e, indices=(ir.Bin("+", i0, ir.const(8), ir.int32),
+                                                       i1))
+            return self.generic_expr(e)
+    broken = dataclasses.replace(before, kernels=tuple(
+        dataclasses.replace(k, body=Shift().stmt(k.body)) for k in before.kernels))
+    with pytest.raises(tcomp.LoweringError, match=r"fragment 'C_fragment': element access "
+                                                  r"C_fragment\[.* \+ 8, .*\] does not start a "
+                                                  r"16 x 8 tile"):
+        run_passes(broken, start="tensor_cores")
