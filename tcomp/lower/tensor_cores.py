@@ -17,8 +17,8 @@ a 1-d array of the registers one lane holds, accessed only
   subscripts of the body (the global C, a bias) follow.
 
 A copy from a shared buffer into an A or B fragment whose rows are 16-byte
-aligned runs as `ldmatrix` (x4 for A, x2.trans for B); other copies stay
-per-element loads (correct, slower). Loops whose variables reach a register
+aligned runs as `ldmatrix` (x4 for A; x4.trans for two B tiles side by side,
+x2.trans for one); other copies stay per-element loads (correct, slower). Loops whose variables reach a register
 offset are unrolled, so the registers are named by constants.
 
 A kernel with fragments needs blockDim.x == 32 (the lanes of a warp) with
@@ -297,6 +297,16 @@ class _Distribute(Rewriter):
         self.count += 1
         n = self.count
         ta, tb, e = f"{buf}_ti{n}", f"{buf}_tj{n}", f"{buf}_e{n}"
+        if lay.role == "b" and (ec // lay.tw) % 2 == 0:
+            # two B tiles side by side (k x 16) in one ldmatrix.x4.trans: their
+            # registers are consecutive (tiles are numbered row-major)
+            pairs = {row_loop.var: _b("*", ir.Var(ta), lay.th),
+                     col_loop.var: _b("*", ir.Var(tb), 2 * lay.tw)}
+            out = self._ldmatrix(inner.body, buf, lay, row_loop.var, col_loop.var, pairs,
+                                 pair=True)
+            if out is not None:
+                out = ir.For(tb, ir.const(0), ir.const(ec // (2 * lay.tw)), "unroll", out)
+                return ir.For(ta, ir.const(0), ir.const(er // lay.th), "unroll", out)
         origin = {row_loop.var: _b("*", ir.Var(ta), lay.th),
                   col_loop.var: _b("*", ir.Var(tb), lay.tw)}
         out = self._ldmatrix(inner.body, buf, lay, row_loop.var, col_loop.var, origin)
@@ -311,11 +321,11 @@ class _Distribute(Rewriter):
         out = ir.For(ta, ir.const(0), ir.const(er // lay.th), "unroll", out)
         return out
 
-    def _ldmatrix(self, body, buf, lay, rv, cv, origin):
+    def _ldmatrix(self, body, buf, lay, rv, cv, origin, pair=False):
         """`F[i0, i1] = S[...]` (F an A or B fragment, S shared of the same type,
         contiguous along F's columns, 16-byte aligned rows): one ldmatrix per
-        tile (x4 for a 16 x 16 A tile; x2.trans for a 16 x 8 B tile, k rows),
-        else None. Lane l gives the address of row l % 16 (A: at column
+        tile (x4 for a 16 x 16 A tile; x2.trans for a 16 x 8 B tile, k rows;
+        with `pair`, x4.trans for two B tiles side by side), else None. Lane l gives the address of row l % 16 (A: at column
         8 (l // 16); B: lanes 16-31 repeat lanes 0-15)."""
         if lay.role not in ("a", "b") or not isinstance(body, ir.Store) or body.buffer != buf:
             return None
@@ -333,6 +343,8 @@ class _Distribute(Rewriter):
             return None
         if lay.role == "a":
             lr, lc, fn = _b("%", LANE, 16), _b("*", _b("/", LANE, 16), 8), "ldmatrix_x4"
+        elif pair:  # lanes 16-31: the rows of the second tile, 8 columns on
+            lr, lc, fn = _b("%", LANE, 16), _b("*", _b("/", LANE, 16), 8), "ldmatrix_x4_trans"
         else:
             lr, lc, fn = _b("%", LANE, 16), ir.const(0), "ldmatrix_x2_trans"
         at = {rv: _b("+", origin[rv], lr), cv: _b("+", origin[cv], lc)}

@@ -697,7 +697,7 @@ def test_dump_until(tmp_path):
 def test_tensorize_mma(update_golden):
     text = _check("tensorize_mma", update_golden)
     assert text.count("mma_m16n8k16(&C_fragment[") == 4  # 2 k16 steps x 2 n8 tiles, unrolled
-    assert "ldmatrix_x4(&A_shared_fragment[" in text and "ldmatrix_x2_trans(" in text
+    assert "ldmatrix_x4(&A_shared_fragment[" in text and "ldmatrix_x4_trans(" in text
     assert "alloc fragment float32 C_fragment[16]" in text  # a 16 x 32 warp tile: 16 per lane
 
 
