@@ -173,3 +173,14 @@ def test_zero_filled_load_through_a_widening_and_back():
 ])
 def test_values_that_are_not_a_copy(make):
     assert _zero_filled_load(make(), DTYPES) is None
+
+
+def test_sizes_known_at_run_time():
+    """Without sizes= the K tile's alignment in X is unknown: the gather stays
+    stores into the ring (no cp.async), and the kernel is right at any size."""
+    op, s = S.tc_conv2d(**SMALL, pipeline=3)
+    assert "cp_async(&Acol[" not in str(tcomp.lower(s))
+    k = tcomp.build(s, target="sim")
+    for sizes in (sizes_of(2, 5, 7, 16, 24), sizes_of(1, 3, 4, 8, 8)):
+        X, Wt = data(sizes)
+        assert_one_rounding_apart(k(X, Wt), tcomp.evaluate(op, X, Wt), X, Wt)
