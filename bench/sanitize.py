@@ -193,6 +193,22 @@ def tensor_core_kernels():
     want = tcomp.evaluate(op, a, b, bias).astype(np.float64)
     assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
     print("tensor cores fused bias + GELU ok")
+    # conv2d over an im2col stage: cp.async gathers with zero-fill (C % 8 == 0), ring
+    # stores of gathered pieces (C = 12), awkward H, W, N H W and K
+    for (n, h, w, c, kf), kw in (((2, 9, 7, 32, 40), dict(bm=64, bn=64, wm=32, wn=32, bk=32,
+                                                           pipeline=3)),
+                                 ((2, 5, 7, 12, 24), dict(bm=64, bn=64, wm=32, wn=32, bk=32,
+                                                          pipeline=4)),
+                                 ((1, 6, 5, 16, 24), dict(bm=64, bn=64, wm=32, wn=32, bk=32,
+                                                          pipeline=True))):
+        op, s = S.tc_conv2d(**kw)
+        x = rng.standard_normal((n, h, w, c)).astype(np.float16)
+        wt = rng.standard_normal((9 * c, kf)).astype(np.float16)
+        sizes = {"N": n, "H": h, "W": w, "C": c, "K": kf, "R": 9 * c}
+        got = tcomp.build(s, target="cuda", sizes=sizes)(x, wt).astype(np.float64)
+        want = tcomp.evaluate(op, x, wt).astype(np.float64)
+        assert np.abs(got - want).max() <= 1e-2 * np.abs(want).max()
+        print(f"tensor cores conv2d {sizes} {kw} ok")
 
 
 def check_tc(s, npdt, sizes, rng, dt, kw):

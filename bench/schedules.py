@@ -358,6 +358,54 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
     else:  # C(m, n) +=! ... then an elementwise D(m, n) of it: D's loops, C in fragments
         C, CF = s[op.outputs[0].name], s["C"]
         CF.set_scope("fragment")
+    _tc_tiles(s, C, CF, lambda: s.cache_read("A", "shared", [CF]),
+              lambda: s.cache_read("B", "shared", [CF]), bm, bn, wm, wn, bk, lanes, vector, pad,
+              pipeline, unroll_k)
+    return op, s
+
+
+TC_CONV2D = """def conv2d(float16(N, H, W, C) X, float16(R, K) Wt) -> (O) {
+  Acol(p, r) = h >= 0 && h < H && w >= 0 && w < W ? X(n, h, w, r % C) : float16(0.0)
+      where n = p / (H * W), h = p / W % H + r / (3 * C) - 1, w = p % W + r / C % 3 - 1,
+            p in 0:N * H * W, r in 0:9 * C
+  O(p, k) +=! Acol(p, r) * Wt(r, k)
+}"""
+
+
+def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=True,
+              pipeline=False, unroll_k=False):
+    """Tensor-core 3x3 convolution, stride 1, padding 1, NHWC (TC_CONV2D) as
+    a GEMM over an explicit im2col stage: O(p, k), the output pixels p = (n,
+    h, w) by the filters k, sums Acol(p, r) Wt(r, k) over r = (kh, kw, c),
+    where Acol gathers the input window of pixel p (0 in the padding) and Wt
+    is the filter bank as a (3 * 3 * C) x K matrix (R = 9 C; filters (K, C,
+    3, 3) are Wt = F.permute(2, 3, 1, 0).reshape(9 C, K)). Acol is never
+    stored in global memory: it is computed in shared memory at the K-tile
+    loop, in A's place in `tc_gemm` (same arguments, same schedule for the
+    rest); with `vector`, in pieces of 8 consecutive channels, which become
+    16-byte cp.async copies with zero-fill in the padding when pipelined
+    (pipeline=3..5) and C is a multiple of 8."""
+    op = op or tcomp.op(TC_CONV2D)
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    OF = s.cache_write(O, "fragment")
+
+    def gather():
+        A = s["Acol"]
+        A.set_scope("shared")
+        return A
+    _tc_tiles(s, O, OF, gather, lambda: s.cache_read("Wt", "shared", [OF]), bm, bn, wm, wn, bk,
+              lanes, vector, pad, pipeline, unroll_k)
+    return op, s
+
+
+def _tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pad, pipeline,
+              unroll_k):
+    """The tensor-core schedule of tc_gemm on the output stage `C` and its
+    fragment accumulator `CF` (C(m, n) += A(m, k) * B(k, n)). `a_shared` and
+    `b_shared` make the shared-memory stages of A and B (a cache_read of an
+    input, or a temporary's own stage moved to shared memory), which are
+    computed at the K-tile loop and read through fragments."""
     m, n = C.axes
     mo, no, mi, ni = C.tile(m, n, bm, bn)
     mw, mf = C.split(mi, wm)
@@ -376,9 +424,9 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
     fno, fni = CF.split(fn, 8)
     CF.reorder(ko, kio, fmo, fno, fmi, fni, kii)
     CF.tensorize(fmi, "mma_m16n8k16")
-    AS = s.cache_read("A", "shared", [CF])
+    AS = a_shared()
     AS.compute_at(CF, ko)
-    BS = s.cache_read("B", "shared", [CF])
+    BS = b_shared()
     BS.compute_at(CF, ko)
     AF = s.cache_read(AS, "fragment", [CF])
     AF.compute_at(CF, kio)
@@ -401,4 +449,3 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
         CF.pipeline(ko, stages=2 if pipeline is True else pipeline)
     if unroll_k:  # the k16 steps of a K tile unrolled: fragment loads overlap earlier mma
         CF.unroll(kio)
-    return op, s

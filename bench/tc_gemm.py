@@ -7,7 +7,8 @@ Each tcomp kernel is first checked against a float64 product on random
 bfloat16 data (a sample of rows), then timed with CUDA events (median of
 --reps); prints TFLOP/s, the ratio to torch.matmul, and per kernel the
 registers, shared memory, spills and HMMA count from the SASS (when cuobjdump
-is on the PATH). Writes $OUT/tc_gemm.json when $OUT is set.
+is on the PATH). With --conv (on by default), also the conv2d case of
+bench/tc_conv.py against cuDNN. Writes $OUT/tc_gemm.json when $OUT is set.
 """
 from __future__ import annotations
 

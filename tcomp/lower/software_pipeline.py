@@ -105,15 +105,10 @@ class _Async(Rewriter):
 
     def _cp_async(self, s: ir.For):
         st = s.body
-        src = st.value
-        inside = None  # a zero-filled copy: Select(inside the tensor, load, 0)
-        if isinstance(src, ir.Select) and isinstance(src.b, ir.Imm) and src.b.value == 0:
-            inside, src = src.cond, src.a
-        while isinstance(src, ir.Cast) and src.dtype == self.o.dtypes.get(
-                getattr(src.x, "buffer", None)):
-            src = src.x
-        if not isinstance(src, ir.Load) or src.buffer not in self.o.dtypes:
+        got = _zero_filled_load(st.value, self.o.dtypes)
+        if got is None:
             return None
+        inside, src = got
         dt = self.o.dtypes[src.buffer]
         if not isinstance(s.extent, ir.Imm) or not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
             return None
@@ -174,6 +169,44 @@ class _Async(Rewriter):
             flat = flat.add(self.o.simp.linear(i).scale(stride))
             stride *= int(d.value) if isinstance(d, ir.Imm) else 0
         return flat
+
+
+def _zero_filled_load(e: ir.Expr, dtypes) -> tuple[ir.Expr | None, ir.Load] | None:
+    """(condition, load) when `e` is a global load that is 0 where the
+    condition fails, `Select(c, x, 0)`, also nested (a shared tile that
+    fragments read stores 0 outside the tensor, around a gather that is 0 in
+    its padding: the conditions joined by &&), and through casts that keep the
+    loaded value (a float16 widened to float32 for the select, then narrowed
+    back). (None, load) for a plain copy; None for anything else (a value
+    computed from the load)."""
+    conds, casts = [], []
+    while True:
+        if isinstance(e, ir.Cast):
+            casts.append(e.dtype)
+            e = e.x
+        elif isinstance(e, ir.Select) and _is_zero(e.b):
+            conds.append(e.cond)
+            e = e.a
+        else:
+            break
+    if not isinstance(e, ir.Load) or e.buffer not in dtypes or e.dtype != dtypes[e.buffer]:
+        return None
+    d = e.dtype
+    # each cast holds every value of the load's type exactly, and the outermost is that
+    # type again: the chain changes no value
+    if casts and (casts[0] != d or not all(
+            t == d or (t.is_float and d.is_float and t.bits > d.bits) for t in casts)):
+        return None
+    cond = None
+    for c in conds:
+        cond = c if cond is None else ir.Bin("&&", cond, c, ir.bool_)
+    return cond, e
+
+
+def _is_zero(e: ir.Expr) -> bool:
+    while isinstance(e, ir.Cast):
+        e = e.x
+    return isinstance(e, ir.Imm) and e.value == 0
 
 
 def _multiple(lin: Linear, t: int) -> bool:

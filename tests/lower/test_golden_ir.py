@@ -317,6 +317,15 @@ def ex_tensorize_cp_async_ring():
     return _tc(pipeline=3), {"M": 30, "N": 32, "K": 64}
 
 
+@example
+def ex_tensorize_conv_im2col():
+    """conv2d 3x3 pad 1 as a GEMM over an im2col stage gathered into a shared ring
+    by cp.async (0 source bytes in the padding and past the last pixel)."""
+    from ..bench.common import S as bench
+    s = bench.tc_conv2d(bm=32, bn=32, wm=16, wn=32, bk=16, pipeline=3)[1]
+    return s, {"N": 1, "H": 5, "W": 6, "C": 8, "K": 32, "R": 72}
+
+
 # --------------------------------------------------------------------- checking
 def _check(name, update_golden):
     s, sizes = EXAMPLES[name]()
@@ -706,3 +715,12 @@ def test_tensorize_cp_async_ring(update_golden):
     assert "alloc shared bfloat16 A_shared[3, " in text
     assert "cp_async_wait(1)" in text and "cp_async_commit()" in text
     assert "? 16 : 0)" in text  # rows past M = 30: zero-filled pieces
+
+
+def test_tensorize_conv_im2col(update_golden):
+    text = _check("tensorize_conv_im2col", update_golden)
+    assert "alloc shared float16 Acol[3, 32, 24]" in text  # rows padded to 24: 16 + 8
+    assert "buffer temp" not in text  # the im2col matrix never reaches global memory
+    gathers = [line for line in text.splitlines() if "cp_async(&Acol[" in line]
+    assert gathers and all("&X[" in line and "? 16 : 0)" in line for line in gathers)
+    assert text.count("mma_m16n8k16(&O_fragment[") == 4
