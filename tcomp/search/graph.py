@@ -21,7 +21,8 @@ Each node carries:
   output (returned by the op), writers (statements writing the tensor),
   order (position in statement order), origin ('statement' or 'snapshot'),
   tensor_core (a 'matmul' whose operands and accumulator an intrinsic of
-  tensor_intrinsics.TENSORIZE takes), operands ((A, B) of a 'matmul').
+  tensor_intrinsics.TENSORIZE takes), operands ((A, B) of a 'matmul'),
+  reads (the tensors its statement reads).
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def stage_graph(op_or_schedule) -> nx.DiGraph:
         g.add_node(name, tensor=d.tensor, spatial=tuple(d.spatial), reduce=tuple(d.reduce),
                    reduce_op=d.reduce_op, dtype=dtype.name, output=d.tensor in outputs,
                    writers=len(s.writers(d.tensor)), order=i, origin=st.origin, kind=kind,
-                   operands=roles, tensor_core=roles is not None and _tensor_core(s, d, roles))
+                   operands=roles, reads=tuple(sorted(d.reads())), tensor_core=roles is not None and _tensor_core(s, d, roles))
     for i, name in enumerate(names):
         d = s.states[name].definition
         needs = set(d.reads())
