@@ -156,23 +156,28 @@ def _ct_feasible(ctx, stage, p):
 
 
 def _ct_apply(s, ctx, stage, p):
+    """bench/schedules.py `rowsum` for any reduction: each thread reduces a
+    strided slice of the (fused) reduction, `unroll` loads at a time."""
     st = s[stage]
     reduce_ax = _fuse_all(st, list(st.reduce_axes))
-    if p["unroll"] > 1:
-        reduce_ax, ru = st.split(reduce_ax, p["unroll"])
     ro, ri = st.split(reduce_ax, p["threads"])
+    inner = [ro]
+    if p["unroll"] > 1:
+        inner = list(st.split(ro, p["unroll"]))
+    outer = []
     if st.axes:
         f = _fuse_all(st, list(st.axes))
+        outer = [f]
         if p["rows"] > 1:
-            f, fr = st.split(f, p["rows"])
-            st.bind(fr, "threadIdx.y")
-        st.bind(f, "blockIdx.x")
-    if p["unroll"] > 1:
-        st.reorder(ri, ro, ru)
-        st.unroll(ru)
-    else:
-        st.reorder(ri, ro)
+            outer = list(st.split(f, p["rows"]))
+    st.reorder(*outer, ri, *inner)
+    if outer:
+        st.bind(outer[0], "blockIdx.x")
     st.bind(ri, "threadIdx.x")
+    if len(outer) > 1:
+        st.bind(outer[1], "threadIdx.y")
+    if p["unroll"] > 1:
+        st.unroll(inner[1])
 
 
 # --------------------------------------------------------------- rfactor
@@ -481,22 +486,24 @@ def row_producers(ctx, stage) -> list[str]:
     if n["kind"] not in ("elementwise", "injective") or len(n["spatial"]) < 2:
         return []
     lead = [ctx.extents[stage][v] for v in n["spatial"][:-1]]
-    out = []
-    for p in G.producers(g, stage):
-        pn = g.nodes[p]
-        if (p in ctx.inlined or not pn["reduce"]
-                or len(pn["reduce"]) != 1 or pn["writers"] != 1 or pn["origin"] != "statement"
-                or [ctx.extents[p][v] for v in pn["spatial"]] != lead):
-            continue
-        if all(_only_feeds(ctx, c, stage) for c in G.consumers(g, p)):
-            out.append(p)
-    return out
+    out = [p for p in G.producers(g, stage)
+           if p not in ctx.inlined and g.nodes[p]["reduce"] and len(g.nodes[p]["reduce"]) == 1
+           and g.nodes[p]["writers"] == 1 and g.nodes[p]["origin"] == "statement"
+           and [ctx.extents[p][v] for v in g.nodes[p]["spatial"]] == lead]
+    # Each must feed only `stage`, stages inlined into it, or another of them
+    # (layernorm's var reads mean): drop offenders until none is left.
+    while True:
+        keep = [p for p in out if all(_only_feeds(ctx, c, stage, out) for c in G.consumers(g, p))]
+        if keep == out:
+            return out
+        out = keep
 
 
-def _only_feeds(ctx, c, stage) -> bool:
-    if c == stage:
+def _only_feeds(ctx, c, stage, group) -> bool:
+    if c == stage or c in group:
         return True
-    return c in ctx.inlined and all(_only_feeds(ctx, x, stage) for x in G.consumers(ctx.graph, c))
+    return c in ctx.inlined and all(_only_feeds(ctx, x, stage, group)
+                                    for x in G.consumers(ctx.graph, c))
 
 
 def _row_applies(ctx, stage):
