@@ -51,7 +51,8 @@ def stage_graph(op_or_schedule) -> nx.DiGraph:
         g.add_node(name, tensor=d.tensor, spatial=tuple(d.spatial), reduce=tuple(d.reduce),
                    reduce_op=d.reduce_op, dtype=dtype.name, output=d.tensor in outputs,
                    writers=len(s.writers(d.tensor)), order=i, origin=st.origin, kind=kind,
-                   operands=roles, reads=tuple(sorted(d.reads())), tensor_core=roles is not None and _tensor_core(s, d, roles))
+                   operands=roles, reads=tuple(sorted(d.reads())),
+                   tensor_core=roles is not None and _tensor_core(s, d, roles))
     for i, name in enumerate(names):
         d = s.states[name].definition
         needs = set(d.reads())
