@@ -1,0 +1,618 @@
+"""Sketch rules: each reads a stage's place in the dataflow graph (graph.py)
+and, given parameters, applies schedule primitives to it.
+
+A rule is four functions over a `Context` (the op, its graph, the stages'
+loop extents at the tuning sizes, the device limits):
+  applies(ctx, stage) -> bool          whether the rule fits the stage
+  sample(ctx, stage, rng) -> dict      random parameters within device limits
+  feasible(ctx, stage, params) -> bool the cheap resource checks (threads,
+                                       shared memory, registers) before lowering
+  apply(s, ctx, stage, params)         the primitives, on Schedule `s`
+Parameters are plain JSON values, so a candidate's parameters can be stored
+in a record and mutated later (space.py). The rules:
+
+  simt_tile    a matmul stage: block tile bm x bn, thread tile tm x tn in
+               registers (cache_write local), A and B tiles of bk in shared
+               memory, per-k register fragments, optional double buffering,
+               16-byte vectors, warp lane grid, padding, block rasterization
+               (the parameters of bench/schedules.py `gemm`; its schedules
+               are points of this rule)
+  tc_tile      a matmul stage with half inputs: block/warp tiles, K tiles of
+               bk in shared memory (padded rows), fragment caches, mma_m16n8k16,
+               pipeline depth 2..5 (bench/schedules.py `tc_gemm`)
+  reg_tile     any reduction with two or more spatial axes (convolutions,
+               batched and transposed products): block and thread tiles of the
+               last two spatial axes, a register accumulator, the outer
+               reduction axis split by bk, outer spatial axes on blockIdx.z
+  row          an elementwise stage whose row statistics (reductions over the
+               row) are computed at its row loop as cross-thread reductions,
+               kept in registers, the row optionally read once into shared
+               memory (bench/schedules.py softmax / layernorm)
+  cross_thread a reduction: its outputs over blocks (rows per block on
+               threadIdx.y), its reduction axes fused and spread over
+               threadIdx.x, reduced across threads
+  rfactor      a reduction: the reduction split by `factor`, the partial
+               results over (factor x outputs) in parallel, then reduced across
+               threads
+  flat         anything: the spatial axes fused, `vec`-wide vectors, `threads`
+               threads per block; a reduction runs serially in each thread
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..lang.symbolic import eval_int
+from . import graph as G
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one thread block may use (an H200 by default: sm_90)."""
+    threads: int = 1024
+    block_dims: tuple[int, int, int] = (1024, 1024, 64)
+    grid_dims: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    shared_bytes: int = 227 * 1024
+    registers: int = 255  # per thread; the estimate in space.py is rough, so rules stay below
+
+
+@dataclass
+class Context:
+    """What the rules read: the op, its stage graph, every stage's loop
+    extents at the tuning sizes, the limits, and the stages the plan inlines."""
+    op: object
+    graph: object
+    sizes: dict
+    extents: dict  # stage -> {var: int}
+    limits: Limits = field(default_factory=Limits)
+    inlined: frozenset = frozenset()
+
+    def node(self, stage):
+        return self.graph.nodes[stage]
+
+
+def extents_of(schedule, sizes) -> dict:
+    out = {}
+    for name, st in schedule.states.items():
+        out[name] = {v: max(0, eval_int(hi, sizes) - eval_int(lo, sizes))
+                     for v, (lo, hi) in st.definition.ranges.items()}
+    return out
+
+
+def pow2_upto(n: int, lo: int = 1, hi: int = 1 << 30) -> list[int]:
+    """Powers of two from lo to min(hi, the smallest power of two >= n)."""
+    top, out, p = max(lo, min(hi, 1 << max(0, int(n - 1).bit_length()))), [], lo
+    while p <= top:
+        out.append(p)
+        p *= 2
+    return out
+
+
+def pick(rng, options):
+    return options[int(rng.integers(len(options)))]
+
+
+# ------------------------------------------------------------------ flat
+def _flat_applies(ctx, stage):
+    return True
+
+
+def _flat_sample(ctx, stage, rng):
+    n = ctx.node(stage)
+    total = 1
+    for v in n["spatial"]:
+        total *= ctx.extents[stage][v]
+    vec = pick(rng, [1, 2, 4]) if n["kind"] == "elementwise" and n["spatial"] else 1
+    threads = pick(rng, pow2_upto(max(1, total // vec), 32, ctx.limits.threads))
+    unroll = pick(rng, [1, 2, 4, 8]) if n["reduce"] else 1
+    return {"threads": threads, "vec": vec, "unroll": unroll}
+
+
+def _flat_feasible(ctx, stage, p):
+    return p["threads"] <= ctx.limits.threads
+
+
+def _fuse_all(st, axes):
+    f = axes[0]
+    for a in axes[1:]:
+        f = st.fuse(f, a)
+    return f
+
+
+def _flat_apply(s, ctx, stage, p):
+    st = s[stage]
+    if not st.axes:
+        return
+    f = _fuse_all(st, list(st.axes))
+    if p["vec"] > 1:
+        f, fv = st.split(f, p["vec"])
+    fo, fi = st.split(f, p["threads"])
+    st.bind(fo, "blockIdx.x")
+    st.bind(fi, "threadIdx.x")
+    if p["vec"] > 1 and not st.reduce_axes:
+        st.vectorize(fv)
+    if p["unroll"] > 1 and st.reduce_axes:
+        ko, ki = st.split(st.reduce_axes[-1], p["unroll"])
+        st.unroll(ki)
+
+
+# ---------------------------------------------------------- cross_thread
+def _reduction(ctx, stage):
+    n = ctx.node(stage)
+    return bool(n["reduce"])
+
+
+def _ct_sample(ctx, stage, rng):
+    n = ctx.node(stage)
+    red = 1
+    for v in n["reduce"]:
+        red *= ctx.extents[stage][v]
+    threads = pick(rng, pow2_upto(red, 32, ctx.limits.threads))
+    rows = pick(rng, [1, 1, 2, 4, 8]) if n["spatial"] and threads <= 256 else 1
+    return {"threads": threads, "rows": rows, "unroll": pick(rng, [1, 2, 4, 8])}
+
+
+def _ct_feasible(ctx, stage, p):
+    return p["threads"] * p["rows"] <= ctx.limits.threads
+
+
+def _ct_apply(s, ctx, stage, p):
+    """bench/schedules.py `rowsum` for any reduction: each thread reduces a
+    strided slice of the (fused) reduction, `unroll` loads at a time."""
+    st = s[stage]
+    reduce_ax = _fuse_all(st, list(st.reduce_axes))
+    ro, ri = st.split(reduce_ax, p["threads"])
+    inner = [ro]
+    if p["unroll"] > 1:
+        inner = list(st.split(ro, p["unroll"]))
+    outer = []
+    if st.axes:
+        f = _fuse_all(st, list(st.axes))
+        outer = [f]
+        if p["rows"] > 1:
+            outer = list(st.split(f, p["rows"]))
+    st.reorder(*outer, ri, *inner)
+    if outer:
+        st.bind(outer[0], "blockIdx.x")
+    st.bind(ri, "threadIdx.x")
+    if len(outer) > 1:
+        st.bind(outer[1], "threadIdx.y")
+    if p["unroll"] > 1:
+        st.unroll(inner[1])
+
+
+# --------------------------------------------------------------- rfactor
+def _rf_applies(ctx, stage):
+    n = ctx.node(stage)
+    return (bool(n["reduce"]) and n["reduce_op"] in ("+", "*", "max", "min")
+            and n["writers"] == 1)
+
+
+def _rf_sample(ctx, stage, rng):
+    n = ctx.node(stage)
+    k = ctx.extents[stage][n["reduce"][0]]
+    return {"factor": pick(rng, pow2_upto(k, 32, ctx.limits.threads)),
+            "threads": pick(rng, [32, 64, 128, 256])}
+
+
+def _rf_feasible(ctx, stage, p):
+    return p["factor"] <= ctx.limits.threads and p["threads"] <= ctx.limits.threads
+
+
+def _rf_apply(s, ctx, stage, p):
+    st = s[stage]
+    ko, ki = st.split(st.reduce_axes[0], p["factor"])
+    rf = st.rfactor(ki)
+    # the partial reductions: every (k_i, outputs) point in parallel, one thread each
+    f = _fuse_all(rf, list(rf.axes))
+    fo, fi = rf.split(f, p["threads"])
+    rf.bind(fo, "blockIdx.x")
+    rf.bind(fi, "threadIdx.x")
+    (k,) = st.reduce_axes
+    if st.axes:
+        st.bind(_fuse_all(st, list(st.axes)), "blockIdx.x")
+    st.bind(k, "threadIdx.x")
+
+
+# -------------------------------------------------------------- reg_tile
+def _rt_applies(ctx, stage):
+    n = ctx.node(stage)
+    return bool(n["reduce"]) and len(n["spatial"]) >= 2 and n["writers"] == 1
+
+
+def _rt_sample(ctx, stage, rng):
+    n = ctx.node(stage)
+    e = ctx.extents[stage]
+    ym, yn = n["spatial"][-2:]
+    for _ in range(50):
+        p = {"bm": pick(rng, pow2_upto(e[ym], 1, 128)), "bn": pick(rng, pow2_upto(e[yn], 1, 128)),
+             "tm": pick(rng, [1, 2, 4, 8]), "tn": pick(rng, [1, 2, 4, 8]),
+             "bk": pick(rng, pow2_upto(e[n["reduce"][0]], 1, 32))}
+        p["tm"], p["tn"] = min(p["tm"], p["bm"]), min(p["tn"], p["bn"])
+        if _rt_feasible(ctx, stage, p):
+            return p
+    return {"bm": 1, "bn": 32, "tm": 1, "tn": 1, "bk": 1}
+
+
+def _rt_feasible(ctx, stage, p):
+    threads = (p["bm"] // p["tm"]) * (p["bn"] // p["tn"])
+    return (p["bm"] % p["tm"] == 0 and p["bn"] % p["tn"] == 0 and threads <= ctx.limits.threads
+            and p["tm"] * p["tn"] <= 64)
+
+
+def _rt_apply(s, ctx, stage, p):
+    C = s[stage]
+    CL = s.cache_write(C, "local")
+    *outer, m, n = C.axes
+    mo, no, mi, ni = C.tile(m, n, p["bm"], p["bn"])
+    mio, mii = C.split(mi, p["tm"])
+    nio, nii = C.split(ni, p["tn"])
+    C.reorder(mo, no, mio, nio, mii, nii)
+    if outer:
+        C.bind(_fuse_all(C, outer), "blockIdx.z")
+    C.bind(mo, "blockIdx.y")
+    C.bind(no, "blockIdx.x")
+    C.bind(mio, "threadIdx.y")
+    C.bind(nio, "threadIdx.x")
+    C.unroll(mii)
+    C.unroll(nii)
+    CL.compute_at(C, nio)
+    *_, lm, ln = CL.axes
+    k0, *krest = CL.reduce_axes
+    ko, ki = CL.split(k0, p["bk"])
+    CL.reorder(ko, ki, *krest, lm, ln)
+    CL.unroll(lm)
+    CL.unroll(ln)
+
+
+# ------------------------------------------------------------- simt_tile
+def _st_applies(ctx, stage):
+    n = ctx.node(stage)
+    return (n["kind"] == "matmul" and n["writers"] == 1 and n["operands"][0] != n["operands"][1]
+            and not n["output"] is False)
+
+
+LANES = [None, (4, 8), (8, 4), (2, 16), (16, 2)]
+
+
+def _st_sample(ctx, stage, rng):
+    n = ctx.node(stage)
+    e = ctx.extents[stage]
+    m, nn = n["spatial"]
+    (k,) = n["reduce"]
+    for _ in range(100):
+        p = {"bm": pick(rng, pow2_upto(e[m], 8, 256)), "bn": pick(rng, pow2_upto(e[nn], 8, 256)),
+             "bk": pick(rng, pow2_upto(e[k], 4, 32)), "tm": pick(rng, [1, 2, 4, 8]),
+             "tn": pick(rng, [1, 2, 4, 8]), "fragments": bool(rng.integers(2)),
+             "pipeline": bool(rng.integers(2)), "vector": bool(rng.integers(4) > 0),
+             "lanes": pick(rng, LANES), "group": pick(rng, [None, None, 4, 8, 16]),
+             "pad": bool(rng.integers(2))}
+        p["tm"], p["tn"] = min(p["tm"], p["bm"]), min(p["tn"], p["bn"])
+        if _st_feasible(ctx, stage, p):
+            return p
+    return None
+
+
+def _st_feasible(ctx, stage, p):
+    bm, bn, bk, tm, tn = p["bm"], p["bn"], p["bk"], p["tm"], p["tn"]
+    if bm % tm or bn % tn:
+        return False
+    ty, tx = bm // tm, bn // tn
+    threads = tx * ty
+    if threads > ctx.limits.threads or (p["lanes"] and (threads % 32 or ty % p["lanes"][1]
+                                                         or tx % p["lanes"][0])):
+        return False
+    if p["pad"] and not p["vector"]:
+        return False
+    item = 4
+    shared = (bm * (bk + 4 * p["pad"]) + bk * bn) * item * (2 if p["pipeline"] else 1)
+    regs = tm * tn + (tm + tn) * (2 if p["fragments"] else 0) + 24
+    return shared <= ctx.limits.shared_bytes and regs <= 200
+
+
+def _st_apply(s, ctx, stage, p):
+    """bench/schedules.py `gemm`, primitive for primitive (the same directives
+    for the same parameters), with the op's names for C, A and B."""
+    bm, bn, bk, tm, tn = p["bm"], p["bn"], p["bk"], p["tm"], p["tn"]
+    a_name, b_name = ctx.node(stage)["operands"]
+    C = s[stage]
+    CL = s.cache_write(C, "local")
+    m, n = C.axes
+    mo, no, mi, ni = C.tile(m, n, bm, bn)
+    mio, mii = C.split(mi, tm)
+    nio, nii = C.split(ni, tn)
+    C.reorder(mo, no, mio, nio, mii, nii)
+    if p["group"]:
+        C.rasterize(mo, no, p["group"])
+    else:
+        C.bind(mo, "blockIdx.y")
+        C.bind(no, "blockIdx.x")
+    ty, tx = bm // tm, bn // tn
+    if p["lanes"]:
+        ln, lm = p["lanes"]
+        mw, ml = C.split(mio, lm)
+        nw, nl = C.split(nio, ln)
+        C.reorder(mw, nw, ml, nl)
+        at = C.fuse(C.fuse(C.fuse(mw, nw), ml), nl)
+        C.bind(at, "threadIdx.x")
+        tx, ty = tx * ty, 1
+    else:
+        at = nio
+        C.bind(mio, "threadIdx.y")
+        C.bind(nio, "threadIdx.x")
+    C.unroll(mii)
+    niio, niiv = C.split(nii, 4)
+    C.unroll(niio)
+    C.vectorize(niiv)
+    CL.compute_at(C, at)
+    lm, ln = CL.axes
+    (lk,) = CL.reduce_axes
+    ko, ki = CL.split(lk, bk)
+    CL.reorder(ko, ki, lm, ln)
+    if p["pipeline"]:
+        CL.pipeline(ko)
+    CL.unroll(ki)
+    CL.unroll(lm)
+    CL.unroll(ln)
+    shared = {}
+    for name in (a_name, b_name):
+        S = s.cache_read(name, "shared", [CL])
+        shared[name] = S.tensor
+        S.compute_at(CL, ko)
+        a0, a1 = S.axes
+        if p["vector"] and name == a_name:
+            S.storage_order(a1, a0)  # the A tile k-major: a thread's tm values contiguous
+            if p["pad"]:
+                S.storage_align(a1, 32, 4)
+        f = S.fuse(a0, a1)
+        if p["vector"] and (bk if name == a_name else bn) % 4 == 0:
+            f, fv = S.split(f, 4)
+            S.vectorize(fv)
+        fo, fi = S.split(f, tx)
+        S.bind(fi, "threadIdx.x")
+        if ty > 1:
+            foo, foi = S.split(fo, ty)
+            S.bind(foi, "threadIdx.y")
+    if p["fragments"]:
+        for name in (a_name, b_name):
+            L = s.cache_read(shared[name], "local", [CL])
+            L.compute_at(CL, ki)
+            a0, a1 = L.axes
+            if p["vector"] and (tm if name == a_name else tn) % 4 == 0:
+                c, o = (a0, a1) if name == a_name else (a1, a0)
+                co, cv = L.split(c, 4)
+                L.reorder(o, co, cv)
+                L.unroll(o)
+                L.unroll(co)
+                L.vectorize(cv)
+            else:
+                for ax in L.axes:
+                    L.unroll(ax)
+
+
+# --------------------------------------------------------------- tc_tile
+def _tc_applies(ctx, stage):
+    n = ctx.node(stage)
+    return (n["kind"] == "matmul" and n["tensor_core"] and n["writers"] == 1
+            and n["operands"][0] != n["operands"][1])
+
+
+def _tc_sample(ctx, stage, rng):
+    n = ctx.node(stage)
+    e = ctx.extents[stage]
+    m, nn = n["spatial"]
+    (k,) = n["reduce"]
+    for _ in range(100):
+        p = {"bm": pick(rng, pow2_upto(e[m], 16, 256)), "bn": pick(rng, pow2_upto(e[nn], 16, 256)),
+             "wm": pick(rng, [16, 32, 64]), "wn": pick(rng, [16, 32, 64]),
+             "bk": pick(rng, pow2_upto(e[k], 16, 64)), "pad": bool(rng.integers(4) > 0),
+             "vector": True, "pipeline": pick(rng, [0, 2, 3, 3, 4, 5]),
+             "unroll_k": bool(rng.integers(2))}
+        p["wm"], p["wn"] = min(p["wm"], p["bm"]), min(p["wn"], p["bn"])
+        if _tc_feasible(ctx, stage, p):
+            return p
+    return None
+
+
+def _tc_feasible(ctx, stage, p):
+    bm, bn, wm, wn, bk = p["bm"], p["bn"], p["wm"], p["wn"], p["bk"]
+    if bm % wm or bn % wn or wm % 16 or wn % 8 or bk % 16:
+        return False
+    warps = (bm // wm) * (bn // wn)
+    copies = max(2 if p["pipeline"] else 1, p["pipeline"] or 1)
+    pad = 8 if p["pad"] else 0
+    shared = copies * (bm * (bk + pad) + bk * (bn + pad)) * 2
+    regs = wm * wn // 32 + (wm // 16) * 4 + (wn // 8) * 2 + 40  # accumulators + A, B fragments
+    return (32 * warps <= ctx.limits.threads and shared <= ctx.limits.shared_bytes
+            and regs <= 220 and p["pipeline"] in (0, 2, 3, 4, 5))
+
+
+def _tc_apply(s, ctx, stage, p):
+    """bench/schedules.py `tc_gemm` (lanes=32), primitive for primitive."""
+    bm, bn, wm, wn, bk = p["bm"], p["bn"], p["wm"], p["wn"], p["bk"]
+    a_name, b_name = ctx.node(stage)["operands"]
+    C = s[stage]
+    CF = s.cache_write(C, "fragment")
+    m, n = C.axes
+    mo, no, mi, ni = C.tile(m, n, bm, bn)
+    mw, mf = C.split(mi, wm)
+    nw, nf = C.split(ni, wn)
+    C.reorder(mo, no, mw, nw, mf, nf)
+    C.bind(mo, "blockIdx.y")
+    C.bind(no, "blockIdx.x")
+    w = C.fuse(mw, nw)
+    C.bind(w, "threadIdx.y")
+    CF.compute_at(C, w)
+    fm, fn = CF.axes
+    (fk,) = CF.reduce_axes
+    ko, ki = CF.split(fk, bk)
+    kio, kii = CF.split(ki, 16)
+    fmo, fmi = CF.split(fm, 16)
+    fno, fni = CF.split(fn, 8)
+    CF.reorder(ko, kio, fmo, fno, fmi, fni, kii)
+    CF.tensorize(fmi, "mma_m16n8k16")
+    AS = s.cache_read(a_name, "shared", [CF])
+    AS.compute_at(CF, ko)
+    BS = s.cache_read(b_name, "shared", [CF])
+    BS.compute_at(CF, ko)
+    AF = s.cache_read(AS, "fragment", [CF])
+    AF.compute_at(CF, kio)
+    BF = s.cache_read(BS, "fragment", [CF])
+    BF.compute_at(CF, kio)
+    warps = (bm // wm) * (bn // wn)
+    for S, width in ((AS, bk), (BS, bn)):
+        a0, a1 = S.axes
+        if p["pad"]:
+            S.storage_align(a0, 2 * width, width + 8)
+        f = S.fuse(a0, a1)
+        fo, fv = S.split(f, 8)
+        fo2, tx = S.split(fo, 32)
+        fo3, ty = S.split(fo2, warps)
+        S.bind(tx, "threadIdx.x")
+        S.bind(ty, "threadIdx.y")
+        if p["vector"]:
+            S.vectorize(fv)
+    if p["pipeline"]:
+        CF.pipeline(ko, stages=p["pipeline"])
+    if p["unroll_k"]:
+        CF.unroll(kio)
+
+
+# ------------------------------------------------------------------- row
+def row_producers(ctx, stage) -> list[str]:
+    """The reductions `row` computes at `stage`'s row loop: single-writer,
+    one reduction axis, spatial axes the same extents as `stage`'s leading
+    ones, and read (directly or through inlined stages) by `stage` alone."""
+    g, n = ctx.graph, ctx.node(stage)
+    if n["kind"] not in ("elementwise", "injective") or len(n["spatial"]) < 2:
+        return []
+    lead = [ctx.extents[stage][v] for v in n["spatial"][:-1]]
+    out = [p for p in G.producers(g, stage)
+           if p not in ctx.inlined and g.nodes[p]["reduce"] and len(g.nodes[p]["reduce"]) == 1
+           and g.nodes[p]["writers"] == 1 and g.nodes[p]["origin"] == "statement"
+           and [ctx.extents[p][v] for v in g.nodes[p]["spatial"]] == lead]
+    # Each must feed only `stage`, stages inlined into it, or another of them
+    # (layernorm's var reads mean): drop offenders until none is left.
+    while True:
+        keep = [p for p in out if all(_only_feeds(ctx, c, stage, out) for c in G.consumers(g, p))]
+        if keep == out:
+            return out
+        out = keep
+
+
+def _only_feeds(ctx, c, stage, group) -> bool:
+    if c == stage or c in group:
+        return True
+    return c in ctx.inlined and all(_only_feeds(ctx, x, stage, group)
+                                    for x in G.consumers(ctx.graph, c))
+
+
+def _row_applies(ctx, stage):
+    return bool(row_producers(ctx, stage))
+
+
+def _row_input(ctx, stage):
+    """An input read by the stage and by every row producer (the row itself)."""
+    s_reads = _reads_through_inlined(ctx, stage)
+    common = None
+    for p in row_producers(ctx, stage):
+        r = _reads_through_inlined(ctx, p)
+        common = r if common is None else common & r
+    inputs = {t.name: t for t in ctx.op.inputs}
+    cands = sorted(t for t in (common or set()) & s_reads
+                   if t in inputs and inputs[t].ndim == len(ctx.node(stage)["spatial"]))
+    return cands[0] if cands else None
+
+
+def _reads_through_inlined(ctx, stage) -> set:
+    out = set()
+    for p in G.producers(ctx.graph, stage):
+        if p in ctx.inlined:
+            out |= _reads_through_inlined(ctx, p)
+    return out | set(ctx.node(stage)["reads"])
+
+
+def _row_sample(ctx, stage, rng):
+    n = ctx.node(stage)
+    d = ctx.extents[stage][n["spatial"][-1]]
+    vec = pick(rng, [1, 2, 4])
+    return {"threads": pick(rng, pow2_upto(max(1, d // vec), 32, ctx.limits.threads)),
+            "vec": vec, "shared_row": _row_input(ctx, stage) is not None and bool(rng.integers(2)),
+            "local": bool(rng.integers(4) > 0)}
+
+
+def _row_feasible(ctx, stage, p):
+    if p["threads"] > ctx.limits.threads:
+        return False
+    if p["shared_row"]:
+        n = ctx.node(stage)
+        d = ctx.extents[stage][n["spatial"][-1]]
+        item = 8 if ctx.op.tensors[_row_input(ctx, stage)].dtype.name == "float64" else 4
+        return _row_input(ctx, stage) is not None and d * item <= ctx.limits.shared_bytes
+    return True
+
+
+def _row_apply(s, ctx, stage, p):
+    """bench/schedules.py `_row_op`: one block per row (the leading spatial
+    axes fused), statistics computed at the row as cross-thread reductions."""
+    O = s[stage]
+    *lead, d = O.axes
+    row = _fuse_all(O, lead)
+    O.bind(row, "blockIdx.x")
+    vec, threads = p["vec"], p["threads"]
+    if vec > 1:
+        d, dv = O.split(d, vec)
+    do, di = O.split(d, threads)
+    O.bind(di, "threadIdx.x")
+    if vec > 1:
+        O.vectorize(dv)
+    prods = row_producers(ctx, stage)
+    if p["shared_row"]:
+        X = _row_input(ctx, stage)
+        XS = s.cache_read(X, "shared", [s[t] for t in prods] + [O])
+        XS.compute_at(O, row)
+        *xl, a1 = XS.axes
+        a1o, a1v = XS.split(a1, 4)
+        a1oo, a1oi = XS.split(a1o, threads)
+        XS.bind(a1oi, "threadIdx.x")
+        XS.vectorize(a1v)
+        if vec > 1:
+            XS.unroll(a1oo)
+    temps = {t.name for t in ctx.op.temporaries}
+    for t in prods:
+        st = s[t]
+        st.compute_at(O, row)
+        (r,) = st.reduce_axes
+        if vec > 1 and p["shared_row"]:
+            r, rv = st.split(r, vec)
+        ro, ri = st.split(r, threads)
+        if vec > 1 and p["shared_row"]:
+            st.reorder(ri, ro, rv)
+            st.unroll(rv)
+        else:
+            st.reorder(ri, ro)
+        st.bind(ri, "threadIdx.x")
+        if p["local"] and ctx.node(t)["tensor"] in temps:
+            st.set_scope("local")
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    applies: object
+    sample: object
+    feasible: object
+    apply: object
+    claims: object = None  # (ctx, stage) -> producers the rule schedules at the stage
+    weight: float = 1.0
+
+
+RULES = {r.name: r for r in (
+    Rule("tc_tile", _tc_applies, _tc_sample, _tc_feasible, _tc_apply, weight=4.0),
+    Rule("simt_tile", _st_applies, _st_sample, _st_feasible, _st_apply, weight=3.0),
+    Rule("reg_tile", _rt_applies, _rt_sample, _rt_feasible, _rt_apply, weight=2.0),
+    Rule("row", _row_applies, _row_sample, _row_feasible, _row_apply, claims=row_producers,
+         weight=3.0),
+    Rule("cross_thread", _reduction, _ct_sample, _ct_feasible, _ct_apply, weight=2.0),
+    Rule("rfactor", _rf_applies, _rf_sample, _rf_feasible, _rf_apply, weight=1.0),
+    Rule("flat", _flat_applies, _flat_sample, _flat_feasible, _flat_apply, weight=1.0),
+)}

@@ -1,0 +1,136 @@
+"""Checking a candidate before it is measured: replay its directives, lower
+it at the tuning sizes, and check what the lowered kernels need against the
+device's limits.
+
+`validate(op, candidate, sizes, target)` returns `Valid` (the Schedule, its
+Kernel IR, the resources per kernel) or `Invalid(kind, message)` where kind
+is one of:
+  "schedule"   a primitive refused a directive on replay (ScheduleError)
+  "lowering"   lowering refused the schedule (LoweringError)
+  "resources"  a kernel needs more threads, shared memory or registers than
+               the limits allow, or a grid larger than the device's
+  "error"      any other TcompError (the message says which)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import LoweringError, ScheduleError, TcompError
+from ..lower import ir
+from ..lower.pipeline import lower
+from ..lower.rewriter import walk_stmts
+from ..schedule import Schedule
+
+ERROR_KINDS = ("schedule", "lowering", "resources", "error")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one kernel launch needs (sizes bound): grid and block dimensions,
+    static shared memory bytes, and an estimate of 32-bit registers per thread
+    (its local and fragment buffers plus a fixed overhead for indices)."""
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    registers: int
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+REGISTER_OVERHEAD = 32  # addresses, loop indices, predicates
+
+
+@dataclass(frozen=True)
+class Valid:
+    schedule: Schedule
+    program: ir.Program
+    resources: tuple[Resources, ...]
+    ok = True
+
+
+@dataclass(frozen=True)
+class Invalid:
+    kind: str  # one of ERROR_KINDS
+    message: str
+    ok = False
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+def validate(op, candidate, sizes: dict, target: str = "cuda", limits=None):
+    """Valid or Invalid (see the module docstring). `candidate` is a
+    Candidate or the JSON text of a schedule."""
+    from .rules import Limits
+    limits = limits or Limits()
+    text = candidate if isinstance(candidate, str) else candidate.schedule
+    try:
+        s = Schedule.from_json(op, text)
+    except TcompError as e:
+        return Invalid("schedule" if isinstance(e, ScheduleError) else "error", str(e))
+    try:
+        prog = lower(s, sizes)
+    except LoweringError as e:
+        return Invalid("lowering", str(e))
+    except ScheduleError as e:
+        return Invalid("schedule", str(e))
+    except TcompError as e:
+        return Invalid("error", f"{type(e).__name__}: {e}")
+    res = tuple(resources(k, sizes) for k in prog.kernels)
+    for k, r in zip(prog.kernels, res):
+        why = _over(r, limits)
+        if why:
+            return Invalid("resources", f"kernel '{k.name}' {why}")
+    return Valid(s, prog, res)
+
+
+def resources(k: ir.Kernel, sizes: dict) -> Resources:
+    # One entry per buffer: an unrolled loop allocates the same buffer once per copy
+    # of its body, one after the other, not all at once.
+    shared, regs = {}, {}
+    for st in walk_stmts(k.body):
+        if isinstance(st, ir.Alloc):
+            b = st.buffer
+            n = 1
+            for d in b.shape:
+                n *= _int(d, sizes)
+            if b.scope == "shared":
+                shared[b.name] = max(shared.get(b.name, 0), n * max(1, b.dtype.bits // 8))
+            elif b.scope in ("local", "fragment"):
+                regs[b.name] = max(regs.get(b.name, 0), -(-n * max(b.dtype.bits, 8) // 32))
+    return Resources(tuple(_int(g, sizes) for g in k.grid), tuple(_int(b, sizes) for b in k.block),
+                     sum(shared.values()), sum(regs.values()) + REGISTER_OVERHEAD)
+
+
+def _over(r: Resources, limits) -> str | None:
+    if r.threads > limits.threads:
+        return f"has {r.threads} threads per block (limit {limits.threads})"
+    for i, (d, lim) in enumerate(zip(r.block, limits.block_dims)):
+        if d > lim:
+            return f"has block dimension {'xyz'[i]} = {d} (limit {lim})"
+    for i, (d, lim) in enumerate(zip(r.grid, limits.grid_dims)):
+        if d > lim:
+            return f"has grid dimension {'xyz'[i]} = {d} (limit {lim})"
+    if r.shared_bytes > limits.shared_bytes:
+        return f"uses {r.shared_bytes} bytes of shared memory (limit {limits.shared_bytes})"
+    if r.registers > limits.registers:
+        return f"needs about {r.registers} registers per thread (limit {limits.registers})"
+    return None
+
+
+_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+        "/": lambda a, b: a // b if b else 0, "%": lambda a, b: a % b if b else 0,
+        "min": min, "max": max}
+
+
+def _int(e, sizes) -> int:
+    """A launch dimension or buffer extent at the bound sizes."""
+    if isinstance(e, ir.Imm):
+        return int(e.value)
+    if isinstance(e, ir.Var) and e.name in sizes:
+        return int(sizes[e.name])
+    if isinstance(e, ir.Bin) and e.op in _OPS:
+        return _OPS[e.op](_int(e.a, sizes), _int(e.b, sizes))
+    raise LoweringError(f"validate: cannot evaluate {e} at sizes {sizes}")
