@@ -7,6 +7,9 @@
       compiles, runs on the GPU when there is one (else on sim), checks the
       result against tcomp.evaluate on the given or random inputs, and prints
       time and check.
+  tcomp tune FILE.tc --sizes M=...,N=... --records R.jsonl [--trials 200]
+                [--target cuda|sim] [--plot curve.png] [--export best.cubin]
+      searches for a fast schedule (cli_tune.py; docs/tuning.md).
 
 A user error (bad flags, unreadable files, a TcompError from the compiler)
 prints `tcomp: <message>` on stderr and exits with status 2; a `run` whose
@@ -26,8 +29,8 @@ EXIT_MISMATCH, EXIT_ERROR = 1, 2
 
 DESCRIPTION = """\
 tcomp: tensor comprehensions to CUDA. Compile a def of a .tc file with a
-schedule to a .cubin (no GPU needed), or run it and check it against the
-NumPy reference tcomp.evaluate."""
+schedule to a .cubin (no GPU needed), run it and check it against the
+NumPy reference tcomp.evaluate, or tune its schedule."""
 
 COMPILE_HELP = "compile a def to OUT.cubin, OUT.cu, OUT.ptx and OUT.json (no GPU needed)"
 COMPILE_EPILOG = """\
@@ -85,7 +88,7 @@ def _load(args):
                          f"choose one with --entry")
     else:
         op = next(iter(prog))
-    if not args.schedule:
+    if not getattr(args, "schedule", None):  # tune takes no schedule
         return op, Schedule(op)
     text = _read_text(args.schedule, "schedule")
     try:
@@ -213,12 +216,17 @@ def parser() -> argparse.ArgumentParser:
                            help="timed runs after the first (default: 3); the median is shown")
             p.add_argument("--seed", type=int, default=None, metavar="S",
                            help="seed of the random inputs (default: a fresh seed each run)")
+    from .cli_tune import add_parser
+    add_parser(sub, _positive, argparse.RawDescriptionHelpFormatter)
     return ap
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
+        if args.cmd == "tune":
+            from .cli_tune import cmd_tune
+            return cmd_tune(args, lambda a: _load(a)[0])
         return cmd_compile(args) if args.cmd == "compile" else cmd_run(args)
     except TcompError as e:
         print(f"tcomp: {e}", file=sys.stderr)

@@ -40,7 +40,7 @@ the largest estimated time (`analytic_ms`); `kernels` counts them.
 arithmetic over the H200's compute ceilings and traffic over its memory
 ceilings (shared/DESIGN.md), divided by how much of the device the launch
 can keep busy. It is a proxy, not a prediction of the GPU: the sim measures
-no time, so a search on the sim ranks by it (tune.py), and the learned model
+no time, so a search on the sim ranks by it (tuner.py), and the learned model
 gets its logarithm as one more feature.
 
 `extract(valid, sizes)` takes the `Valid` a candidate lowered to

@@ -1,0 +1,406 @@
+"""`tcomp.tune`: evolutionary, cost-model-guided schedule search.
+
+    res = tcomp.tune(op, sizes={"M": 4096, ...}, trials=200, records="mm.jsonl")
+    res.schedule, res.time_ms, res.history
+
+One run, round by round:
+1. the *population* starts as `population` candidates from `Space.generate`;
+2. each round makes a pool of unmeasured candidates: mutations
+   (`Space.mutate`) of the best candidates so far and of the population,
+   plus a few fresh ones from `Space.generate` (so no region of the space is
+   left for good);
+3. the cost model (model.py) predicts the pool's times from its features
+   (features.py); a batch of `batch` is chosen epsilon-greedily: a fraction
+   `epsilon` at random (at least one per batch of four or more), the rest
+   the best predicted;
+4. the batch is measured by the runner and every result appended to the
+   records as it comes back (with the prediction);
+5. the model is refit on every timed measurement; the population becomes
+   the best measured candidates and the best predicted of the pool;
+6. the run stops after `trials` measurements in all (the records' earlier
+   measurements of this op, sizes and target count: rerunning the same call
+   resumes and stops at the same total; raise `trials` to search further),
+   when the best has not improved for `patience` rounds, after
+   `time_limit_s`, when the space has nothing unmeasured left, or at Ctrl-C
+   (KeyboardInterrupt), which keeps everything measured.
+
+Resume: the records file is read first; its candidates for this op, sizes
+and target are never measured again, its timed ones train the model (their
+schedules are lowered again for their features) and its best is the best so
+far. Records keep schedules, not the plans the space mutates, so a resumed
+run's population is drawn fresh.
+
+Target "sim" (no GPU): the SimRunner checks each candidate's result on the
+CPU but measures no time, so nothing can be learned; candidates are ranked
+by the analytic proxy of features.py (traffic and arithmetic against the
+H200's ceilings), the best is the correct candidate with the least proxy
+time, and `time_ms` is that estimate (`res.timed` is False). Records keep
+it as `predicted_ms`, which is how `tcomp.search.best` ranks sim records.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..lang.op import Op
+from ..schedule import Schedule
+from . import features as F
+from .model import CostModel
+from .space import Candidate, SearchError, Space
+from .validate import validate
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured candidate. `index`: 1-based, in measuring order (records
+    read on resume come first); `time_ms`: measured median (None when not
+    timed: failed, or the sim); `predicted_ms`: the model's prediction when it
+    was chosen; `error`/`message`: as the runner said; `elapsed_s`: seconds
+    from the start of this run (0 for resumed ones); `sketch`: the rules of
+    the candidate ("" for resumed ones: records keep no plan)."""
+    index: int
+    schedule: str
+    sketch: str
+    time_ms: float | None
+    predicted_ms: float | None
+    error: str | None
+    message: str
+    elapsed_s: float
+    resumed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def score(self, timed: bool) -> float | None:
+        """What ranks it: the measured time, or on the sim the prediction."""
+        if not self.ok:
+            return None
+        return self.time_ms if timed else self.predicted_ms
+
+
+@dataclass
+class Progress:
+    """What a progress callback gets after each measurement."""
+    done: int            # trials so far, resumed ones included
+    total: int           # the trials asked for
+    best_ms: float | None
+    elapsed_s: float
+    eta_s: float | None  # at this run's pace
+    last: Trial
+
+
+@dataclass
+class TuneResult:
+    """The outcome of `tune`. `schedule`: the best Schedule; `time_ms`: its
+    measured median time, or on the sim its analytic estimate (`timed`
+    False); `history`: every Trial in order; `best`: the best Trial;
+    `stopped`: why the run ended ("trials", "patience", "time_limit",
+    "exhausted", "interrupted"); `model`: the cost model as trained."""
+    op: Op
+    sizes: dict
+    target: str
+    schedule: Schedule
+    time_ms: float
+    timed: bool
+    history: list
+    best: Trial
+    stopped: str
+    records: str | None = None
+    model: CostModel | None = None
+    space: Space | None = field(default=None, repr=False)
+
+    def top(self, n: int = 10) -> list:
+        """The n best valid trials, best first."""
+        ok = [t for t in self.history if t.score(self.timed) is not None]
+        return sorted(ok, key=lambda t: t.score(self.timed))[:n]
+
+    def errors(self) -> dict:
+        """error kind -> how many trials failed with it."""
+        out = {}
+        for t in self.history:
+            if t.error:
+                out[t.error] = out.get(t.error, 0) + 1
+        return out
+
+
+def tune(op, sizes: dict, trials: int = 200, records=None, target: str = "cuda", *,
+         runner=None, batch: int = 8, population: int | None = None, epsilon: float = 0.1,
+         patience: int | None = 8, time_limit_s: float | None = None, seed: int = 0,
+         model: CostModel | str = "auto", limits=None,
+         progress: Callable[[Progress], None] | None = None) -> TuneResult:
+    """Search schedules of `op` at `sizes` (see the module docstring).
+
+    trials: measurements in all (resumed ones count); records: a JSON-lines
+    path (None: keep nothing); target: "cuda", "cuda:<arch>" or "sim";
+    runner: a tcomp.search Runner for `target` (default: LocalRunner on
+    every local GPU, or SimRunner for "sim"; one made here is closed here);
+    batch: candidates measured per round; population: candidates kept
+    between rounds (default: twice the trials, between 8 and 32); epsilon: share of each batch chosen at random;
+    patience: rounds without a better best before stopping (None: never);
+    time_limit_s: stop after this long; seed: of the search's random draws;
+    model: a CostModel or a backend name (model.BACKENDS); limits: the
+    device limits of the space (tcomp.search.Limits, an H200 by default);
+    progress: called with a Progress after each measurement."""
+    if population is None and isinstance(trials, int):
+        population = max(8, min(32, 2 * trials))
+    _check_args(op, trials, target, batch, population, epsilon, patience, time_limit_s)
+    from .records import Records
+    from .runner import MeasureInput, Runner
+    timed = target != "sim"
+    if isinstance(model, str):
+        model = CostModel("analytic" if not timed else model, seed=seed)
+    elif not isinstance(model, CostModel):
+        raise SearchError(f"tune: model must be a CostModel or a backend name, got "
+                          f"{type(model).__name__}")
+    space = Space(op, sizes, "sim" if not timed else "cuda", limits)
+    sizes = space.sizes
+    recs = Records(records) if records is not None else None
+    own_runner = runner is None
+    if runner is not None and not isinstance(runner, Runner):
+        raise SearchError(f"tune: runner must be a tcomp.search Runner (SimRunner, LocalRunner, "
+                          f"...), got {type(runner).__name__}")
+    if runner is not None and (runner.target == "sim") != (target == "sim"):
+        raise SearchError(f"tune: the runner measures target '{runner.target}' but target is "
+                          f"'{target}'; pass a {'SimRunner' if target == 'sim' else 'LocalRunner'}"
+                          f" or target='{runner.target}'")
+    st = _State(space, model, timed, seed)
+    if recs is not None:
+        st.resume(recs.matching(op, sizes, target))
+    try:
+        if st.done < trials:
+            runner = runner if runner is not None else _default_runner(target)
+            one_by_one = type(runner).__name__ == "SimRunner"  # in process: flush each
+            st.stopped = _search(st, runner, recs, trials, target, batch, population, epsilon,
+                                 patience, time_limit_s, progress, one_by_one, MeasureInput)
+        else:
+            st.stopped = "trials"
+    except KeyboardInterrupt:
+        st.stopped = "interrupted"
+    finally:
+        if own_runner and runner is not None:
+            runner.close()
+    return st.result(op, sizes, target, records)
+
+
+def _check_args(op, trials, target, batch, population, epsilon, patience, time_limit_s):
+    if not isinstance(op, Op):
+        raise SearchError(f"tune: op must be a tcomp.Op (from tcomp.op), got {type(op).__name__}")
+    for name, v in (("trials", trials), ("batch", batch), ("population", population)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise SearchError(f"tune: {name} must be a positive integer, got {v!r}")
+    if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int)
+                                 or patience < 1):
+        raise SearchError(f"tune: patience must be a positive integer or None, got {patience!r}")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) \
+            or not 0 <= epsilon <= 1:
+        raise SearchError(f"tune: epsilon must be a number in [0, 1], got {epsilon!r}")
+    if time_limit_s is not None and (not isinstance(time_limit_s, (int, float))
+                                     or not time_limit_s > 0):
+        raise SearchError(f"tune: time_limit_s must be a positive number of seconds or None, "
+                          f"got {time_limit_s!r}")
+    if not isinstance(target, str) or not (target == "sim" or target == "cuda"
+                                           or target.startswith("cuda:")):
+        raise SearchError(f"tune: target must be 'cuda', 'cuda:<arch>' or 'sim', got "
+                          f"{target!r}")
+
+
+def _default_runner(target: str):
+    if target == "sim":
+        from .sim_runner import SimRunner
+        return SimRunner()
+    from .local_runner import LocalRunner
+    return LocalRunner()
+
+
+def canonical(text: str) -> str:
+    from .identity import canonical_schedule
+    return canonical_schedule(text)
+
+
+class _State:
+    """What the search knows: measured trials, features, the model."""
+
+    def __init__(self, space: Space, model: CostModel, timed: bool, seed: int):
+        self.space, self.model, self.timed = space, model, timed
+        self.rng = np.random.default_rng(seed)
+        self.history: list[Trial] = []
+        self.measured: set[str] = set()  # canonical schedule texts
+        self.features: dict[str, np.ndarray] = {}  # schedule text -> vector
+        self.train_X, self.train_t = [], []
+        self.best: Trial | None = None
+        self.cands: dict[str, Candidate] = {}  # measured ones of this run, by schedule text
+        self.start = time.perf_counter()
+        self.resumed = 0
+        self.stopped = "trials"
+
+    @property
+    def done(self) -> int:
+        return len(self.history)
+
+    def feature(self, text: str) -> np.ndarray | None:
+        """The features of a schedule (lowered by the space's cache, or here)."""
+        if text not in self.features:
+            v = self.space.lowered.get(text)
+            if v is None:
+                v = validate(self.space.op, text, self.space.sizes, self.space.target,
+                             self.space.limits)
+                if not v.ok:
+                    return None
+            self.features[text] = F.extract(v, self.space.sizes)
+        return self.features[text]
+
+    def resume(self, found) -> None:
+        for r in found:
+            text = r.schedule_json
+            t = Trial(len(self.history) + 1, text, "", r.median_ms, r.predicted_ms, r.error,
+                      r.message, 0.0, resumed=True)
+            self._add(t, canonical(text))
+        self.resumed = len(self.history)
+        self.refit()
+
+    def _add(self, t: Trial, key: str) -> bool:
+        """Record a trial; True when it is a new best."""
+        self.history.append(t)
+        self.measured.add(key)
+        if t.ok and t.time_ms is not None and self.timed:
+            f = self.feature(t.schedule)
+            if f is not None:
+                self.train_X.append(f)
+                self.train_t.append(max(t.time_ms, 1e-6))
+        s = t.score(self.timed)
+        if s is not None and (self.best is None or s < self.best.score(self.timed)):
+            self.best = t
+            return True
+        return False
+
+    def refit(self) -> None:
+        if self.train_t:
+            self.model.fit(np.array(self.train_X), np.array(self.train_t))
+
+    def predict(self, cands: list) -> np.ndarray:
+        X = np.array([self.feature(c.schedule) for c in cands])
+        return self.model.predict_ms(X) if len(cands) else np.zeros(0)
+
+    def result(self, op, sizes, target, records) -> TuneResult:
+        if self.best is None:
+            kinds = {}
+            for t in self.history:
+                kinds[t.error or "untimed"] = kinds.get(t.error or "untimed", 0) + 1
+            text = ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())) or "none measured"
+            where = f"; the records are in {os.fspath(records)}" if records is not None else ""
+            raise SearchError(f"tune: no valid candidate of '{op.name}' after {self.done} "
+                              f"trials ({text}){where}")
+        sched = Schedule.from_json(op, self.best.schedule)
+        return TuneResult(op, dict(sizes), target, sched, self.best.score(self.timed),
+                          self.timed, self.history, self.best, self.stopped,
+                          os.fspath(records) if records is not None else None, self.model,
+                          self.space)
+
+
+def _search(st: _State, runner, recs, trials, target, batch, population, epsilon, patience,
+            time_limit_s, progress, one_by_one, MeasureInput) -> str:
+    space, rng = st.space, st.rng
+    pop = [c for c in space.generate(population, rng) if canonical(c.schedule) not in st.measured]
+    stale = 0
+    while st.done < trials:
+        if time_limit_s is not None and time.perf_counter() - st.start > time_limit_s:
+            return "time_limit"
+        pool = _pool(st, pop, batch)
+        if not pool:
+            return "exhausted"
+        pred = st.predict(pool)
+        chosen = _choose(pool, pred, min(batch, trials - st.done), epsilon, rng)
+        improved = False
+        groups = [[i] for i in chosen] if one_by_one else [chosen]
+        for group in groups:
+            inputs = [MeasureInput(space.op, space.sizes, pool[i].schedule, target)
+                      for i in group]
+            results = runner.run(inputs)
+            for i, inp, res in zip(group, inputs, results):
+                if recs is not None:
+                    recs.add(inp, res, predicted_ms=float(pred[i]))
+                t = Trial(st.done + 1, pool[i].schedule, pool[i].sketch, res.median_ms,
+                          float(pred[i]), res.error, res.message,
+                          time.perf_counter() - st.start)
+                st.cands[pool[i].schedule] = pool[i]
+                improved |= st._add(t, canonical(pool[i].schedule))
+                if progress is not None:
+                    progress(_progress(st, trials, t))
+        st.refit()
+        stale = 0 if improved else stale + 1
+        if patience is not None and stale >= patience:
+            return "patience"
+        pop = _next_population(st, pool, pred, population)
+    return "trials"
+
+
+def _pool(st: _State, pop: list, batch: int) -> list:
+    """Unmeasured candidates to predict: the population, mutations of the best
+    measured and of the population, and a few fresh ones."""
+    space, rng = st.space, st.rng
+    best = [st.cands[t.schedule] for t in _ranked(st) if t.schedule in st.cands][:4]
+    parents = best + pop[:8]
+    out, seen = [], set()
+
+    def add(c):
+        k = canonical(c.schedule)
+        if k not in st.measured and k not in seen and st.feature(c.schedule) is not None:
+            seen.add(k)
+            out.append(c)
+
+    for c in pop:
+        add(c)
+    for p in parents:
+        for _ in range(2):
+            add(space.mutate(p, rng))
+    for c in space.generate(max(2, batch // 2), rng):
+        add(c)
+    return out
+
+
+def _ranked(st: _State) -> list:
+    ok = [t for t in st.history if t.score(st.timed) is not None]
+    return sorted(ok, key=lambda t: t.score(st.timed))
+
+
+def _choose(pool, pred, k: int, epsilon: float, rng) -> list:
+    """Indices into pool: mostly the best predicted, `epsilon` of them random."""
+    k = min(k, len(pool))
+    n_rand = int(round(epsilon * k))
+    if epsilon > 0 and k >= 4:
+        n_rand = max(1, n_rand)
+    order = [int(i) for i in np.argsort(pred, kind="stable")]
+    chosen = order[:k - n_rand]
+    rest = [i for i in order if i not in set(chosen)]
+    if n_rand and rest:
+        chosen += [int(i) for i in rng.choice(rest, size=min(n_rand, len(rest)), replace=False)]
+    return chosen
+
+
+def _next_population(st: _State, pool, pred, size: int) -> list:
+    measured = [st.cands[t.schedule] for t in _ranked(st) if t.schedule in st.cands]
+    keep = measured[:size // 2]
+    order = np.argsort(pred, kind="stable")
+    unmeasured = [pool[int(i)] for i in order
+                  if canonical(pool[int(i)].schedule) not in st.measured]
+    return keep + unmeasured[:size - len(keep)]
+
+
+def _progress(st: _State, trials: int, last: Trial) -> Progress:
+    elapsed = time.perf_counter() - st.start
+    here = st.done - st.resumed
+    eta = elapsed / here * (trials - st.done) if here else None
+    best = st.best.score(st.timed) if st.best is not None else None
+    return Progress(st.done, trials, best, elapsed, eta, last)
+
+
+def fmt_ms(ms: float | None) -> str:
+    if ms is None or not math.isfinite(ms):
+        return "-"
+    return f"{ms:.4g} ms" if ms >= 0.01 else f"{ms * 1e3:.4g} us"
