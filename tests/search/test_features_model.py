@@ -45,7 +45,7 @@ def test_counts_of_a_naive_gemm_are_exact():
     assert f["flops"] == 2 * n * 16          # one multiply and one add per k
     assert f["global_load_bytes"] == 2 * 4 * n * 16
     assert f["global_store_bytes"] == 4 * n  # the sum is kept in a register (C_acc)
-    assert f["local_load_bytes"] == 4 * n * 16 and f["local_store_bytes"] == 4 * n * 17
+    assert f["local_load_bytes"] == 4 * n * 17 and f["local_store_bytes"] == 4 * n * 17
     assert f["threads"] == 256 and f["blocks"] == (64 // 16) * (32 // 16)
     assert f["unique_global_bytes"] == 4 * (64 * 16 + 16 * 32 + 64 * 32)
     assert f["mma"] == 0 and f["cp_async"] == 0 and f["kernels"] == 1
