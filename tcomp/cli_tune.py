@@ -74,6 +74,11 @@ def cmd_tune(args, load_op) -> int:
     if missing:
         raise TcompError(f"--sizes must give every size variable of '{op.name}' (tuning is for "
                          f"fixed sizes); missing {', '.join(missing)}")
+    if args.target == "cuda":
+        from .search.local_runner import gpu_count
+        if gpu_count() == 0:
+            raise TcompError("no CUDA GPU found on this machine: tune with --target sim (checks "
+                             "each candidate on the CPU and ranks by the cost estimate)")
     show = _Progress(sys.stderr.isatty())
     res = tune(op, sizes, trials=args.trials, records=args.records, target=args.target,
                batch=args.batch, patience=args.patience, time_limit_s=args.time_limit,

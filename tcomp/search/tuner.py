@@ -294,6 +294,9 @@ class _State:
                 kinds[t.error or "untimed"] = kinds.get(t.error or "untimed", 0) + 1
             text = ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())) or "none measured"
             where = f"; the records are in {os.fspath(records)}" if records is not None else ""
+            if self.stopped == "interrupted":
+                raise SearchError(f"tune: interrupted before any valid candidate of '{op.name}' "
+                                  f"was measured ({self.done} trials){where}")
             raise SearchError(f"tune: no valid candidate of '{op.name}' after {self.done} "
                               f"trials ({text}){where}")
         sched = Schedule.from_json(op, self.best.schedule)
@@ -309,8 +312,6 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
     pop = [c for c in space.generate(population, rng) if canonical(c.schedule) not in st.measured]
     stale = 0
     while st.done < trials:
-        if time_limit_s is not None and time.perf_counter() - st.start > time_limit_s:
-            return "time_limit"
         pool = _pool(st, pop, batch)
         if not pool:
             return "exhausted"
@@ -336,6 +337,9 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
         stale = 0 if improved else stale + 1
         if patience is not None and stale >= patience:
             return "patience"
+        if time_limit_s is not None and time.perf_counter() - st.start > time_limit_s \
+                and st.done < trials:
+            return "time_limit"  # checked after a round: a run measures at least one
         pop = _next_population(st, pool, pred, population)
     return "trials"
 
