@@ -204,8 +204,8 @@ def test_a_space_with_one_candidate_is_exhausted():
     ({"model": 3}, "tune: model must be a CostModel or a backend name, got int"),
     ({"runner": "local"}, "tune: runner must be a tcomp.search Runner (SimRunner, LocalRunner, "
                           "...), got str"),
-    ({"sizes": {"M": 8}}, "Space: sizes must bind every size variable of 'mm'; missing N, K "
-                          "(e.g. sizes={'N': 1024})"),
+    ({"sizes": {"M": 8}}, "Space: sizes must bind every size variable of 'mm'; missing K, N "
+                          "(e.g. sizes={'K': 1024})"),
 ])
 def test_argument_errors(mm, kwargs, message):
     args = {"op": mm, "sizes": SIZES, "trials": 4, "target": "sim", **kwargs}
