@@ -71,9 +71,9 @@ def make_case(op: Op, sizes: dict, inputs=None) -> tuple[list, list]:
     except TcompError as e:
         raise OracleError(
             f"cannot check candidates of '{op.name}' at {sizes_text(sizes)}: the oracle "
-            f"(tcomp.evaluate) fails on {'the given' if inputs else 'random'} inputs: {e}; give "
-            f"the runner inputs= a module-level function (op, sizes, rng) -> arrays that makes "
-            f"valid inputs") from None
+            f"(tcomp.evaluate) fails on {'the given' if inputs else 'random'} inputs; give the "
+            f"runner inputs= a module-level function (op, sizes, rng) -> arrays that makes "
+            f"valid inputs. The oracle's error:\n{e}") from None
     return arrays, list(want) if isinstance(want, tuple) else [want]
 
 
@@ -99,8 +99,8 @@ def _differs(dtype: str, g: np.ndarray, w: np.ndarray) -> str | None:
         bad = np.argwhere(g != w)
         if bad.size:
             at = tuple(int(i) for i in bad[0])
-            return (f"{len(bad)} of {w.size} elements differ; first at {at}: got {g[at]}, "
-                    f"expected {w[at]}")
+            return (f"{len(bad)} of {w.size} elements differ; first at {at}: got "
+                    f"{g[at].item()}, expected {w[at].item()}")
         return None
     g64, w64 = g.astype(np.float64), w.astype(np.float64)
     finite = np.isfinite(w64)
@@ -115,5 +115,5 @@ def _differs(dtype: str, g: np.ndarray, w: np.ndarray) -> str | None:
     bad = np.argwhere(~close)
     at = tuple(int(i) for i in bad[0])
     return (f"{len(bad)} of {w.size} elements differ beyond the {dtype} tolerance {tol:g} "
-            f"(relative to the output's scale {scale:.3g}); first at {at}: got {g64[at]!r}, "
-            f"expected {w64[at]!r}")
+            f"(relative to the output's scale {scale:.3g}); first at {at}: got "
+            f"{float(g64[at]):.9g}, expected {float(w64[at]):.9g}")

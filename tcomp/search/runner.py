@@ -41,6 +41,7 @@ from .identity import canonical_schedule, check_sizes, op_hash
 from .oracle import OracleError
 
 ERROR_KINDS = ("schedule", "lowering", "compile", "runtime", "wrong_result", "timeout", "crash")
+PREPARE_KINDS = ("schedule", "lowering", "compile")  # the failures of `prepare`
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,9 @@ def stage(kind: str, fn, *args):
 class DeviceProgram(abc.ABC):
     """What happens to a candidate, in two halves (see the module docstring).
     Instances travel to worker processes: keep them picklable (plain
-    attributes; functions defined at module level)."""
+    attributes; functions defined at module level). `target`: "cuda" or
+    "sim", the inputs' target this program measures."""
+    target = "cuda"
 
     def setup(self) -> DeviceInfo:
         """Once per device worker, before any `run`: claim the device."""

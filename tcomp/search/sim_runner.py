@@ -51,6 +51,7 @@ class SimProgram(DeviceProgram):
     """The sim's DeviceProgram (see the module docstring); `inputs`: a
     module-level function (op, sizes, rng) -> arrays, for ops whose oracle
     needs inputs of a kind random data is not."""
+    target = "sim"
 
     def __init__(self, budget: int = SIM_BUDGET, inputs=None):
         self.budget = budget
