@@ -40,7 +40,7 @@ class FakeProgram(DeviceProgram):
     def setup(self) -> DeviceInfo:
         if self.setup_error:
             raise RuntimeError(self.setup_error)
-        gpu = os.environ["CUDA_VISIBLE_DEVICES"]
+        gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         return DeviceInfo(f"fake{gpu}", self.archs.get(gpu, self.arch))
 
     def prepare(self, inp, device):

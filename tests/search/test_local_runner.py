@@ -18,8 +18,8 @@ def inputs(*behaviours, target="sim"):
 
 @pytest.fixture(scope="module")
 def runner():
-    r = LocalRunner(devices=[0, 3], program=FakeProgram(), prepare_workers=1, timeout_s=2.0,
-                    prepare_timeout_s=4.0)
+    r = LocalRunner(devices=[0, 3], program=FakeProgram(), prepare_workers=1, timeout_s=1.0,
+                    prepare_timeout_s=1.5)
     yield r
     r.close()
 
@@ -38,12 +38,12 @@ def test_every_fault_is_recorded_and_the_batch_goes_on(runner):
     assert "worker process died (exit status 3) while running it (check and timing); it was " \
            "restarted" in res[2].message
     assert res[3].message.startswith("running it (check and timing) took longer than "
-                                     "timeout_s=2 s (a hang?); the GPU ")
+                                     "timeout_s=1 s (a hang?); the GPU ")
     assert res[4].message == "ScheduleError: split: factor must be positive"
     assert res[5].message == ("the prepare worker process died (exit status 4) while preparing "
                               "it (replay, lowering, compile); it was restarted")
     assert res[6].message == ("preparing it (replay, lowering, compile) took longer than "
-                              "prepare_timeout_s=4 s (a hang?); the prepare worker was killed "
+                              "prepare_timeout_s=1.5 s (a hang?); the prepare worker was killed "
                               "and restarted")
     # one worker per GPU, pinned: the fake program names the device CUDA_VISIBLE_DEVICES shows it
     assert {r.device for r in res} <= {"fake0", "fake3"}
