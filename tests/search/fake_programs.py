@@ -18,8 +18,11 @@ import json
 import os
 import time
 
+import tcomp
+from tcomp import Schedule
 from tcomp.errors import ScheduleError
 from tcomp.lang.evaluate import evaluate
+from tcomp.search.cuda_program import CudaProgram
 from tcomp.search.oracle import OracleError, make_case
 from tcomp.search.runner import CandidateFailed, DeviceInfo, DeviceProgram, stage
 from tcomp.search.sim_runner import check
@@ -76,3 +79,41 @@ class FakeProgram(DeviceProgram):
 
 def _raise(e):
     raise e
+
+
+# ------------------------------------------------------------------ real GPU faults
+# Ops with the signature of the candidate's op that compute something else, built
+# with their default schedule in place of the candidate's kernels ("impostors"):
+# the real GPU path then meets a wrong result, a hang and an illegal address.
+IMPOSTORS = {
+    # off by 0.5 per term of the sum
+    "wrong": "def matmul(float(M,K) A, float(K,N) B) -> (C) "
+             "{ C(m, n) +=! A(m, k) * B(k, n) + 0.5 }",
+    # 4e18 dependent additions per output element: a hang, built through tcomp's IR
+    "hang": "def matmul(float(M,K) A, float(K,N) B) -> (C) "
+            "{ C(m, n) +=! A(m, 0) * B(0, n) * float(r - q) "
+            "where r in 0:2000000000, q in 0:2000000000 }",
+    # reads 2-8 GB past X (the inputs I are 1..4): an illegal address
+    "fault": "def g(float(N) X, int32(M) I) -> (O) { O(i) = X(I(i) * 500000000) }",
+}
+
+
+def with_impostor(schedule_json: str, name: str) -> str:
+    """The schedule with an "impostor" field (Schedule.from_json ignores it)."""
+    d = json.loads(schedule_json)
+    d["impostor"] = name
+    return json.dumps(d)
+
+
+class ImpostorProgram(CudaProgram):
+    """CudaProgram whose candidates may name an impostor (see IMPOSTORS)."""
+
+    def prepare(self, inp, device):
+        op, sizes, small, timed, checked, arrays, want = super().prepare(inp, device)
+        name = json.loads(inp.schedule).get("impostor")
+        if name is not None:
+            s = Schedule(tcomp.op(IMPOSTORS[name]))
+            target = f"cuda:{device.arch}"
+            timed = self._compile(s, sizes, target)
+            checked = self._compile(s, small, target)
+        return op, sizes, small, timed, checked, arrays, want
