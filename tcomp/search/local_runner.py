@@ -27,7 +27,8 @@ from multiprocessing.connection import wait
 
 from ..errors import TcompError
 from .oracle import OracleError
-from .runner import DeviceInfo, DeviceProgram, MeasureInput, MeasureResult, Runner
+from .runner import (DeviceInfo, DeviceProgram, MeasureInput, MeasureResult, Runner,
+                     gpus_differ)
 from .workers import Worker, spawn_context
 
 
@@ -240,12 +241,11 @@ class LocalRunner(Runner):
                 "preparing it (replay, lowering, compile)")
 
     def _check_devices(self) -> None:
-        infos = {(w.device_index, w.info) for w in self.devices if w.info is not None}
-        if len({info.arch for _, info in infos}) > 1:
-            seen = ", ".join(f"GPU {d}: {info.name} ({info.arch})" for d, info in sorted(infos))
+        problem = gpus_differ([(f"GPU {w.device_index}", w.info) for w in self.devices
+                               if w.info is not None])
+        if problem is not None:
             self.close()
-            raise TcompError(f"LocalRunner: the GPUs differ ({seen}); times from different "
-                             f"GPUs do not compare: pass devices= GPUs of one kind")
+            raise TcompError(f"LocalRunner: {problem}: pass devices= GPUs of one kind")
 
     @staticmethod
     def _check_target(inp: MeasureInput, info: DeviceInfo) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from ..errors import TcompError
 from .oracle import OracleError
 from .runner import (PREPARE_KINDS, DeviceProgram, MeasureInput, MeasureResult, Runner,
-                     measure_here)
+                     gpus_differ, measure_here)
 
 
 def _import_ray():
@@ -103,12 +103,11 @@ class RayRunner(Runner):
         except Exception as e:
             self.ray.kill(a)
             raise TcompError(f"RayRunner: actor {k} could not start: {_cause(e)}") from None
-        if any(i is not None and i.arch != info.arch for i in self.infos):
+        problem = gpus_differ([(f"actor {j}", i) for j, i in enumerate(self.infos)
+                               if i is not None and j != k] + [(f"actor {k}", info)])
+        if problem is not None:
             self.ray.kill(a)
-            seen = sorted({f"{i.name} ({i.arch})" for i in self.infos if i is not None}
-                          | {f"{info.name} ({info.arch})"})
-            raise TcompError(f"RayRunner: the GPUs differ ({', '.join(seen)}); times from "
-                             f"different GPUs do not compare: give Ray GPUs of one kind")
+            raise TcompError(f"RayRunner: {problem}: give Ray GPUs of one kind")
         self.actors[k], self.infos[k] = a, info
 
     def _replace(self, k: int) -> None:

@@ -132,6 +132,16 @@ class DeviceInfo:
     arch: str
 
 
+def gpus_differ(labelled) -> str | None:
+    """For [(label, DeviceInfo)] of a runner's workers: None when all share one
+    architecture, else a message listing them (times from different kinds of
+    GPU do not compare, and prepare compiles for one architecture)."""
+    if len({info.arch for _, info in labelled}) <= 1:
+        return None
+    seen = ", ".join(f"{label}: {info.name} ({info.arch})" for label, info in labelled)
+    return f"the GPUs differ ({seen}); times from different GPUs do not compare"
+
+
 class CandidateFailed(Exception):
     """Raised by a DeviceProgram's halves: the candidate failed with `kind`."""
 

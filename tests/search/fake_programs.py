@@ -41,6 +41,8 @@ class FakeProgram(DeviceProgram):
             setup_error
 
     def setup(self) -> DeviceInfo:
+        if self.setup_error == "exit":
+            os._exit(5)
         if self.setup_error:
             raise RuntimeError(self.setup_error)
         gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")

@@ -94,6 +94,32 @@ def test_a_worker_that_cannot_start_is_an_error():
     r.close()
 
 
+def test_a_worker_that_dies_or_hangs_while_starting_is_an_error():
+    r = LocalRunner(devices=[0], program=FakeProgram(setup_error="exit"), prepare_workers=1)
+    with pytest.raises(tcomp.TcompError) as e:
+        r.run(inputs("ok"))
+    assert str(e.value) == ("LocalRunner: the worker for GPU 0 died while starting (exit status "
+                            "5; its error output is above). Worker processes are spawned: a "
+                            "script that makes a LocalRunner must do so under `if __name__ == "
+                            "\"__main__\":`")
+    r.close()
+    r = LocalRunner(devices=[0], program=FakeProgram(), prepare_workers=1,
+                    startup_timeout_s=0.01)
+    with pytest.raises(tcomp.TcompError, match=r"LocalRunner: the worker for (GPU 0|prepare) did "
+                                               r"not start within startup_timeout_s=0.01 s"):
+        r.run(inputs("ok"))
+    r.close()
+
+
+def test_gpus_differ_message():
+    from tcomp.search.runner import DeviceInfo, gpus_differ
+    a, b = DeviceInfo("NVIDIA H200", "sm_90a"), DeviceInfo("NVIDIA A100", "sm_80")
+    assert gpus_differ([("actor 0", a), ("actor 1", a)]) is None
+    assert gpus_differ([("actor 0", a), ("actor 1", b)]) == (
+        "the GPUs differ (actor 0: NVIDIA H200 (sm_90a), actor 1: NVIDIA A100 (sm_80)); times "
+        "from different GPUs do not compare")
+
+
 def test_gpus_of_different_kinds_and_a_target_for_another_arch_are_errors():
     r = LocalRunner(devices=[0, 1], program=FakeProgram(target="cuda", archs={"1": "sm_80"}),
                     prepare_workers=1)
