@@ -64,8 +64,16 @@ def make_case(op: Op, sizes: dict, inputs=None) -> tuple[list, list]:
     `random_inputs`, and the oracle's outputs (always a list). Raises
     OracleError when the oracle fails on them."""
     rng = np.random.default_rng(seed_of(op, sizes))
-    make = inputs or random_inputs
-    arrays = [np.asarray(a) for a in make(op, dict(sizes), rng)]
+    if inputs is None:
+        arrays = random_inputs(op, sizes, rng)
+    else:
+        try:
+            arrays = [np.asarray(a) for a in inputs(op, dict(sizes), rng)]
+        except Exception as e:
+            raise OracleError(f"cannot check candidates of '{op.name}' at {sizes_text(sizes)}: "
+                              f"the inputs= function "
+                              f"{getattr(inputs, '__name__', repr(inputs))} failed "
+                              f"({type(e).__name__}: {e})") from None
     try:
         want = evaluate(op, *arrays)
     except TcompError as e:

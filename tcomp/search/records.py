@@ -114,7 +114,9 @@ class Record:
                   json.loads(canonical_schedule(inp.schedule)), res.times_ms, res.error,
                   res.message, round(float(res.build_s), 6),
                   None if predicted_ms is None else float(predicted_ms), now, __version__)
-        _validate(json.loads(rec.to_line()))  # what is written must load
+        problem = _validate(json.loads(rec.to_line()))  # what is written must load
+        if problem is not None:
+            raise RecordsError(f"Record.of: cannot record this candidate: {problem}")
         return rec
 
 

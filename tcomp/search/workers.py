@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import threading
 import time
 import traceback
 
@@ -36,6 +38,10 @@ def worker_main(conn, role: str, program, device_index: int | None) -> None:
     # Pin the device before anything can initialise CUDA; a prepare worker sees no
     # GPU at all (NVRTC needs none).
     os.environ["CUDA_VISIBLE_DEVICES"] = "" if device_index is None else str(device_index)
+    # Ctrl-C reaches the whole process group: the runner handles it (it kills the
+    # workers that were busy), so a worker ignores it rather than dying mid-message.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent()
     try:
         info = program.setup() if role == "device" else None
     except BaseException as e:  # noqa: BLE001  (reported to the runner, which raises)
@@ -66,6 +72,18 @@ def worker_main(conn, role: str, program, device_index: int | None) -> None:
                        role == "device"))
             continue
         conn.send(("done", task_id, value))
+
+
+def _exit_with_parent() -> None:
+    """End this process when the runner's process is gone (kill -9 of a tuning
+    run): a worker stuck in a hung kernel would otherwise hold its GPU."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+    threading.Thread(target=watch, name="tcomp-parent-watch", daemon=True).start()
 
 
 class Worker:
@@ -120,7 +138,6 @@ class Worker:
         if code is None:
             return "it stopped answering"
         if code < 0:
-            import signal
             try:
                 return f"killed by {signal.Signals(-code).name}"
             except ValueError:

@@ -178,3 +178,51 @@ def test_no_gpu_is_an_error_that_names_the_sim_runner(monkeypatch):
                                                r"measure with SimRunner \(target 'sim'\) "
                                                r"instead, or pass devices="):
         LocalRunner()
+
+
+KILLED_RUNNER = """
+import os, sys, threading, time
+import tcomp
+from tcomp.search import LocalRunner, MeasureInput
+from tests.search.fake_programs import MM, FakeProgram, fake_schedule
+
+if __name__ == "__main__":
+    r = LocalRunner(devices=[0], program=FakeProgram(), prepare_workers=1, timeout_s=600)
+    inp = MeasureInput(tcomp.op(MM), {"M": 2, "N": 2, "K": 2}, fake_schedule("hang"), "sim")
+    threading.Thread(target=r.run, args=([inp],), daemon=True).start()
+    while r.devices[0].state != "busy":
+        time.sleep(0.05)
+    print(r.devices[0].process.pid, r.preparers[0].process.pid, flush=True)
+    os.kill(os.getpid(), 9)
+"""
+
+
+def test_workers_end_when_the_runner_process_is_killed(tmp_path):
+    """kill -9 of a tuning run leaves no worker behind, not even one stuck in a hung
+    kernel (it watches its parent)."""
+    import os
+    import subprocess
+    import sys
+    import time
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    script, out = tmp_path / "killed.py", tmp_path / "out.txt"
+    script.write_text(KILLED_RUNNER)
+    with open(out, "w") as f:  # a file, not a pipe: a surviving worker would hold a pipe open
+        proc = subprocess.run([sys.executable, str(script)], cwd=root, stdout=f,
+                              stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONPATH=root),
+                              timeout=120)
+    assert proc.returncode == -9, out.read_text()
+    pids = [int(p) for p in out.read_text().split()[:2]]
+
+    def running(pid):
+        try:
+            return "zombie" not in open(f"/proc/{pid}/status").read()
+        except OSError:
+            return False
+    deadline = time.monotonic() + 10
+    while any(map(running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    alive = [p for p in pids if running(p)]
+    for p in alive:  # (only on failure: do not leave them behind)
+        os.kill(p, 9)
+    assert not alive, f"workers still running: {alive}"

@@ -261,3 +261,13 @@ def test_kill_9_loses_nothing_that_was_appended_and_a_rerun_resumes(tmp_path, op
     assert [r.median_ms for r in recs] == [1.0, 2.0, 4.0]
     todo = [cand(op, t) for t in (1, 2, 4, 8, 16, 32)]
     assert [c for c in todo if not recs.measured(c)] == todo[3:]
+
+
+def test_a_candidate_whose_schedule_is_not_a_schedule_object_cannot_be_recorded(tmp_path, op):
+    inp = MeasureInput(op, SIZES, '{"directives": []}', "sim")
+    res = MeasureResult(None, "schedule", "no format version", 0.0, "sim")
+    with pytest.raises(RecordsError) as e:
+        Records(tmp_path / "r.jsonl").add(inp, res)
+    assert str(e.value) == ('Record.of: cannot record this candidate: field "schedule" must be a '
+                            'schedule object from Schedule.to_json()')
+    assert not (tmp_path / "r.jsonl").exists()

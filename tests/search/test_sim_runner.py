@@ -231,3 +231,16 @@ def test_identity_ignores_json_formatting(op):
     with pytest.raises(tcomp.TcompError, match=r"schedule: not JSON text from Schedule.to_json\(\) "
                                                r"\(JSONDecodeError: "):
         canonical_schedule("{")
+
+
+def test_an_inputs_function_that_fails():
+    g = tcomp.op("def g(float(N) X, int32(M) I) -> (O) { O(i) = X(I(i)) }")
+    with pytest.raises(OracleError) as e:
+        SimRunner(inputs=broken_inputs).run([MeasureInput(g, {"N": 2, "M": 3},
+                                                          tcomp.Schedule(g).to_json(), "sim")])
+    assert str(e.value) == ("cannot check candidates of 'g' at N=2,M=3: the inputs= function "
+                            "broken_inputs failed (KeyError: 'Q')")
+
+
+def broken_inputs(op, sizes, rng):
+    return [sizes["Q"]]
