@@ -115,8 +115,9 @@ class LocalRunner(Runner):
             pass
 
     # ------------------------------------------------------------------ the loop
-    def run(self, batch: Sequence[MeasureInput]) -> list[MeasureResult]:
-        batch = self._check_batch(batch)
+    def run(self, batch: Sequence[MeasureInput], on_result=None) -> list[MeasureResult]:
+        batch = self._check_batch(batch, on_result)
+        self._on_result = on_result
         self._results: list[MeasureResult | None] = [None] * len(batch)
         self._todo = deque(range(len(batch)))  # not yet prepared
         self._ready = deque()  # (index, payload, build seconds): prepared, not yet run
@@ -138,10 +139,10 @@ class LocalRunner(Runner):
                 w.kill()  # it died between tasks: nothing of this batch was lost
             if w.state == "dead":
                 w.start(self.startup_timeout_s)
+        if any(w.info is None for w in self.devices):
+            return  # the first batch starts when every GPU worker has said what it runs on
+        self._check_devices()  # (prepare compiles for that architecture)
         info = self.device
-        if info is None:
-            return  # prepare compiles for the GPUs' architecture: wait for one to be ready
-        self._check_devices()
         for w in self.preparers:
             if w.state == "idle" and self._todo:
                 i = self._todo.popleft()
@@ -152,6 +153,11 @@ class LocalRunner(Runner):
             if w.state == "idle" and self._ready:
                 i, payload, build_s = self._ready.popleft()
                 w.send(self._next(), payload, self.timeout_s, (i, build_s))
+
+    def _done(self, i: int, res: MeasureResult) -> None:
+        self._results[i] = res
+        if self._on_result is not None:
+            self._on_result(i, res)
 
     def _next(self) -> int:
         self._task += 1
@@ -193,12 +199,12 @@ class LocalRunner(Runner):
             if msg[0] == "done":
                 self._ready.append((i, msg[2], build_s))
             else:
-                self._results[i] = MeasureResult(None, msg[2], msg[3], build_s, self.device.name)
+                self._done(i, MeasureResult(None, msg[2], msg[3], build_s, self.device.name))
             return
         if msg[0] == "done":
-            self._results[i] = MeasureResult(msg[2], None, "", extra, w.info.name)
+            self._done(i, MeasureResult(msg[2], None, "", extra, w.info.name))
         else:
-            self._results[i] = MeasureResult(None, msg[2], msg[3], extra, w.info.name)
+            self._done(i, MeasureResult(None, msg[2], msg[3], extra, w.info.name))
             if msg[4]:  # its context may be unusable: a fresh process for the next one
                 w.kill()
 
@@ -228,7 +234,7 @@ class LocalRunner(Runner):
         i, extra = w.task[1]
         build_s = extra if w.role == "device" else time.monotonic() - extra
         name = (w.info or self.device).name if (w.info or self.device) else ""
-        self._results[i] = MeasureResult(None, kind, message, build_s, name)
+        self._done(i, MeasureResult(None, kind, message, build_s, name))
         w.kill()
 
     @staticmethod

@@ -122,10 +122,15 @@ class RayRunner(Runner):
             if self.actors[k] is not None:
                 self._replace(k)
 
-    def run(self, batch: Sequence[MeasureInput]) -> list[MeasureResult]:
-        batch = self._check_batch(batch)
+    def run(self, batch: Sequence[MeasureInput], on_result=None) -> list[MeasureResult]:
+        batch = self._check_batch(batch, on_result)
         ray = self.ray
         results: list[MeasureResult | None] = [None] * len(batch)
+
+        def done(i: int, res: MeasureResult) -> None:
+            results[i] = res
+            if on_result is not None:
+                on_result(i, res)
         todo = deque(range(len(batch)))
         pending = {}  # ObjectRef -> (actor index, batch index, deadline)
         try:
@@ -146,25 +151,24 @@ class RayRunner(Runner):
                     try:
                         out = ray.get(ref)
                     except Exception as e:  # the actor died (RayActorError) or the task failed
-                        results[i] = MeasureResult(None, "crash", f"the Ray actor {k} died "
-                                                                  f"while measuring it "
-                                                                  f"({_cause(e)}); it was "
-                                                                  f"replaced", 0.0, name)
+                        done(i, MeasureResult(None, "crash", f"the Ray actor {k} died while "
+                                                             f"measuring it ({_cause(e)}); it "
+                                                             f"was replaced", 0.0, name))
                         self._replace(k)
                         continue
                     if out[0] == "fatal":
                         raise OracleError(out[1])
-                    results[i] = out[1]
+                    done(i, out[1])
                     if out[2]:  # its device state is suspect: a fresh actor
                         self._replace(k)
                 now = time.monotonic()
                 for ref, (k, i, deadline) in list(pending.items()):
                     if now > deadline:
                         del pending[ref]
-                        results[i] = MeasureResult(
+                        done(i, MeasureResult(
                             None, "timeout", f"measuring it took longer than timeout_s="
                                              f"{self.timeout_s:g} s (a hang?); the Ray actor {k} "
-                                             f"was killed and replaced", 0.0, self.infos[k].name)
+                                             f"was killed and replaced", 0.0, self.infos[k].name))
                         self._replace(k)
         except BaseException:
             for k, _, _ in pending.values():

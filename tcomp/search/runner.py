@@ -32,7 +32,7 @@ import abc
 import math
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import TcompError
@@ -215,8 +215,12 @@ class Runner(abc.ABC):
     target: str = "cuda"
 
     @abc.abstractmethod
-    def run(self, batch: Sequence[MeasureInput]) -> list[MeasureResult]:
-        """One result per input, in order."""
+    def run(self, batch: Sequence[MeasureInput],
+            on_result: Callable[[int, MeasureResult], None] | None = None) -> list[MeasureResult]:
+        """One result per input, in order. `on_result(i, result)` is called as
+        each candidate finishes (in any order), so that a caller can record it
+        at once: a run stopped mid-batch then loses only the candidates in
+        flight."""
 
     def close(self) -> None:
         """Stop the runner's workers (nothing for an in-process runner)."""
@@ -227,8 +231,11 @@ class Runner(abc.ABC):
     def __exit__(self, *exc):
         self.close()
 
-    def _check_batch(self, batch) -> list[MeasureInput]:
+    def _check_batch(self, batch, on_result=None) -> list[MeasureInput]:
         name = type(self).__name__
+        if on_result is not None and not callable(on_result):
+            raise TcompError(f"{name}.run: on_result must be a function (index, result), got "
+                             f"{type(on_result).__name__}")
         if isinstance(batch, MeasureInput) or not isinstance(batch, Sequence):
             raise TcompError(f"{name}.run: needs a list of MeasureInput, got "
                              f"{type(batch).__name__}")

@@ -91,5 +91,10 @@ class SimRunner(Runner):
     def __init__(self, budget: int = SIM_BUDGET, inputs=None):
         self.program = SimProgram(budget, inputs)
 
-    def run(self, batch: Sequence[MeasureInput]) -> list[MeasureResult]:
-        return [measure_here(self.program, inp, SIM_DEVICE) for inp in self._check_batch(batch)]
+    def run(self, batch: Sequence[MeasureInput], on_result=None) -> list[MeasureResult]:
+        out = []
+        for i, inp in enumerate(self._check_batch(batch, on_result)):
+            out.append(measure_here(self.program, inp, SIM_DEVICE))
+            if on_result is not None:
+                on_result(i, out[-1])
+        return out

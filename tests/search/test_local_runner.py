@@ -27,9 +27,12 @@ def runner():
 def test_every_fault_is_recorded_and_the_batch_goes_on(runner):
     batch = inputs("ok", "wrong", "crash", "hang", "schedule", "prepare_crash", "prepare_hang",
                    "ok")
-    res = runner.run(batch)
+    seen = []
+    res = runner.run(batch, on_result=lambda i, r: seen.append((i, r)))
     assert [r.error for r in res] == [None, "wrong_result", "crash", "timeout", "schedule",
                                       "crash", "timeout", None]
+    # each result reported as it came, the same objects as returned
+    assert sorted(i for i, _ in seen) == list(range(8)) and all(res[i] is r for i, r in seen)
     assert res[0].times_ms == (1.0, 2.0, 3.0) and res[0].median_ms == 2.0
     assert res[-1].ok and res[-1].times_ms == (1.0, 2.0, 3.0)
     assert res[1].message.startswith("output 'C': 40 of 40 elements differ beyond the float32 "
@@ -83,6 +86,9 @@ def test_a_batch_for_another_target_is_refused(runner):
     with pytest.raises(tcomp.TcompError, match=r"LocalRunner.run: batch\[1\] is a str, not a "
                                                r"MeasureInput"):
         runner.run(inputs("ok") + ["x"])
+    with pytest.raises(tcomp.TcompError, match=r"LocalRunner.run: on_result must be a function "
+                                               r"\(index, result\), got list"):
+        runner.run(inputs("ok"), on_result=[])
 
 
 def test_a_worker_that_cannot_start_is_an_error():

@@ -58,9 +58,11 @@ def test_faults_on_ray_actors(ray):
              for b in ("ok", "crash", "wrong", "hang", "poison", "ok")]
     r = tcomp.search.RayRunner(FakeProgram(), actors=2, timeout_s=3.0)
     try:
-        res = r.run(batch)
+        seen = {}
+        res = r.run(batch, on_result=seen.__setitem__)
         assert [x.error for x in res] == [None, "crash", "wrong_result", "timeout", "runtime",
                                           None]
+        assert seen == dict(enumerate(res))
         assert res[0].times_ms == (1.0, 2.0, 3.0)
         assert res[1].message.startswith("the Ray actor ") and "died while measuring it" in \
             res[1].message

@@ -48,8 +48,10 @@ def test_valid_and_failing_candidates(op):
              MeasureInput.of(tcomp.Schedule(op), {"M": 13, "N": 7, "K": 5}, "sim"),
              MeasureInput(op, big, "not json", "sim"),
              MeasureInput.of(bad_bind, big, "sim")]
-    res = SimRunner().run(batch)
+    seen = []
+    res = SimRunner().run(batch, on_result=lambda i, r: seen.append((i, r)))
     assert [r.error for r in res] == [None, None, "schedule", "lowering"]
+    assert seen == list(enumerate(res))
     assert all(r.times_ms is None and r.device == "sim" for r in res)
     assert res[2].message.startswith("ScheduleError: from_json: not a tcomp schedule")
     assert res[3].message.startswith("LoweringError: ")
