@@ -127,7 +127,7 @@ class RayRunner(Runner):
         ray = self.ray
         results: list[MeasureResult | None] = [None] * len(batch)
 
-        def done(i: int, res: MeasureResult) -> None:
+        def finish(i: int, res: MeasureResult) -> None:
             results[i] = res
             if on_result is not None:
                 on_result(i, res)
@@ -151,21 +151,21 @@ class RayRunner(Runner):
                     try:
                         out = ray.get(ref)
                     except Exception as e:  # the actor died (RayActorError) or the task failed
-                        done(i, MeasureResult(None, "crash", f"the Ray actor {k} died while "
+                        finish(i, MeasureResult(None, "crash", f"the Ray actor {k} died while "
                                                              f"measuring it ({_cause(e)}); it "
                                                              f"was replaced", 0.0, name))
                         self._replace(k)
                         continue
                     if out[0] == "fatal":
                         raise OracleError(out[1])
-                    done(i, out[1])
+                    finish(i, out[1])
                     if out[2]:  # its device state is suspect: a fresh actor
                         self._replace(k)
                 now = time.monotonic()
                 for ref, (k, i, deadline) in list(pending.items()):
                     if now > deadline:
                         del pending[ref]
-                        done(i, MeasureResult(
+                        finish(i, MeasureResult(
                             None, "timeout", f"measuring it took longer than timeout_s="
                                              f"{self.timeout_s:g} s (a hang?); the Ray actor {k} "
                                              f"was killed and replaced", 0.0, self.infos[k].name))
