@@ -9,9 +9,10 @@ from .errors import CudaError, LangError, LoweringError, ScheduleError, SimError
 from .lang import Op, Program, evaluate, op, parse
 from .schedule import Axis, Schedule, Stage
 from .schedule.tensor_intrinsics import intrinsics
+from . import search  # noqa: E402  (tcomp.search.best, runners, records; imports nothing heavy)
 
 __version__ = "0.1.0"
 
 __all__ = ["Axis", "CudaError", "intrinsics", "LangError", "LoweringError", "Op", "Program", "Schedule",
            "ScheduleError", "SimError", "Stage", "TcompError", "build", "evaluate", "load", "lower", "op",
-           "parse"]
+           "parse", "search"]
