@@ -1,16 +1,43 @@
-"""tcomp.search: schedule search. The schedule space (graph.py: the op's stage
-dataflow graph; rules.py: sketch rules; space.py: candidates; validate.py:
-replay, lowering and resource checks) is documented in docs/search.md; the
-search over it (features.py: features of lowered candidates and the analytic
-cost proxy; model.py: the learned cost model; tuner.py: the evolutionary
-search behind tcomp.tune) in docs/tuning.md."""
+"""tcomp.search: schedule search.
+
+- The schedule space (graph.py: the op's stage dataflow graph; rules.py:
+  sketch rules; space.py: candidates; validate.py: replay, lowering and
+  resource checks), documented in docs/search.md.
+- `MeasureInput`, `MeasureResult`, `Runner`, `DeviceProgram` (runner.py): the
+  measurement interface; `SimRunner` (no GPU: correctness only),
+  `LocalRunner` (one process per local GPU), `RayRunner` (one Ray actor per
+  GPU, `pip install tcomp[ray]`).
+- `Records`, `Record`, `best` (records.py): tuning records as JSON lines
+  (docs/tuning.md).
+- The search (docs/tuning.md): features.py (features of lowered candidates and
+  the analytic cost proxy), model.py (`CostModel`, the learned cost model),
+  tuner.py (`tune`, the evolutionary search behind tcomp.tune).
+"""
+from .cuda_program import CudaProgram
 from .graph import stage_graph, topological_order
+from .identity import op_hash, small_sizes
+from .local_runner import LocalRunner
+from .oracle import OracleError
+from .records import Record, Records, RecordsError, RecordsWarning, best
 from .rules import RULES, Limits
+from .runner import (ERROR_KINDS, CandidateFailed, DeviceInfo, DeviceProgram, MeasureInput,
+                     MeasureResult, Runner)
+from .sim_runner import SimProgram, SimRunner
 from .space import Candidate, SearchError, Space, generate, mutate
 from .validate import Invalid, Valid, validate
 from .model import CostModel
 from .tuner import Trial, TuneResult, tune
 
-__all__ = ["Candidate", "CostModel", "Invalid", "Limits", "RULES", "SearchError", "Space", "Trial",
-           "TuneResult", "Valid", "generate", "mutate", "stage_graph", "topological_order", "tune",
-           "validate"]
+__all__ = ["Candidate", "CandidateFailed", "CostModel", "CudaProgram", "DeviceInfo",
+           "DeviceProgram", "ERROR_KINDS", "Invalid", "Limits", "LocalRunner", "MeasureInput",
+           "MeasureResult", "OracleError", "RULES", "RayRunner", "Record", "Records",
+           "RecordsError", "RecordsWarning", "Runner", "SearchError", "SimProgram", "SimRunner",
+           "Space", "Trial", "TuneResult", "Valid", "best", "generate", "mutate", "op_hash",
+           "small_sizes", "stage_graph", "topological_order", "tune", "validate"]
+
+
+def __getattr__(name):
+    if name == "RayRunner":  # imported on use: ray is an optional extra
+        from .ray_runner import RayRunner
+        return RayRunner
+    raise AttributeError(f"module 'tcomp.search' has no attribute {name!r}")

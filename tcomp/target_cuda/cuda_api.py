@@ -194,6 +194,13 @@ class Module:
         self.funcs = {}
         self.limits = {}  # name -> LaunchLimits of that function on this device
 
+    def unload(self) -> None:
+        """Free the module's device memory now (a tuning worker loads one
+        module per candidate; its functions are unusable afterwards)."""
+        if self.mod is not None:
+            check(_driver().cuModuleUnload(self.mod), "cuModuleUnload")
+            self.mod, self.funcs, self.limits = None, {}, {}
+
     def function(self, name: str, dynamic_smem: int = 0):
         driver = _driver()
         if name not in self.funcs:
@@ -358,3 +365,41 @@ def ensure_context() -> Device:
         dev.activate()
         _context.device = dev
     return dev
+
+
+# ------------------------------------------------------------------ timing (tcomp.search)
+def l2_cache_bytes() -> int:
+    """The current device's L2 cache size in bytes."""
+    driver = _driver()
+    return int(check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device().dev),
+        "cuDeviceGetAttribute"))
+
+
+def event_create():
+    driver = _driver()
+    return check(driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DEFAULT)),
+                 "cuEventCreate")
+
+
+def event_record(ev, stream: int = 0):
+    check(_driver().cuEventRecord(ev, stream), "cuEventRecord")
+
+
+def event_synchronize(ev):
+    check(_driver().cuEventSynchronize(ev), "cuEventSynchronize")
+
+
+def event_elapsed_ms(start, stop) -> float:
+    """Milliseconds between two recorded (and completed) events."""
+    return float(check(_driver().cuEventElapsedTime(start, stop), "cuEventElapsedTime"))
+
+
+def event_destroy(ev):
+    check(_driver().cuEventDestroy(ev), "cuEventDestroy")
+
+
+def memset_d32(ptr: int, value: int, words: int, stream: int = 0):
+    """Write `value` to `words` 32-bit words at `ptr`, queued on `stream`."""
+    if words:
+        check(_driver().cuMemsetD32Async(ptr, value, words, stream), "cuMemsetD32Async")

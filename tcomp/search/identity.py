@@ -1,0 +1,121 @@
+"""What identifies a measurement: the op (by the hash of its canonical text),
+the sizes, the target and the schedule (by its canonical JSON).
+
+Records and runners share these so that "already measured" means the same
+thing everywhere: two schedules that differ only in JSON formatting (key
+order, indentation) are the same candidate; two ops that print to the same
+TC text are the same op.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+
+from ..errors import TcompError
+from ..lang.op import Op
+from ..lang.symbolic import eval_int
+
+
+def op_hash(op: Op) -> str:
+    """16 hex digits of the SHA-256 of the op's canonical TC text (the printer's
+    output without notes: the def's name, signature and statements)."""
+    return hashlib.sha256(op.to_text(notes=False).encode()).hexdigest()[:16]
+
+
+def canonical_schedule(text: str) -> str:
+    """A schedule's JSON text with sorted keys and no whitespace: equal for
+    equal directive lists however the text was formatted. Raises TcompError
+    for text that is not JSON (the full check is `Schedule.from_json`)."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError) as e:
+        raise TcompError(f"schedule: not JSON text from Schedule.to_json() "
+                         f"({type(e).__name__}: {e})") from None
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def check_sizes(op: Op, sizes, who: str) -> dict[str, int]:
+    """`sizes` as a dict of every size variable of `op` to a positive int,
+    in the op's order; a TcompError naming `who` for anything else."""
+    if not isinstance(sizes, Mapping):
+        raise TcompError(f"{who}: sizes must be a dict of size name to int (e.g. "
+                         f"{{'M': 1024}}), got {type(sizes).__name__}")
+    names = list(op.size_vars)
+    unknown = [k for k in sizes if k not in names]
+    if unknown:
+        raise TcompError(f"{who}: '{op.name}' has no size named {', '.join(map(repr, unknown))} "
+                         f"(its sizes: {', '.join(names) or 'none'})")
+    missing = [n for n in names if n not in sizes]
+    if missing:
+        raise TcompError(f"{who}: sizes must give every size of '{op.name}' "
+                         f"({', '.join(names)}); missing {', '.join(missing)}")
+    out = {}
+    for n in names:
+        v = sizes[n]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise TcompError(f"{who}: size {n} must be a positive int, got {v!r}")
+        out[n] = int(v)
+    return out
+
+
+def sizes_text(sizes: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sizes.items()) or "(none)"
+
+
+def work_of(op: Op, sizes: Mapping[str, int]) -> int:
+    """A measure of how much the oracle and the sim must do at `sizes`: the
+    larger of the iterations of all statements (the product of each one's
+    range extents) and the elements of all tensors."""
+    iters = 0
+    for st in op.statements:
+        n = 1
+        for r in st.ranges:
+            n *= max(0, eval_int(r.hi, sizes) - eval_int(r.lo, sizes))
+        iters += n
+    elems = 0
+    for t in op.inputs + op.outputs + op.temporaries:
+        n = 1
+        for d in t.shape:
+            n *= max(0, eval_int(d, sizes))
+        elems += n
+    return max(iters, elems)
+
+
+def _nonempty(op: Op, sizes: Mapping[str, int]) -> set:
+    """The tensor dimensions and statement ranges that are non-empty at `sizes`."""
+    out = set()
+    for t in op.inputs + op.outputs + op.temporaries:
+        for i, d in enumerate(t.shape):
+            if eval_int(d, sizes) >= 1:
+                out.add((t.name, i))
+    for j, st in enumerate(op.statements):
+        for r in st.ranges:
+            if eval_int(r.hi, sizes) > eval_int(r.lo, sizes):
+                out.add((j, r.var))
+    return out
+
+
+def small_sizes(op: Op, sizes: Mapping[str, int], budget: int) -> dict[str, int]:
+    """Sizes at which a candidate is checked against the oracle.
+
+    `sizes` itself when `work_of(op, sizes) <= budget`. Otherwise the largest
+    size is halved (rounding up), again and again, until the work fits the
+    budget — but never so far that a tensor dimension or a statement range
+    that is non-empty at `sizes` becomes empty (a convolution keeps H >= KH).
+    Halving keeps a power-of-two size a power of two, so tiles that divide
+    the real sizes mostly divide the small ones too. When no size can shrink
+    any further, the result may still exceed the budget."""
+    cur = dict(sizes)
+    keep = _nonempty(op, cur)
+    while work_of(op, cur) > budget:
+        for name in sorted(cur, key=lambda n: -cur[n]):
+            if cur[name] <= 1:
+                continue
+            trial = dict(cur, **{name: (cur[name] + 1) // 2})
+            if keep <= _nonempty(op, trial):
+                cur = trial
+                break
+        else:
+            return cur
+    return cur
