@@ -135,7 +135,7 @@ def test_help_describes_each_subcommand(capsys):
 def test_every_option_has_help_text():
     top = parser()
     subs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(subs.choices) == {"compile", "run"}
+    assert set(subs.choices) == {"compile", "run", "tune"}
     assert all(c.help for c in subs._choices_actions)
     for p in [top, *subs.choices.values()]:
         for a in p._actions:
