@@ -6,6 +6,7 @@ tensor comprehensions; everything about how they run is here.
 from __future__ import annotations
 
 import tcomp
+from tcomp.schedule import templates
 
 GEMM = "def gemm(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
 
@@ -55,78 +56,8 @@ def gemm(sizes, bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=False
     rows are padded by 4 elements against bank conflicts of its stores."""
     op = tcomp.op(GEMM)
     s = tcomp.Schedule(op)
-    C = s["C"]
-    CL = s.cache_write(C, "local")
-    m, n = C.axes
-    mo, no, mi, ni = C.tile(m, n, bm, bn)
-    mio, mii = C.split(mi, tm)
-    nio, nii = C.split(ni, tn)
-    C.reorder(mo, no, mio, nio, mii, nii)
-    if group:
-        C.rasterize(mo, no, group)  # blockIdx.x, `group` block rows at a time
-    else:
-        C.bind(mo, "blockIdx.y")
-        C.bind(no, "blockIdx.x")
-    ty, tx = bm // tm, bn // tn
-    if lanes:
-        ln, lm = lanes
-        mw, ml = C.split(mio, lm)
-        nw, nl = C.split(nio, ln)
-        C.reorder(mw, nw, ml, nl)
-        at = C.fuse(C.fuse(C.fuse(mw, nw), ml), nl)
-        C.bind(at, "threadIdx.x")
-        tx, ty = tx * ty, 1
-    else:
-        at = nio
-        C.bind(mio, "threadIdx.y")
-        C.bind(nio, "threadIdx.x")
-    C.unroll(mii)
-    niio, niiv = C.split(nii, 4)
-    C.unroll(niio)
-    C.vectorize(niiv)
-    CL.compute_at(C, at)
-    lm, ln = CL.axes
-    (lk,) = CL.reduce_axes
-    ko, ki = CL.split(lk, bk)
-    CL.reorder(ko, ki, lm, ln)
-    if pipeline:
-        CL.pipeline(ko)  # double-buffered A and B tiles
-    CL.unroll(ki)
-    CL.unroll(lm)
-    CL.unroll(ln)
-    for name in ("A", "B"):
-        S = s.cache_read(name, "shared", [CL])
-        S.compute_at(CL, ko)
-        a0, a1 = S.axes
-        if vector and name == "A":
-            S.storage_order(a1, a0)  # A_shared[k][m]
-            if pad:  # rows of bm + 4: the transposing stores of a warp hit distinct banks
-                S.storage_align(a1, 32, 4)
-        f = S.fuse(a0, a1)
-        if vector and (bk if name == "A" else bn) % 4 == 0:  # rows of whole float4s
-            f, fv = S.split(f, 4)
-            S.vectorize(fv)
-        fo, fi = S.split(f, tx)
-        S.bind(fi, "threadIdx.x")
-        if ty > 1:
-            foo, foi = S.split(fo, ty)
-            S.bind(foi, "threadIdx.y")
-    if fragments:
-        for name in ("A_shared", "B_shared"):
-            L = s.cache_read(name, "local", [CL])
-            L.compute_at(CL, ki)
-            a0, a1 = L.axes
-            if vector and (tm if name == "A_shared" else tn) % 4 == 0:
-                # the contiguous dimension (m of A, n of B) as 4-wide vectors, innermost
-                c, o = (a0, a1) if name == "A_shared" else (a1, a0)
-                co, cv = L.split(c, 4)
-                L.reorder(o, co, cv)
-                L.unroll(o)
-                L.unroll(co)
-                L.vectorize(cv)
-            else:
-                for ax in L.axes:
-                    L.unroll(ax)
+    templates.simt_gemm(s, "C", "A", "B", bm, bn, bk, tm, tn, fragments=fragments,
+                        pipeline=pipeline, vector=vector, lanes=lanes, group=group, pad=pad)
     return op, s
 
 
@@ -399,53 +330,4 @@ def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=Tru
     return op, s
 
 
-def _tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pad, pipeline,
-              unroll_k):
-    """The tensor-core schedule of tc_gemm on the output stage `C` and its
-    fragment accumulator `CF` (C(m, n) += A(m, k) * B(k, n)). `a_shared` and
-    `b_shared` make the shared-memory stages of A and B (a cache_read of an
-    input, or a temporary's own stage moved to shared memory), which are
-    computed at the K-tile loop and read through fragments."""
-    m, n = C.axes
-    mo, no, mi, ni = C.tile(m, n, bm, bn)
-    mw, mf = C.split(mi, wm)
-    nw, nf = C.split(ni, wn)
-    C.reorder(mo, no, mw, nw, mf, nf)
-    C.bind(mo, "blockIdx.y")
-    C.bind(no, "blockIdx.x")
-    w = C.fuse(mw, nw)
-    C.bind(w, "threadIdx.y")
-    CF.compute_at(C, w)
-    fm, fn = CF.axes
-    (fk,) = CF.reduce_axes
-    ko, ki = CF.split(fk, bk)
-    kio, kii = CF.split(ki, 16)
-    fmo, fmi = CF.split(fm, 16)
-    fno, fni = CF.split(fn, 8)
-    CF.reorder(ko, kio, fmo, fno, fmi, fni, kii)
-    CF.tensorize(fmi, "mma_m16n8k16")
-    AS = a_shared()
-    AS.compute_at(CF, ko)
-    BS = b_shared()
-    BS.compute_at(CF, ko)
-    AF = s.cache_read(AS, "fragment", [CF])
-    AF.compute_at(CF, kio)
-    BF = s.cache_read(BS, "fragment", [CF])
-    BF.compute_at(CF, kio)
-    warps = (bm // wm) * (bn // wn)
-    for S, width in ((AS, bk), (BS, bn)):
-        a0, a1 = S.axes
-        if pad:
-            S.storage_align(a0, 2 * width, width + 8)
-        f = S.fuse(a0, a1)
-        fo, fv = S.split(f, 8)
-        fo2, tx = S.split(fo, lanes)
-        fo3, ty = S.split(fo2, warps)
-        S.bind(tx, "threadIdx.x")
-        S.bind(ty, "threadIdx.y")
-        if vector:
-            S.vectorize(fv)
-    if pipeline:
-        CF.pipeline(ko, stages=2 if pipeline is True else pipeline)
-    if unroll_k:  # the k16 steps of a K tile unrolled: fragment loads overlap earlier mma
-        CF.unroll(kio)
+_tc_tiles = templates.tc_tiles  # (the shared template: tcomp/schedule/templates.py)

@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..lang.symbolic import eval_int
+from ..schedule import templates
 from . import graph as G
 
 
@@ -310,83 +311,11 @@ def _st_feasible(ctx, stage, p):
 
 
 def _st_apply(s, ctx, stage, p):
-    """bench/schedules.py `gemm`, primitive for primitive (the same directives
-    for the same parameters), with the op's names for C, A and B."""
-    bm, bn, bk, tm, tn = p["bm"], p["bn"], p["bk"], p["tm"], p["tn"]
+    """bench/schedules.py `gemm` (the shared template), with the op's names."""
     a_name, b_name = ctx.node(stage)["operands"]
-    C = s[stage]
-    CL = s.cache_write(C, "local")
-    m, n = C.axes
-    mo, no, mi, ni = C.tile(m, n, bm, bn)
-    mio, mii = C.split(mi, tm)
-    nio, nii = C.split(ni, tn)
-    C.reorder(mo, no, mio, nio, mii, nii)
-    if p["group"]:
-        C.rasterize(mo, no, p["group"])
-    else:
-        C.bind(mo, "blockIdx.y")
-        C.bind(no, "blockIdx.x")
-    ty, tx = bm // tm, bn // tn
-    if p["lanes"]:
-        ln, lm = p["lanes"]
-        mw, ml = C.split(mio, lm)
-        nw, nl = C.split(nio, ln)
-        C.reorder(mw, nw, ml, nl)
-        at = C.fuse(C.fuse(C.fuse(mw, nw), ml), nl)
-        C.bind(at, "threadIdx.x")
-        tx, ty = tx * ty, 1
-    else:
-        at = nio
-        C.bind(mio, "threadIdx.y")
-        C.bind(nio, "threadIdx.x")
-    C.unroll(mii)
-    niio, niiv = C.split(nii, 4)
-    C.unroll(niio)
-    C.vectorize(niiv)
-    CL.compute_at(C, at)
-    lm, ln = CL.axes
-    (lk,) = CL.reduce_axes
-    ko, ki = CL.split(lk, bk)
-    CL.reorder(ko, ki, lm, ln)
-    if p["pipeline"]:
-        CL.pipeline(ko)
-    CL.unroll(ki)
-    CL.unroll(lm)
-    CL.unroll(ln)
-    shared = {}
-    for name in (a_name, b_name):
-        S = s.cache_read(name, "shared", [CL])
-        shared[name] = S.tensor
-        S.compute_at(CL, ko)
-        a0, a1 = S.axes
-        if p["vector"] and name == a_name:
-            S.storage_order(a1, a0)  # the A tile k-major: a thread's tm values contiguous
-            if p["pad"]:
-                S.storage_align(a1, 32, 4)
-        f = S.fuse(a0, a1)
-        if p["vector"] and (bk if name == a_name else bn) % 4 == 0:
-            f, fv = S.split(f, 4)
-            S.vectorize(fv)
-        fo, fi = S.split(f, tx)
-        S.bind(fi, "threadIdx.x")
-        if ty > 1:
-            foo, foi = S.split(fo, ty)
-            S.bind(foi, "threadIdx.y")
-    if p["fragments"]:
-        for name in (a_name, b_name):
-            L = s.cache_read(shared[name], "local", [CL])
-            L.compute_at(CL, ki)
-            a0, a1 = L.axes
-            if p["vector"] and (tm if name == a_name else tn) % 4 == 0:
-                c, o = (a0, a1) if name == a_name else (a1, a0)
-                co, cv = L.split(c, 4)
-                L.reorder(o, co, cv)
-                L.unroll(o)
-                L.unroll(co)
-                L.vectorize(cv)
-            else:
-                for ax in L.axes:
-                    L.unroll(ax)
+    templates.simt_gemm(s, stage, a_name, b_name, p["bm"], p["bn"], p["bk"], p["tm"], p["tn"],
+                        fragments=p["fragments"], pipeline=p["pipeline"], vector=p["vector"],
+                        lanes=p["lanes"], group=p["group"], pad=p["pad"])
 
 
 # --------------------------------------------------------------- tc_tile
@@ -427,54 +356,13 @@ def _tc_feasible(ctx, stage, p):
 
 
 def _tc_apply(s, ctx, stage, p):
-    """bench/schedules.py `tc_gemm` (lanes=32), primitive for primitive."""
-    bm, bn, wm, wn, bk = p["bm"], p["bn"], p["wm"], p["wn"], p["bk"]
+    """bench/schedules.py `tc_gemm` (the shared template, lanes=32)."""
     a_name, b_name = ctx.node(stage)["operands"]
     C = s[stage]
     CF = s.cache_write(C, "fragment")
-    m, n = C.axes
-    mo, no, mi, ni = C.tile(m, n, bm, bn)
-    mw, mf = C.split(mi, wm)
-    nw, nf = C.split(ni, wn)
-    C.reorder(mo, no, mw, nw, mf, nf)
-    C.bind(mo, "blockIdx.y")
-    C.bind(no, "blockIdx.x")
-    w = C.fuse(mw, nw)
-    C.bind(w, "threadIdx.y")
-    CF.compute_at(C, w)
-    fm, fn = CF.axes
-    (fk,) = CF.reduce_axes
-    ko, ki = CF.split(fk, bk)
-    kio, kii = CF.split(ki, 16)
-    fmo, fmi = CF.split(fm, 16)
-    fno, fni = CF.split(fn, 8)
-    CF.reorder(ko, kio, fmo, fno, fmi, fni, kii)
-    CF.tensorize(fmi, "mma_m16n8k16")
-    AS = s.cache_read(a_name, "shared", [CF])
-    AS.compute_at(CF, ko)
-    BS = s.cache_read(b_name, "shared", [CF])
-    BS.compute_at(CF, ko)
-    AF = s.cache_read(AS, "fragment", [CF])
-    AF.compute_at(CF, kio)
-    BF = s.cache_read(BS, "fragment", [CF])
-    BF.compute_at(CF, kio)
-    warps = (bm // wm) * (bn // wn)
-    for S, width in ((AS, bk), (BS, bn)):
-        a0, a1 = S.axes
-        if p["pad"]:
-            S.storage_align(a0, 2 * width, width + 8)
-        f = S.fuse(a0, a1)
-        fo, fv = S.split(f, 8)
-        fo2, tx = S.split(fo, 32)
-        fo3, ty = S.split(fo2, warps)
-        S.bind(tx, "threadIdx.x")
-        S.bind(ty, "threadIdx.y")
-        if p["vector"]:
-            S.vectorize(fv)
-    if p["pipeline"]:
-        CF.pipeline(ko, stages=p["pipeline"])
-    if p["unroll_k"]:
-        CF.unroll(kio)
+    templates.tc_tiles(s, C, CF, lambda: s.cache_read(a_name, "shared", [CF]),
+                       lambda: s.cache_read(b_name, "shared", [CF]), p["bm"], p["bn"], p["wm"],
+                       p["wn"], p["bk"], 32, p["vector"], p["pad"], p["pipeline"], p["unroll_k"])
 
 
 # ------------------------------------------------------------------- row
