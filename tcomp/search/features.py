@@ -219,14 +219,13 @@ class _Walk:
             self.c["shared_load_bytes"] += w * count * 128 / 32  # count 8x8 16-bit tiles
             self.c["fragment_store_bytes"] += w * count * 128 / 32
         elif fn == "cp_async":
-            dst, src, nbytes = call.args[0], call.args[1], _eval(call.args[2], self.env0) or 16
+            src, nbytes = call.args[1], _eval(call.args[2], self.env0) or 16
             self.c["cp_async"] += w
             self.c["cp_async_bytes"] += w * nbytes
             self.c["shared_store_bytes"] += w * nbytes
             self._access(src.buffer, src.indices, nbytes, w, "load")
             self.c["global_vector_bytes"] += w * nbytes if nbytes >= 8 else 0
             self.vector_bytes = max(self.vector_bytes, nbytes)
-            del dst
         elif fn == "cp_async_wait":
             # waiting for all but the n newest groups: a ring of n + 2 stages
             n = _eval(call.args[0], self.env0)

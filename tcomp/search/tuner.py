@@ -141,7 +141,8 @@ def tune(op, sizes: dict, trials: int = 200, records=None, target: str = "cuda",
     runner: a tcomp.search Runner for `target` (default: LocalRunner on
     every local GPU, or SimRunner for "sim"; one made here is closed here);
     batch: candidates measured per round; population: candidates kept
-    between rounds (default: twice the trials, between 8 and 32); epsilon: share of each batch chosen at random;
+    between rounds (default: twice the trials, between 8 and 32);
+    epsilon: share of each batch chosen at random;
     patience: rounds without a better best before stopping (None: never);
     time_limit_s: stop after this long; seed: of the search's random draws;
     model: a CostModel or a backend name (model.BACKENDS); limits: the
