@@ -75,16 +75,16 @@ def test_ctrl_c_prints_the_best_so_far_and_exits_130(tmp_path, capsys, monkeypat
     from tcomp.search import sim_runner
     real, calls = sim_runner.SimRunner.run, []
 
-    def run(self, batch):
+    def run(self, batch, on_result=None):
         calls.append(1)
-        if len(calls) == 3:
+        if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(self, batch)
+        return real(self, batch, on_result)
 
     monkeypatch.setattr(sim_runner.SimRunner, "run", run)
     rec = tmp_path / "mm.jsonl"
-    rc, out, _ = tune_cli([MM_TC, "--sizes", SIZES, "--trials", "10", "--records", str(rec),
-                           "--target", "sim"], capsys)
+    rc, out, _ = tune_cli([MM_TC, "--sizes", SIZES, "--trials", "10", "--batch", "2",
+                           "--records", str(rec), "--target", "sim"], capsys)
     assert rc == 130
     assert "2 trials, stopped: interrupted (Ctrl-C); what was measured is kept" in out
     assert "best: " in out and n_lines(rec) == 2

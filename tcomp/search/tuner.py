@@ -14,7 +14,8 @@ One run, round by round:
    `epsilon` at random (at least one per batch of four or more), the rest
    the best predicted;
 4. the batch is measured by the runner and every result appended to the
-   records as it comes back (with the prediction);
+   records as it comes back (the runner's `on_result`; with the prediction),
+   so a run stopped mid-batch loses only the candidates in flight;
 5. the model is refit on every timed measurement; the population becomes
    the best measured candidates and the best predicted of the pool;
 6. the run stops after `trials` measurements in all (the records' earlier
@@ -176,9 +177,8 @@ def tune(op, sizes: dict, trials: int = 200, records=None, target: str = "cuda",
     try:
         if st.done < trials:
             runner = runner if runner is not None else _default_runner(target)
-            one_by_one = type(runner).__name__ == "SimRunner"  # in process: flush each
             st.stopped = _search(st, runner, recs, trials, target, batch, population, epsilon,
-                                 patience, time_limit_s, progress, one_by_one, MeasureInput)
+                                 patience, time_limit_s, progress, MeasureInput)
         else:
             st.stopped = "trials"
     except KeyboardInterrupt:
@@ -308,7 +308,7 @@ class _State:
 
 
 def _search(st: _State, runner, recs, trials, target, batch, population, epsilon, patience,
-            time_limit_s, progress, one_by_one, MeasureInput) -> str:
+            time_limit_s, progress, MeasureInput) -> str:
     space, rng = st.space, st.rng
     pop = [c for c in space.generate(population, rng) if canonical(c.schedule) not in st.measured]
     stale = 0
@@ -318,22 +318,28 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
             return "exhausted"
         pred = st.predict(pool)
         chosen = _choose(pool, pred, min(batch, trials - st.done), epsilon, rng)
+        inputs = [MeasureInput(space.op, space.sizes, pool[i].schedule, target) for i in chosen]
+        reported = set()
         improved = False
-        groups = [[i] for i in chosen] if one_by_one else [chosen]
-        for group in groups:
-            inputs = [MeasureInput(space.op, space.sizes, pool[i].schedule, target)
-                      for i in group]
-            results = runner.run(inputs)
-            for i, inp, res in zip(group, inputs, results):
-                if recs is not None:
-                    recs.add(inp, res, predicted_ms=float(pred[i]))
-                t = Trial(st.done + 1, pool[i].schedule, pool[i].sketch, res.median_ms,
-                          float(pred[i]), res.error, res.message,
-                          time.perf_counter() - st.start)
-                st.cands[pool[i].schedule] = pool[i]
-                improved |= st._add(t, canonical(pool[i].schedule))
-                if progress is not None:
-                    progress(_progress(st, trials, t))
+
+        def record(j, res):  # as each candidate finishes: appended and flushed at once
+            nonlocal improved
+            if j in reported:
+                return
+            reported.add(j)
+            c, p = pool[chosen[j]], float(pred[chosen[j]])
+            if recs is not None:
+                recs.add(inputs[j], res, predicted_ms=p)
+            t = Trial(st.done + 1, c.schedule, c.sketch, res.median_ms, p, res.error,
+                      res.message, time.perf_counter() - st.start)
+            st.cands[c.schedule] = c
+            improved |= st._add(t, canonical(c.schedule))
+            if progress is not None:
+                progress(_progress(st, trials, t))
+
+        results = runner.run(inputs, on_result=record)
+        for j, res in enumerate(results):  # any a runner did not report as it went
+            record(j, res)
         st.refit()
         stale = 0 if improved else stale + 1
         if patience is not None and stale >= patience:

@@ -45,22 +45,25 @@ class FakeTimer(Runner):
     def __init__(self, space_sizes, fail=(), error="runtime"):
         self.sizes, self.fail, self.error, self.calls = space_sizes, set(fail), error, 0
         self.batches = []
+        self.report = True  # call on_result as each finishes (False: only return the list)
 
-    def run(self, batch):
+    def run(self, batch, on_result=None):
         from tcomp.search.validate import validate
-        batch = self._check_batch(batch)
+        batch = self._check_batch(batch, on_result)
         self.batches.append(len(batch))
         out = []
         for inp in batch:
             self.calls += 1
             if self.calls in self.fail:
                 out.append(MeasureResult(None, self.error, "injected", 0.0, "fake"))
-                continue
-            v = validate(inp.op, inp.schedule, inp.sizes, "cuda")
-            f = F.as_dict(F.extract(v, inp.sizes))
-            slow = 1 + abs(np.log2(max(f["threads"], 1) / 256))
-            out.append(MeasureResult((np.exp(f["log_analytic_ms"]) * slow,), None, "", 0.0,
-                                     "fake"))
+            else:
+                v = validate(inp.op, inp.schedule, inp.sizes, "cuda")
+                f = F.as_dict(F.extract(v, inp.sizes))
+                slow = 1 + abs(np.log2(max(f["threads"], 1) / 256))
+                out.append(MeasureResult((np.exp(f["log_analytic_ms"]) * slow,), None, "", 0.0,
+                                         "fake"))
+            if on_result is not None and self.report:
+                on_result(len(out) - 1, out[-1])
         return out
 
 
@@ -117,7 +120,7 @@ def test_ctrl_c_keeps_what_was_measured_and_the_run_resumes(mm, tmp_path):
 def test_ctrl_c_before_any_measurement_says_so(mm, tmp_path, monkeypatch):
     from tcomp.search import sim_runner
 
-    def stop(self, batch):
+    def stop(self, batch, on_result=None):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(sim_runner.SimRunner, "run", stop)
@@ -146,6 +149,27 @@ def test_the_model_learns_from_timings_and_finds_a_fast_candidate(mm, tmp_path):
     assert all(r["times_ms"] and r["device"] == "fake" and r["predicted_ms"] for r in recs)
 
 
+def test_a_runner_that_reports_nothing_as_it_goes_is_still_recorded(mm, tmp_path):
+    runner = FakeTimer(SIZES)
+    runner.report = False
+    res = tune(mm, SIZES, trials=4, records=str(tmp_path / "r.jsonl"), runner=runner, batch=4)
+    assert len(res.history) == 4 and len(lines(tmp_path / "r.jsonl")) == 4
+
+
+def test_a_batch_interrupted_midway_keeps_what_finished(mm, tmp_path):
+    class Dies(FakeTimer):
+        def run(self, batch, on_result=None):
+            def stop_after_two(i, res):
+                on_result(i, res)
+                if i == 1:
+                    raise KeyboardInterrupt
+            return super().run(batch, stop_after_two)
+
+    path = tmp_path / "r.jsonl"
+    res = tune(mm, SIZES, trials=8, records=str(path), runner=Dies(SIZES), batch=4)
+    assert res.stopped == "interrupted" and len(res.history) == 2 and len(lines(path)) == 2
+
+
 def test_resumed_timings_train_the_model(mm, tmp_path):
     path = str(tmp_path / "r.jsonl")
     tune(mm, SIZES, trials=10, records=path, runner=FakeTimer(SIZES), batch=5, model="ridge")
@@ -172,7 +196,7 @@ def test_every_candidate_failing_is_an_error_naming_the_kinds(mm, tmp_path):
 
 def test_patience_stops_a_search_that_no_longer_improves(mm):
     class Flat(FakeTimer):
-        def run(self, batch):
+        def run(self, batch, on_result=None):
             return [MeasureResult((1.0,), None, "", 0.0, "fake") for _ in self._check_batch(batch)]
 
     res = tune(mm, SIZES, trials=200, runner=Flat(SIZES), batch=2, patience=2, population=8)
