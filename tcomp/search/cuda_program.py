@@ -27,7 +27,7 @@ from ..build import lower
 from ..schedule import Schedule
 from .identity import op_hash, small_sizes
 from .oracle import random_inputs, seed_of
-from .runner import CandidateFailed, DeviceInfo, DeviceProgram, MeasureInput, stage
+from .runner import DeviceInfo, DeviceProgram, MeasureInput, stage
 from .sim_runner import Cases, check
 
 CUDA_BUDGET = 1 << 22
