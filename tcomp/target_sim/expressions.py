@@ -127,17 +127,20 @@ class Expressions:
             return self._const_load(name, key, self.const_offset(name, key)), False
 
         def load(env, mask):
-            vals = [f(env, mask) for f in idx]
-            h = self.mem.get(name)
-            if h is None:
-                arr = self.globals.get(name)
-                if arr is None:
-                    raise SimError(f"kernel {self.kname}: unknown buffer '{name}'")
-                return self.load_global(name, arr, vals, mask)
-            if type(h) is Local:
-                return self.load_local(name, h, vals, mask)
-            return self.load_shared(name, h, vals, mask)
+            return self._load_from(name, self.mem.get(name), [f(env, mask) for f in idx], mask)
         return load, False
+
+    def _load_from(self, name, h, subs, mask):
+        """A checked load of `subs` from buffer `name` (`h`: its shared/local
+        handle, None for a global tensor)."""
+        if h is None:
+            arr = self.globals.get(name)
+            if arr is None:
+                raise SimError(f"kernel {self.kname}: unknown buffer '{name}'")
+            return self.load_global(name, arr, subs, mask)
+        if type(h) is Local:
+            return self.load_local(name, h, subs, mask)
+        return self.load_shared(name, h, subs, mask)
 
     def _const_load(self, name, key, off):
         """A load at constant subscripts `key` (flat offset `off` into a local
@@ -148,15 +151,7 @@ class Expressions:
             h = self.mem.get(name)
             if off is not None and type(h) is Local and off in h.full:
                 return h.data[:, off]
-            subs = [np.int32(i) for i in key]
-            if h is None:
-                arr = self.globals.get(name)
-                if arr is None:
-                    raise SimError(f"kernel {self.kname}: unknown buffer '{name}'")
-                return self.load_global(name, arr, subs, mask)
-            if type(h) is Local:
-                return self.load_local(name, h, subs, mask)
-            return self.load_shared(name, h, subs, mask)
+            return self._load_from(name, h, [np.int32(i) for i in key], mask)
         return load
 
     def _x_Cast(self, e):

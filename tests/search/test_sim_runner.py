@@ -12,27 +12,12 @@ from tcomp.search import (ERROR_KINDS, MeasureInput, MeasureResult, OracleError,
 from tcomp.search.identity import canonical_schedule, op_hash, work_of
 from tcomp.search.oracle import compare, make_case
 from tests.search.fake_programs import MM
+from tests.target_cuda.test_gpu_runtime import tiled_matmul
 
 
 def tiled(op, t=8):
-    s = tcomp.Schedule(op)
-    C = s["C"]
-    m, n = C.axes
-    (k,) = C.reduce_axes
-    mo, no, mi, ni = C.tile(m, n, t, t)
-    ko, ki = C.split(k, t)
-    C.reorder(mo, no, ko, mi, ni, ki)
-    C.bind(mo, "blockIdx.x")
-    C.bind(no, "blockIdx.y")
-    C.bind(mi, "threadIdx.y")
-    C.bind(ni, "threadIdx.x")
-    for name in ("A", "B"):
-        S = s.cache_read(name, "shared", [C])
-        S.compute_at(C, ko)
-        a0, a1 = S.axes
-        S.bind(a0, "threadIdx.y")
-        S.bind(a1, "threadIdx.x")
-    return s
+    """t x t output tiles, A and B tiles in shared memory (the runtime tests' schedule)."""
+    return tiled_matmul(op, t)
 
 
 @pytest.fixture(scope="module")
