@@ -396,8 +396,14 @@ def release(arrays, stream: int = streams.LEGACY, quiet: bool = False):
             error = e
     for a in arrays:
         if a.owned:
-            cuda_api.mem_free(a.ptr)
             a.owned = False
+            try:
+                cuda_api.mem_free(a.ptr)
+            except CudaError as e:
+                # After a fault every call on the context fails (a free with
+                # CUDA_ERROR_INVALID_ADDRESS_SPACE, say): the first error is the
+                # one that says what happened, so a later one never replaces it.
+                error = error or e
         if a.imported is not None:
             a.imported.release()
             a.imported = None
