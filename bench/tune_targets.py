@@ -1,0 +1,160 @@
+"""The search's targets (issue 13) on a GPU: tune one case, then time the
+best schedule found against the library and our best hand schedule in the
+same run, after a float64 check.
+
+    PYTHONPATH=. python3 bench/tune_targets.py gemm_fp32 --trials 300 --minutes 9
+    PYTHONPATH=. python3 bench/tune_targets.py softmax layernorm --trials 200 --minutes 4
+    PYTHONPATH=. python3 bench/tune_targets.py gemm_bf16 --trials 300 --minutes 9
+
+Records go to $OUT/tune_<case>.jsonl (or ./tune_<case>.jsonl), a rerun resumes
+them; a summary line per case is appended to $OUT/tune_targets.json, and
+each trial's (index, elapsed, time, best so far) to the records for the
+curve (bench/tune_curve.py when present draws it)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+import tcomp
+from tcomp.search import LocalRunner
+
+sys.path.insert(0, os.path.dirname(__file__))
+import schedules as S  # noqa: E402
+from tc_gemm import timed  # noqa: E402  (CUDA events, L2 flushed, median)
+
+BMM_BT = ("def bmm_bt(float(B, M, K) X, float(B, N, K) Y) -> (O) "
+          "{ O(b, m, n) +=! X(b, m, k) * Y(b, n, k) }")
+
+
+def _gemm_fp32():
+    op = tcomp.op(S.GEMM)
+    sizes = {"M": 4096, "N": 4096, "K": 4096}
+    A = torch.randn(4096, 4096, device="cuda")
+    B = torch.randn(4096, 4096, device="cuda")
+
+    def lib():
+        torch.backends.cuda.matmul.allow_tf32 = False
+        return lambda: torch.matmul(A, B)
+    hand = S.gemm(sizes, **S.gemm_variant("frag+warp+pad+pipe"))[1]  # best hand (BENCHMARKS.md)
+    return op, sizes, (A, B), lib(), "torch.matmul fp32 (cuBLAS, no TF32)", hand, \
+        lambda: A.double() @ B.double()
+
+
+def _gemm_bf16():
+    op, hand = S.tc_gemm(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3)
+    sizes = {"M": 4096, "N": 4096, "K": 4096}
+    A = torch.randn(4096, 4096, device="cuda").bfloat16()
+    B = torch.randn(4096, 4096, device="cuda").bfloat16()
+    return op, sizes, (A, B), lambda: torch.matmul(A, B), "torch.matmul bf16 (cuBLAS)", hand, \
+        lambda: A.double() @ B.double()
+
+
+def _row(name):
+    def make():
+        src = S.SOFTMAX if name == "softmax" else S.LAYERNORM
+        op = tcomp.op(src)
+        sizes = {"N": 32768, "D": 4096}
+        X = torch.randn(32768, 4096, device="cuda")
+        if name == "softmax":
+            args = (X,)
+            return op, sizes, args, lambda: torch.softmax(X, -1), "torch.softmax", \
+                S.softmax(sizes, threads=256, **S.row_variant("vec4+rcp"))[1], \
+                lambda: torch.softmax(X.double(), -1)
+        g, b = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+        args = (X, g, b)
+        f = torch.nn.functional.layer_norm
+        return op, sizes, args, lambda: f(X, (4096,), g, b), "torch layer_norm", \
+            S.layernorm(sizes, threads=512, vec=4)[1], \
+            lambda: f(X.double(), (4096,), g.double(), b.double())
+    return make
+
+
+def _bmm_bt():
+    op = tcomp.op(BMM_BT)
+    sizes = {"B": 64, "M": 512, "N": 512, "K": 256}
+    X = torch.randn(64, 512, 256, device="cuda")
+    Y = torch.randn(64, 512, 256, device="cuda")
+
+    def lib():
+        torch.backends.cuda.matmul.allow_tf32 = False
+        return lambda: torch.bmm(X, Y.transpose(1, 2))
+    return op, sizes, (X, Y), lib(), "torch.bmm fp32 (no TF32)", tcomp.Schedule(op), \
+        lambda: torch.bmm(X.double(), Y.double().transpose(1, 2))
+
+
+CASES = {"gemm_fp32": _gemm_fp32, "gemm_bf16": _gemm_bf16, "softmax": _row("softmax"),
+         "layernorm": _row("layernorm"), "bmm_bt": _bmm_bt}
+
+
+def check(k, args, exact) -> float:
+    got = k(*args)
+    torch.cuda.synchronize()
+    want = exact()
+    return ((got.double() - want).abs().max() / (want.abs().max() + 1e-30)).item()
+
+
+def run(name, args_ns, out):
+    op, sizes, args, lib, lib_name, hand, exact = CASES[name]()
+    recs = os.path.join(out, f"tune_{name}.jsonl")
+    t0 = time.time()
+    last = [0.0]
+
+    def progress(p):
+        now = time.time()
+        if now - last[0] > 15:
+            last[0] = now
+            print(f"  [{name}] {p.done}/{p.total} trials, best {p.best_ms} ms, "
+                  f"{p.elapsed_s:.0f} s, last {p.last.sketch} {p.last.time_ms} {p.last.error}",
+                  flush=True)
+    with LocalRunner(devices=[0]) as runner:
+        res = tcomp.tune(op, sizes, trials=args_ns.trials, records=recs, target="cuda",
+                         runner=runner, batch=args_ns.batch, patience=None,
+                         time_limit_s=60 * args_ns.minutes, progress=progress)
+    tune_s = time.time() - t0
+    row = {"case": name, "sizes": sizes, "trials": len(res.history), "stopped": res.stopped,
+           "tune_s": round(tune_s, 1), "best_sketch": res.best.sketch,
+           "errors": res.errors() if callable(getattr(res, "errors", None)) else None}
+    kt = tcomp.build(res.schedule, target="cuda", sizes=sizes)
+    kh = tcomp.build(hand, target="cuda", sizes=sizes)
+    row["err_tuned"], row["err_hand"] = check(kt, args, exact), check(kh, args, exact)
+    row["lib"], row["lib_ms"] = lib_name, timed(lib, args_ns.reps)
+    row["tuned_ms"] = timed(lambda: kt(*args), args_ns.reps)
+    row["hand_ms"] = timed(lambda: kh(*args), args_ns.reps)
+    row["tuned_vs_lib"] = row["lib_ms"] / row["tuned_ms"]
+    row["tuned_vs_hand"] = row["hand_ms"] / row["tuned_ms"]
+    row["first_trial_ms"] = next((t.time_ms for t in res.history if t.ok), None)
+    best, curve = float("inf"), []
+    for t in res.history:
+        if t.ok and t.time_ms is not None:
+            best = min(best, t.time_ms)
+        curve.append((t.index, round(t.elapsed_s, 2), t.time_ms, None if best == float("inf")
+                      else best, t.predicted_ms))
+    row["curve"] = curve
+    print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
+    with open(os.path.join(out, "tune_targets.json"), "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases", nargs="+", choices=list(CASES))
+    ap.add_argument("--trials", type=int, default=300)
+    ap.add_argument("--minutes", type=float, default=9.0, help="time limit of each tune")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--reps", type=int, default=20)
+    a = ap.parse_args()
+    out = os.environ.get("OUT", ".")
+    for name in a.cases:
+        try:
+            run(name, a, out)
+        except Exception as e:  # one case's failure is reported, the next one runs
+            print(f"{name}: {type(e).__name__}: {e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
