@@ -4,6 +4,7 @@ hang and an illegal address, each recorded, the batch going on; two GPUs)."""
 from __future__ import annotations
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -122,7 +123,11 @@ def test_gpu_faults_are_recorded_and_the_batch_goes_on():
         [x.message for x in res]
     assert res[1].message.startswith("output 'C': ")
     assert "timeout_s=15 s (a hang?)" in res[2].message
-    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in res[4].message, res[4].message
+    # The kernel's own fault, whichever the driver names for a read that far out
+    # (the H200 said INVALID_ADDRESS_SPACE: the address fell in a shared window),
+    # not an error of a call made after it on the broken context.
+    assert re.search(r"CUDA_ERROR_(ILLEGAL_ADDRESS|INVALID_ADDRESS_SPACE)", res[4].message), \
+        res[4].message
     assert res[5].ok and res[3].ok  # on fresh workers after the hang and the fault
 
 
