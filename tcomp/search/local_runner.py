@@ -152,7 +152,7 @@ class LocalRunner(Runner):
         for w in self.devices:
             if w.state == "idle" and self._ready:
                 i, payload, build_s = self._ready.popleft()
-                w.send(self._next(), payload, self.timeout_s, (i, build_s))
+                w.send(self._next(), payload, self._limit(i), (i, build_s))
 
     def _done(self, i: int, res: MeasureResult) -> None:
         self._results[i] = res
@@ -225,10 +225,20 @@ class LocalRunner(Runner):
             self.close()
             raise TcompError(f"LocalRunner: the worker for {self._what(w)} did not start within "
                              f"startup_timeout_s={self.startup_timeout_s:g} s")
-        limit = (f"timeout_s={self.timeout_s:g}" if w.role == "device" else
-                 f"prepare_timeout_s={self.prepare_timeout_s:g}")
-        self._fail(w, "timeout", f"{self._doing(w)} took longer than {limit} s (a hang?); "
+        i = w.task[1][0]
+        if w.role == "device" and self._limit(i) < self.timeout_s:
+            why = (f"{self._limit(i):g} s, the limit the search set for this candidate (far "
+                   f"slower than the best so far)")
+        else:
+            why = (f"timeout_s={self.timeout_s:g} s (a hang?)" if w.role == "device" else
+                   f"prepare_timeout_s={self.prepare_timeout_s:g} s (a hang?)")
+        self._fail(w, "timeout", f"{self._doing(w)} took longer than {why}; "
                                  f"the {self._what(w)} worker was killed and restarted")
+
+    def _limit(self, i: int) -> float:
+        """The device time limit of candidate i of the batch."""
+        own = self._batch[i].timeout_s
+        return self.timeout_s if own is None else min(own, self.timeout_s)
 
     def _fail(self, w: Worker, kind: str, message: str) -> None:
         i, extra = w.task[1]

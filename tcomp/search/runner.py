@@ -48,11 +48,17 @@ PREPARE_KINDS = ("schedule", "lowering", "compile")  # the failures of `prepare`
 class MeasureInput:
     """One candidate to measure. `schedule` is the text of `Schedule.to_json()`;
     `sizes` binds every size variable of `op` (checked here); `target` is
-    "sim", "cuda" or "cuda:<arch>"."""
+    "sim", "cuda" or "cuda:<arch>". `timeout_s`: this candidate's own limit
+    on its device run (check and timing), when shorter than the runner's:
+    the search sets it from the best time so far, so that a candidate far
+    slower than the best costs seconds, not the runner's hang limit
+    (LocalRunner applies it to the device run; SimRunner has no time limit,
+    and RayRunner's `timeout_s`, which also covers compiling, stays as it is)."""
     op: Op
     sizes: Mapping[str, int]
     schedule: str
     target: str = "cuda"
+    timeout_s: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.op, Op):
@@ -66,6 +72,11 @@ class MeasureInput:
                                                      or self.target.startswith("cuda")):
             raise TcompError(f"MeasureInput: target must be 'sim', 'cuda' or 'cuda:<arch>', "
                              f"got {self.target!r}")
+        t = self.timeout_s
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float))
+                              or not t > 0):
+            raise TcompError(f"MeasureInput: timeout_s must be a positive number of seconds "
+                             f"or None, got {t!r}")
 
     @classmethod
     def of(cls, schedule, sizes: Mapping[str, int], target: str = "cuda") -> "MeasureInput":

@@ -318,7 +318,9 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
             return "exhausted"
         pred = st.predict(pool)
         chosen = _choose(pool, pred, min(batch, trials - st.done), epsilon, rng)
-        inputs = [MeasureInput(space.op, space.sizes, pool[i].schedule, target) for i in chosen]
+        limit = _slow_limit_s(st)
+        inputs = [MeasureInput(space.op, space.sizes, pool[i].schedule, target, limit)
+                  for i in chosen]
         reported = set()
         improved = False
 
@@ -349,6 +351,23 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
             return "time_limit"  # checked after a round: a run measures at least one
         pop = _next_population(st, pool, pred, population)
     return "trials"
+
+
+# A candidate's device run (a check at small sizes, two warm-up calls, then
+# timed calls for up to a second) is cut when it takes longer than SLOW_FLOOR_S
+# or SLOW_FACTOR times the best time so far, whichever is longer: such a
+# candidate is ~200x slower than the best and cannot win, and without the cut
+# each one costs the runner's hang limit (30 s; measured on an H200: a batch of
+# unscheduled softmax candidates at 32768 x 4096 took 16 x 30 s).
+SLOW_FLOOR_S = 5.0
+SLOW_FACTOR = 1000.0
+
+
+def _slow_limit_s(st: _State) -> float | None:
+    """The device time limit of the next batch's candidates (None: the runner's)."""
+    if not st.timed or st.best is None or st.best.time_ms is None:
+        return None
+    return max(SLOW_FLOOR_S, SLOW_FACTOR * st.best.time_ms / 1000.0)
 
 
 def _pool(st: _State, pop: list, batch: int) -> list:

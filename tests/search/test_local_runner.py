@@ -232,3 +232,31 @@ def test_workers_end_when_the_runner_process_is_killed(tmp_path):
     for p in alive:  # (only on failure: do not leave them behind)
         os.kill(p, 9)
     assert not alive, f"workers still running: {alive}"
+
+
+def test_a_candidate_limit_shorter_than_the_runner_s_cuts_it_and_says_why():
+    """MeasureInput.timeout_s (the search sets it from the best so far) caps
+    that candidate's device run below the runner's hang limit; a longer one
+    leaves the runner's limit in force."""
+    import time
+    op = tcomp.op(MM)
+    r = LocalRunner(devices=[0], program=FakeProgram(), prepare_workers=1, timeout_s=600)
+    try:
+        t0 = time.monotonic()
+        res = r.run([MeasureInput(op, SIZES, fake_schedule("hang"), "sim", timeout_s=0.5),
+                     MeasureInput(op, SIZES, fake_schedule("ok"), "sim", timeout_s=900)])
+        assert time.monotonic() - t0 < 60  # not the runner's 600 s
+    finally:
+        r.close()
+    assert [x.error for x in res] == ["timeout", None]
+    assert res[0].message.startswith(
+        "running it (check and timing) took longer than 0.5 s, the limit the search set for "
+        "this candidate (far slower than the best so far); the GPU ")
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, "2", True])
+def test_a_candidate_limit_must_be_a_positive_number(bad):
+    with pytest.raises(tcomp.TcompError) as e:
+        MeasureInput(tcomp.op(MM), SIZES, fake_schedule("ok"), "sim", timeout_s=bad)
+    assert str(e.value) == (f"MeasureInput: timeout_s must be a positive number of seconds or "
+                            f"None, got {bad!r}")

@@ -284,3 +284,25 @@ def test_gpu_tune_of_a_bf16_gemm_finds_a_tensor_core_schedule(tmp_path):
     assert res.timed and res.best.ok
     # the analytic proxy ranks tensor-core candidates first; the best measured uses them
     assert "tc_tile" in res.best.sketch, [(t.sketch, t.time_ms) for t in res.top(5)]
+
+
+def test_candidates_far_slower_than_the_best_get_a_shorter_device_limit(mm):
+    """The first batch has no best: the runner's own limit. Later batches carry
+    MeasureInput.timeout_s = max(SLOW_FLOOR_S, SLOW_FACTOR x the best time)."""
+    from tcomp.search import tuner
+
+    class Limits(FakeTimer):
+        def run(self, batch, on_result=None):
+            self.limits.append([inp.timeout_s for inp in batch])
+            return super().run(batch, on_result)
+    runner = Limits(SIZES)
+    runner.limits = []
+    res = tune(mm, SIZES, trials=8, runner=runner, batch=4, model="ridge", patience=None)
+    first, second = runner.limits
+    assert first == [None] * 4
+    best_first = min(t.time_ms for t in res.history[:4] if t.ok)
+    want = max(tuner.SLOW_FLOOR_S, tuner.SLOW_FACTOR * best_first / 1000)
+    assert second == [pytest.approx(want)] * 4
+    # a best of 20 ms gives 20 s: the factor, not the floor
+    st = type("St", (), {"timed": True, "best": type("T", (), {"time_ms": 20.0})()})()
+    assert tuner._slow_limit_s(st) == pytest.approx(20.0)
