@@ -5,6 +5,7 @@ same run, after a float64 check.
     PYTHONPATH=. python3 bench/tune_targets.py gemm_fp32 --trials 300 --minutes 9
     PYTHONPATH=. python3 bench/tune_targets.py softmax layernorm --trials 200 --minutes 4
     PYTHONPATH=. python3 bench/tune_targets.py gemm_bf16 --trials 300 --minutes 9
+    python3 bench/tune_targets.py --plot $OUT/tune_targets.json curve.png
 
 Records go to $OUT/tune_<case>.jsonl (or ./tune_<case>.jsonl), a rerun resumes
 them; a summary line per case is appended to $OUT/tune_targets.json, and
@@ -152,7 +153,34 @@ def run(name, args_ns, out):
         f.write(json.dumps(row) + "\n")
 
 
+def plot(summary: str, png: str) -> None:
+    """Best so far against trials and against seconds, one panel pair per case of
+    a tune_targets.json, with the library's and the hand schedule's times."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [json.loads(line) for line in open(summary)]
+    fig, axes = plt.subplots(len(rows), 2, figsize=(10, 3.2 * len(rows)), squeeze=False)
+    for (a, b), r in zip(axes, rows):
+        pts = [(i, t, best) for i, t, _, best, _ in r["curve"] if best is not None]
+        for ax, x in ((a, [p[0] for p in pts]), (b, [p[1] for p in pts])):
+            ax.step(x, [p[2] for p in pts], where="post", label="tcomp tune, best so far")
+            ax.axhline(r["lib_ms"], color="k", ls="--", label=f"{r['lib']} (same run)")
+            ax.axhline(r["hand_ms"], color="g", ls=":", label="best hand schedule")
+            ax.set_yscale("log")
+            ax.set_ylabel("ms")
+            ax.set_title(f"{r['case']} {r['sizes']}", fontsize=9)
+        a.set_xlabel("trials")
+        b.set_xlabel("seconds")
+        a.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=90)
+
+
 def main():
+    if sys.argv[1:2] == ["--plot"]:  # --plot SUMMARY.json OUT.png
+        plot(sys.argv[2], sys.argv[3])
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", nargs="+", choices=list(CASES))
     ap.add_argument("--trials", type=int, default=300)
