@@ -22,7 +22,7 @@ in chunks of CHUNK elements, a power of two:
 `triton.autotune`, keyed on the row length and the dtypes, times the candidates of
 `row_configs` (the row in registers at each warp count that gives every thread between one
 16-byte vector and 64 elements; for rows of 16384 or more also the chunk loop at chunks of 2048
-to 32768). Cross-entropy over 128256 columns is always a loop: it reads the logits once (the
+to 16384). Cross-entropy over 128256 columns is always a loop: it reads the logits once (the
 online logsumexp), its target logit once more, and writes 4 bytes per row, which is the byte
 minimum; a two-pass version would read the logits twice.
 
@@ -51,8 +51,9 @@ MAX_ROW_PER_THREAD = 64    # row elements a thread may hold in the register path
 MAX_CHUNK_PER_THREAD = 32  # chunk elements a thread may hold in the loop path
 WIDE_ROW = 16384           # rows at least this long (padded) also try the chunk loop
 ROW_WARPS = (1, 2, 4, 8, 16, 32)
-LOOP_WARPS = (4, 8, 16, 32)
-LOOP_CHUNKS = (2048, 4096, 8192, 16384, 32768)
+LOOP_WARPS = (4, 8, 16)  # not 32: a 1024-thread block has 64 registers a thread, and the online
+#                          softmax keeps two float32 of state per chunk element besides the chunk
+LOOP_CHUNKS = (2048, 4096, 8192, 16384)
 
 _NEG_BIG = tl.constexpr(-3.4028234663852886e38)  # lowest float32: a lane's max before any element
 _RSQRT2 = tl.constexpr(0.7071067811865476)
@@ -118,7 +119,8 @@ def _prune_gelu(configs, nargs, **kwargs):
 
 
 _ROW_CONFIGS = _all_pairs("CHUNK", [2 ** k for k in range(16)], ROW_WARPS)
-_ROW_TUNE = dict(configs=_ROW_CONFIGS, key=["D"], prune_configs_by={"early_config_prune": _prune_rows})
+_ROW_TUNE = dict(configs=_ROW_CONFIGS, key=["D"],
+                 prune_configs_by={"early_config_prune": _prune_rows})
 _TRANSPOSE_CONFIGS = [triton.Config({"BM": c["BM"], "BN": c["BN"]}, num_warps=c["num_warps"])
                       for c in transpose_configs(4)]
 _GELU_CONFIGS = _all_pairs("BLOCK", (1024, 2048, 4096, 8192), (4, 8, 16))
@@ -188,7 +190,8 @@ def _chan_merge(n, mean, m2, x, mask, cnt):
     dx = tl.where(mask, x - cmean, 0.0)
     delta = cmean - mean
     tot = n + cnt
-    return tot, mean + delta * (cnt / tot), m2 + tl.sum(dx * dx, 0) + delta * delta * (n * cnt / tot)
+    m2 += tl.sum(dx * dx, 0) + delta * delta * (n * cnt / tot)
+    return tot, mean + delta * (cnt / tot), m2
 
 
 @triton.jit
@@ -333,7 +336,8 @@ def _gelu_kernel(X, Y, A, B, n, A_PTR: tl.constexpr, B_PTR: tl.constexpr, BLOCK:
     else:
         b = B
     y = x * a + b
-    tl.store(Y + offs, (0.5 * y * (1.0 + tl.math.erf(y * _RSQRT2))).to(Y.dtype.element_ty), mask=mask)
+    out = 0.5 * y * (1.0 + tl.math.erf(y * _RSQRT2))
+    tl.store(Y + offs, out.to(Y.dtype.element_ty), mask=mask)
 
 
 _softmax_tuned = triton.autotune(**_ROW_TUNE)(_softmax_kernel)
@@ -536,7 +540,8 @@ def _scalar(fn_name, name, v, x):
     """A scalar operand as (kernel argument, is it a pointer): Python numbers pass by value, a
     one-element tensor (e.g. bench/suite.py's 0-d w and b) by pointer, with no host sync."""
     if isinstance(v, torch.Tensor):
-        if v.numel() != 1 or not (v.dtype.is_floating_point or v.dtype in (torch.int32, torch.int64)):
+        numeric = v.dtype.is_floating_point or v.dtype in (torch.int32, torch.int64)
+        if v.numel() != 1 or not numeric:
             raise ValueError(f"{fn_name}: {name} must be a number or a one-element numeric tensor; "
                              f"got {v.dtype} of shape {tuple(v.shape)}")
         _check_same_device(fn_name, x, **{name: v})
