@@ -7,9 +7,9 @@ bfloat16 or float16), except `cross_entropy`, whose per-row loss is float32. Row
 dimension; leading dimensions are flattened (a copy is made where the input is not contiguous).
 
 Row kernels (softmax, layernorm, rmsnorm, add_layernorm, cross_entropy, rowsum): one row per
-program, the row length `D` a compile-time constant (masks of rows that are multiples of the
-vector width fold away, and row starts are known 16-byte aligned, so loads and stores are
-16-byte vectors; each distinct row length compiles its own kernel). A program handles its row
+program, the row length `D` a compile-time constant: where D is a multiple of the vector
+width, row starts are known to be 16-byte aligned and the masks uniform over each vector, so
+loads and stores are 16-byte vectors (each distinct row length compiles its own kernel). A program handles its row
 in chunks of CHUNK elements, a power of two:
 
 - CHUNK >= D: the row in registers. One read, one write; exact two-pass statistics.
@@ -88,7 +88,8 @@ def row_configs(D: int, elem_bytes: int) -> list[dict]:
 
 
 def transpose_configs(elem_bytes: int) -> list[dict]:
-    """Tiles of 32 to 128 on a side, 4 or 8 warps, at most 64 elements per thread."""
+    """Tiles of 32 to 128 on a side, 4 or 8 warps, at most 64 elements per thread (the same
+    for every element size)."""
     return [dict(BM=bm, BN=bn, num_warps=w) for bm in (32, 64, 128) for bn in (32, 64, 128)
             for w in (4, 8) if bm * bn // (32 * w) <= 64]
 

@@ -284,10 +284,12 @@ def test_gpu_cross_entropy_issue_vocabulary(G, dtype):
 @pytest.mark.parametrize("dtype", GPU_DTYPES, ids=["fp32", "bf16"])
 @pytest.mark.parametrize("shape", [(1000, 4099), (512, 2048), (7, 1)], ids=str)
 def test_gpu_transpose(G, shape, dtype):
+    """The autotuned transpose at each shape; every candidate tile at the awkward one."""
     x = G.make_transpose(shape, dtype)[0]
     assert torch.equal(G.transpose(x).double(), G.transpose_ref(x))
-    for cfg in G.transpose_configs(x.element_size()):
-        assert torch.equal(G.transpose(x, config=cfg).double(), G.transpose_ref(x)), cfg
+    if shape == (1000, 4099):
+        for cfg in G.transpose_configs(x.element_size()):
+            assert torch.equal(G.transpose(x, config=cfg).double(), G.transpose_ref(x)), cfg
 
 
 @pytest.mark.cuda
