@@ -99,10 +99,39 @@ class _Flatten(Rewriter):
             if a == 1 or (lo is not None and hi is not None and 0 <= lo and hi < a):
                 break
             a //= 2
+        # A constant part of the chunk that no other term of it reaches (the k16
+        # step of an ldmatrix) is XORed into the whole offset last: the offsets
+        # of such accesses then share everything but an immediate operand.
+        field = n * (e // a)  # the XOR's bits, in units of a
+        cx = high.const % field if low.is_const() and not low.const else 0
+        if cx and cx & self.bits(Linear({t: c for t, c in high.terms.items() if c % field})):
+            cx = 0
+        high = Linear(high.terms, high.const - cx)
         chunk = _b("^", high.to_expr(), _b("<<", x, (e // a).bit_length() - 1))
         out = self.rows(indices[:-1], b.shape[:-1]).scale(width)
         out = out.add(self.simp.linear(self.scoped.expr(chunk)).scale(a)).add(low)
-        return self.simp._merge_divmod(out).to_expr()
+        out = self.simp._merge_divmod(out).to_expr()
+        return _b("^", out, cx * a) if cx else out
+
+    def bits(self, lin: Linear) -> int:
+        """A mask of the bits a non-negative linear form without constant may
+        set (-1: unknown): the union of its terms' bits when they cannot carry
+        into each other (power-of-two coefficients over disjoint bit ranges),
+        else every bit below its upper bound."""
+        masks = []
+        for t, c in lin.terms.items():
+            lo, hi = self.scoped.atom_bound(t) or (None, None)
+            if lo is None or hi is None or lo < 0 or c <= 0:
+                return -1
+            masks.append(((1 << hi.bit_length()) - 1) * c if c & (c - 1) == 0 else None)
+        if None not in masks and all(m1 & m2 == 0 for i, m1 in enumerate(masks)
+                                     for m2 in masks[i + 1:]):
+            out = 0
+            for m in masks:
+                out |= m
+            return out
+        lo, hi = self.scoped.bound(lin)
+        return -1 if lo is None or hi is None or lo < 0 else (1 << hi.bit_length()) - 1
 
     def expr_Load(self, e: ir.Load) -> ir.Expr:
         idx = self.exprs(e.indices)

@@ -16,6 +16,7 @@ m = 2^k - 1:
   (q*2^k + r) >> k -> q + (r >> k), -> q when 0 <= r < 2^k   (`>>` is floor division)
   (q*2^k + r) & m -> r & m, -> r when 0 <= r < 2^k,  and (x % (c 2^k)) & m -> x & m,
   ((x % (c 2^(k+s))) >> s) & m -> (x >> s) & m
+  (q*2^k + r) ^ x -> q*2^k + (r ^ x) when 0 <= r < 2^k and 0 <= x < 2^k,
   x ^ 0 -> x, x | 0 -> x, x & 0 -> 0.
 Constants fold in every operator; comparisons decided by ranges fold to
 true/false; `if` on a constant keeps one branch; loops of extent 1 become a
@@ -329,7 +330,9 @@ class Simplifier(Rewriter):
                 return x
             if isinstance(y, ir.Imm) and y.value == 0 and op == "&":
                 return ir.const(0)
-        if not isinstance(b, ir.Imm) or op in ("^", "|"):
+        if op == "^":
+            return self._xor(a, b, e)
+        if not isinstance(b, ir.Imm) or op == "|":
             return e
         k = int(b.value)
         if op in ("<<", ">>") and k == 0:
@@ -353,7 +356,8 @@ class Simplifier(Rewriter):
             return self.linear(ir.Bin("+", q.to_expr(), shifted, ir.int32)).to_expr()
         if op == "&" and k > 0 and k & (k + 1) == 0:  # a mask of the low bits
             c = k + 1
-            lin, rest = self.linear(a), Linear({}, 0)
+            lin = self.linear(a)
+            rest = Linear({}, lin.const)
             if not _fits(lin, ir.int32):
                 return e
             for t, v in lin.terms.items():
@@ -375,6 +379,31 @@ class Simplifier(Rewriter):
                 return rest.to_expr()
             out = ir.Bin("&", rest.to_expr(), b, ir.int32)
             return e if out == e else out
+        return e
+
+    def _xor(self, a: ir.Expr, b: ir.Expr, e: ir.Bin) -> ir.Expr:
+        """(q*c + r) ^ x -> q*c + (r ^ x) for c a power of two with 0 <= r < c
+        and 0 <= x < c (no bit of x reaches q*c): the part that varies
+        outside x's bits becomes linear (a ring's stage, a warp's tile), and
+        what stays an XOR often depends on the lane alone (hoisted by the
+        compiler out of the loops)."""
+        for p, x in ((a, b), (b, a)):
+            lo, hi = self.bound(self.linear(x))
+            if lo is None or hi is None or lo < 0:
+                continue
+            c = 1 << max(hi, 1).bit_length()
+            lin = self.linear(p)
+            if not _fits(lin, ir.int32):
+                continue
+            q = Linear({t: v for t, v in lin.terms.items() if v % c == 0}, lin.const // c * c)
+            r = Linear({t: v for t, v in lin.terms.items() if v % c}, lin.const % c)
+            if q.is_const() and not q.const:
+                continue
+            rlo, rhi = self.bound(r)
+            if rlo is None or rhi is None or rlo < 0 or rhi >= c:
+                continue
+            low = self.expr(ir.Bin("^", r.to_expr(), x, ir.int32))
+            return self.linear(ir.Bin("+", q.to_expr(), low, ir.int32)).to_expr()
         return e
 
     def expr_Select(self, e: ir.Select) -> ir.Expr:
