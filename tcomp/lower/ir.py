@@ -274,10 +274,12 @@ class Swizzle:
     def problem(self, row_bytes: int) -> str | None:
         """Why rows of `row_bytes` cannot be swizzled (None: they can)."""
         if row_bytes < LINE_BYTES:
+            if row_bytes < 2 * CHUNK_BYTES:
+                return (f"a row of {row_bytes} bytes holds fewer than two 16-byte chunks, "
+                        f"nothing to permute")
             if row_bytes not in (32, 64):
-                return (f"a row of {row_bytes} bytes holds less than two 16-byte chunks or is "
-                        f"not a power of two (rows shorter than 128 bytes must be 32 or 64 "
-                        f"bytes)")
+                return (f"a row of {row_bytes} bytes is shorter than 128 bytes but not 32 or "
+                        f"64 bytes (its 16-byte chunks must be a power of two)")
             return None
         if row_bytes % self.span:
             return (f"a row of {row_bytes} bytes is not a multiple of the swizzle span "
