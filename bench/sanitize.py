@@ -171,14 +171,19 @@ def new_kernels():
 
 
 def tensor_core_kernels():
-    """The tensor-core GEMMs (issue 12): ldmatrix + mma.sync, padded tiles,
+    """The tensor-core GEMMs (issue 12): ldmatrix + mma.sync, padded or swizzled tiles,
     register double buffering, cp.async rings of 3 and 4 stages; bf16 and fp16;
     aligned and awkward sizes (zero-filled tiles); the fused bias + GELU epilogue."""
     rng = np.random.default_rng(2)
     for dt, kw in (("bfloat16", dict(bm=64, bn=64, wm=32, wn=32, bk=32)),
                    ("float16", dict(bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=True)),
                    ("bfloat16", dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=3)),
-                   ("bfloat16", dict(bm=128, bn=128, wm=64, wn=32, bk=32, pipeline=4))):
+                   ("bfloat16", dict(bm=128, bn=128, wm=64, wn=32, bk=32, pipeline=4)),
+                   # XOR-swizzled tiles (Stage.swizzle) instead of padded rows
+                   ("bfloat16", dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3,
+                                     swizzle=True)),
+                   ("float16", dict(bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=True,
+                                    swizzle=True))):
         op = tcomp.op(S.TC_GEMM.replace("bfloat16", dt))
         op, s = S.tc_gemm(op, **kw)
         npdt = tcomp.lang.dtypes.BY_NAME[dt].numpy
@@ -200,7 +205,9 @@ def tensor_core_kernels():
                                  ((2, 5, 7, 12, 24), dict(bm=64, bn=64, wm=32, wn=32, bk=32,
                                                           pipeline=4)),
                                  ((1, 6, 5, 16, 24), dict(bm=64, bn=64, wm=32, wn=32, bk=32,
-                                                          pipeline=True))):
+                                                          pipeline=True)),
+                                 ((2, 9, 7, 32, 40), dict(bm=64, bn=64, wm=32, wn=32, bk=32,
+                                                          pipeline=3, swizzle=True))):
         op, s = S.tc_conv2d(**kw)
         x = rng.standard_normal((n, h, w, c)).astype(np.float16)
         wt = rng.standard_normal((9 * c, kf)).astype(np.float16)

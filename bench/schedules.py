@@ -264,15 +264,19 @@ TC_GEMM_GELU = """def gemm_bias_gelu(bfloat16(M,K) A, bfloat16(K,N) B, float(N) 
 }"""
 
 
-def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=True,
-            pipeline=False, unroll_k=False):
+def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=None,
+            pipeline=False, unroll_k=False, swizzle=False):
     """Tensor-core GEMM (mma.sync m16n8k16): blocks of bm x bn outputs, warps
     of wm x wn (threadIdx.y, 32 lanes along threadIdx.x), K tiles of bk in
     shared memory copied by all threads (16-byte pieces with `vector`), per
     k16 step A and B fragments loaded with ldmatrix, float32 accumulators in
     fragments, stored by their layout (rounded to the output type). With
-    `pad`, the shared tiles' rows are padded by 8 elements (16 bytes): the 8
-    row addresses of each ldmatrix then fall in distinct banks. With
+    `pad` (the default unless `swizzle`), the shared tiles' rows are padded by
+    8 elements (16 bytes): the 8 row addresses of each ldmatrix then fall in
+    distinct banks. With `swizzle`, the tiles are XOR-swizzled instead
+    (Stage.swizzle: the same conflict-free ldmatrix and cp.async stores, no
+    padding; rows of the A and B tiles, bk and bn elements, must be 32 or 64
+    bytes or a multiple of 128). With
     `pipeline=True` (or 2), the next K tile is loaded into registers while
     this one is computed (double-buffered shared tiles); with pipeline=N (3 to
     5), the tiles of the next N-1 steps are copied with cp.async into a ring
@@ -290,8 +294,8 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
         C, CF = s[op.outputs[0].name], s["C"]
         CF.set_scope("fragment")
     _tc_tiles(s, C, CF, lambda: s.cache_read("A", "shared", [CF]),
-              lambda: s.cache_read("B", "shared", [CF]), bm, bn, wm, wn, bk, lanes, vector, pad,
-              pipeline, unroll_k)
+              lambda: s.cache_read("B", "shared", [CF]), bm, bn, wm, wn, bk, lanes, vector,
+              not swizzle if pad is None else pad, pipeline, unroll_k, swizzle=swizzle)
     return op, s
 
 
@@ -303,8 +307,8 @@ TC_CONV2D = """def conv2d(float16(N, H, W, C) X, float16(R, K) Wt) -> (O) {
 }"""
 
 
-def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=True,
-              pipeline=False, unroll_k=False):
+def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=None,
+              pipeline=False, unroll_k=False, swizzle=False):
     """Tensor-core 3x3 convolution, stride 1, padding 1, NHWC (TC_CONV2D) as
     a GEMM over an explicit im2col stage: O(p, k), the output pixels p = (n,
     h, w) by the filters k, sums Acol(p, r) Wt(r, k) over r = (kh, kw, c),
@@ -315,7 +319,8 @@ def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=Tru
     loop, in A's place in `tc_gemm` (same arguments, same schedule for the
     rest); with `vector`, in pieces of 8 consecutive channels, which become
     16-byte cp.async copies with zero-fill in the padding when pipelined
-    (pipeline=3..5) and C is a multiple of 8."""
+    (pipeline=3..5) and C is a multiple of 8. `pad` and `swizzle` as in
+    tc_gemm."""
     op = op or tcomp.op(TC_CONV2D)
     s = tcomp.Schedule(op)
     O = s["O"]
@@ -326,7 +331,8 @@ def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=Tru
         A.set_scope("shared")
         return A
     _tc_tiles(s, O, OF, gather, lambda: s.cache_read("Wt", "shared", [OF]), bm, bn, wm, wn, bk,
-              lanes, vector, pad, pipeline, unroll_k)
+              lanes, vector, not swizzle if pad is None else pad, pipeline, unroll_k,
+              swizzle=swizzle)
     return op, s
 
 

@@ -44,6 +44,18 @@ VARIANTS = {  # name -> tc_gemm arguments
                                               unroll_k=True),
     "128x256_w64x64_k64_async3_unrollk": dict(bm=128, bn=256, wm=64, wn=64, bk=64, pipeline=3,
                                               unroll_k=True),
+    # XOR-swizzled tiles instead of padded rows (Stage.swizzle): the same conflict-free
+    # ldmatrix, 8-9% less shared memory, no extra integer ops in the SASS's main loop
+    "128x128_w64x64_k64_async3_swz": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3,
+                                          swizzle=True),
+    "128x128_w64x64_k64_async3_unrollk_swz": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
+                                                  pipeline=3, unroll_k=True, swizzle=True),
+    "128x128_w64x64_k32_async4_swz": dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=4,
+                                          swizzle=True),
+    "128x256_w64x64_k64_async3_swz": dict(bm=128, bn=256, wm=64, wn=64, bk=64, pipeline=3,
+                                          swizzle=True),
+    "128x256_w64x64_k32_async4_swz": dict(bm=128, bn=256, wm=64, wn=64, bk=32, pipeline=4,
+                                          swizzle=True),
 }
 
 

@@ -5,7 +5,7 @@ storage_order, storage_align and the two halves of a double-buffered copy),
 or into its global tensor."""
 from __future__ import annotations
 
-from ..errors import LoweringError
+from ..errors import LoweringError, ScheduleError
 from ..schedule import threads
 from . import ir
 from .bounds import region as bounding_box
@@ -112,8 +112,9 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
             var, n = double if isinstance(double, tuple) else (double, 2)
             shape = [n] + shape
             prefix = (ir.Bin("%", ir.Var(var), ir.const(n), ir.int32),)
-        buf = ir.Buffer(pd.tensor, b.sched.tensors[pd.tensor][0],
-                        tuple(ir.const(n) for n in shape), pst.scope)
+        dtype = b.sched.tensors[pd.tensor][0]
+        buf = ir.Buffer(pd.tensor, dtype, tuple(ir.const(n) for n in shape), pst.scope,
+                        layout=_swizzle(pname, pst, dtype, shape))
         allocs.append(buf)
         ctx.views[pd.tensor] = View(pd.tensor, offsets, prefix, perm)
         store_offsets = offsets
@@ -144,6 +145,23 @@ def _runtime_threads(scope, cst, level, ctx, consumer) -> str:
     return (f" ({', '.join(runtime)}, known only at launch, and a {scope} buffer needs a "
             f"constant size for the threads it serves: split that loop by a constant and bind "
             f"the inner part)")
+
+
+def _swizzle(pname, pst, dtype, shape) -> ir.Swizzle | None:
+    """The layout of a swizzled stage's buffer, once its shape is known; rows
+    it cannot swizzle are an error naming the stage (schedule time cannot
+    know the tile's shape)."""
+    if pst.swizzle is None:
+        return None
+    layout = ir.Swizzle(pst.swizzle)
+    row = shape[-1] * dtype.numpy.itemsize
+    why = layout.problem(row)
+    if why is not None:
+        dims = " x ".join(str(n) for n in shape)
+        raise ScheduleError(f"swizzle: stage '{pname}' ({pst.tensor}, {dims} {dtype.name}): {why}; "
+                            f"change the tile's innermost extent (e.g. 64 16-bit elements make "
+                            f"rows of 128 bytes) or do not swizzle it")
+    return layout
 
 
 def _align(shape, aligns):

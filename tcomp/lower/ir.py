@@ -74,7 +74,11 @@ class Ref(Expr):
 
 @dataclass(frozen=True)
 class Bin(Expr):
-    """Binary operation: + - * / % min max < <= > >= == != && ||."""
+    """Binary operation: + - * / % min max < <= > >= == != && ||, and on
+    integers the bitwise & | ^ and shifts << >> (two's complement, as in C;
+    `>>` is arithmetic, so `x >> s` is `x / 2^s` with floor semantics; a
+    shift count is in 0..bits-1). Layouts use them (a swizzle's XOR: see
+    `Swizzle`)."""
     op: str
     a: Expr
     b: Expr
@@ -234,15 +238,70 @@ class Alloc(Stmt):
 
 
 # -------------------------------------------------------------------- programs
+CHUNK_BYTES = 16  # the unit a swizzle moves: what one lane of ldmatrix or cp.async addresses
+LINE_BYTES = 128  # the 32 banks of shared memory, 4 bytes each
+
+
+@dataclass(frozen=True)
+class Swizzle:
+    """An XOR swizzle of a shared buffer's 16-byte chunks (Stage.swizzle).
+
+    A row is the buffer's innermost dimension (R bytes, every other
+    dimension counts rows: a ring's stages, then the tile's rows). Chunk c
+    of row r (the element at column j is in chunk j*itemsize / 16) is stored
+    at chunk
+
+        c ^ ((r / g) % n)   of the same row,   n = min(R, span) / 16,
+                                               g = max(1, 128 / R)
+
+    (only the low log2(n) bits of c change). For rows of 128 bytes and
+    span 128 this is the Hopper 128-byte swizzle, chunk c ^ (r & 7); rows of
+    64 or 32 bytes with span = R are TMA's 64- and 32-byte swizzles; rows of
+    n x 128 bytes XOR the row index into the low 3 bits of each chunk. Any 8
+    consecutive rows' chunks at one column then lie in 8 distinct groups of
+    4 banks (ldmatrix reads such 8 rows per phase). Flattening
+    (lower/flatten.py) applies it to every access, in one place; the
+    buffer's shape and size do not change."""
+    span: int = LINE_BYTES  # bytes: 32, 64 or 128
+
+    def chunks(self, row_bytes: int) -> tuple[int, int]:
+        """(n, g) for rows of `row_bytes`: the chunks a row's XOR permutes
+        and the rows that share one XOR value (see the class docstring)."""
+        n = min(row_bytes, self.span) // CHUNK_BYTES
+        g = max(1, LINE_BYTES // row_bytes)
+        return n, g
+
+    def problem(self, row_bytes: int) -> str | None:
+        """Why rows of `row_bytes` cannot be swizzled (None: they can)."""
+        if row_bytes < LINE_BYTES:
+            if row_bytes < 2 * CHUNK_BYTES:
+                return (f"a row of {row_bytes} bytes holds fewer than two 16-byte chunks, "
+                        f"nothing to permute")
+            if row_bytes not in (32, 64):
+                return (f"a row of {row_bytes} bytes is shorter than 128 bytes but not 32 or "
+                        f"64 bytes (its 16-byte chunks must be a power of two)")
+            return None
+        if row_bytes % self.span:
+            return (f"a row of {row_bytes} bytes is not a multiple of the swizzle span "
+                    f"({self.span} bytes)")
+        return None
+
+    def __str__(self) -> str:
+        return f"swizzle({self.span})"
+
+
 @dataclass(frozen=True)
 class Buffer:
     """A named array. `shape` uses size expressions (Var parameters allowed for
-    global buffers); shared/local buffers have constant shapes."""
+    global buffers); shared/local buffers have constant shapes. `layout`: how
+    the shape's row-major offsets map to memory (None: as they are; a
+    `Swizzle` for a shared buffer), applied when addresses are formed."""
     name: str
     dtype: DType
     shape: tuple[Expr, ...]
     scope: str = "global"  # global | shared | local
     role: str = "temp"  # input | output | temp
+    layout: Swizzle | None = None
 
 
 @dataclass(frozen=True)

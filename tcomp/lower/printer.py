@@ -3,8 +3,11 @@ from __future__ import annotations
 
 from . import ir
 
-PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
-        "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+# C's precedence levels (higher binds tighter): `a & b == c` is `a & (b == c)`.
+PREC = {"||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6, "<": 7, "<=": 7, ">": 7,
+        ">=": 7, "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10}
+UNARY, ATOM = 11, 12
+BITWISE = ("&", "|", "^", "<<", ">>")
 
 
 def _imm(e: ir.Imm) -> str:
@@ -18,29 +21,32 @@ def _imm(e: ir.Imm) -> str:
 
 def expr(e: ir.Expr, min_prec: int = 0) -> str:
     if isinstance(e, ir.Imm):
-        text, p = _imm(e), 9
+        text, p = _imm(e), ATOM
         if isinstance(e.value, (int, float)) and e.value < 0:
-            p = 7
+            p = UNARY
     elif isinstance(e, ir.Var):
-        text, p = e.name, 9
+        text, p = e.name, ATOM
     elif isinstance(e, ir.Load):
-        text, p = f"{e.buffer}[{', '.join(expr(i) for i in e.indices)}]", 9
+        text, p = f"{e.buffer}[{', '.join(expr(i) for i in e.indices)}]", ATOM
     elif isinstance(e, ir.Ref):
-        text, p = f"&{e.buffer}[{', '.join(expr(i) for i in e.indices)}]", 9
+        text, p = f"&{e.buffer}[{', '.join(expr(i) for i in e.indices)}]", ATOM
     elif isinstance(e, ir.Bin):
         if e.op in ("min", "max"):
-            text, p = f"{e.op}({expr(e.a)}, {expr(e.b)})", 9
+            text, p = f"{e.op}({expr(e.a)}, {expr(e.b)})", ATOM
         else:
             p = PREC[e.op]
-            text = f"{expr(e.a, p)} {e.op} {expr(e.b, p + 1)}"
+            # a bitwise operator's operands are bracketed unless atoms: C's levels for
+            # them surprise readers (`a + b ^ c & 7` is `(a + b) ^ (c & 7)`)
+            pa, pb = (ATOM, ATOM) if e.op in BITWISE else (p, p + 1)
+            text = f"{expr(e.a, pa)} {e.op} {expr(e.b, pb)}"
     elif isinstance(e, ir.Un):
-        text, p = f"{e.op}{expr(e.x, 8)}", 7
+        text, p = f"{e.op}{expr(e.x, ATOM)}", UNARY
     elif isinstance(e, ir.Select):
         text, p = f"{expr(e.cond, 1)} ? {expr(e.a)} : {expr(e.b)}", 0
     elif isinstance(e, ir.Call):
-        text, p = f"{e.fn}({', '.join(expr(a) for a in e.args)})", 9
+        text, p = f"{e.fn}({', '.join(expr(a) for a in e.args)})", ATOM
     elif isinstance(e, ir.Cast):
-        text, p = f"{e.dtype.name}({expr(e.x)})", 9
+        text, p = f"{e.dtype.name}({expr(e.x)})", ATOM
     else:
         raise TypeError(e)
     return f"({text})" if p < min_prec else text
@@ -54,7 +60,7 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
         return [f"{pad}{s.buffer}[{', '.join(expr(i) for i in s.indices)}] = {expr(s.value)}"]
     if isinstance(s, ir.For):
         lo = expr(s.lo)
-        hi = expr(s.extent) if lo == "0" else f"{lo} + {expr(s.extent, 5)}"
+        hi = expr(s.extent) if lo == "0" else f"{lo} + {expr(s.extent, PREC['+'])}"
         kind = f"  @{s.tag}" if s.tag else ("" if s.kind == "serial" else f"  @{s.kind}")
         if s.intrin:
             kind = f"  @tensorize({s.intrin})"
@@ -78,7 +84,9 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
     if isinstance(s, ir.Alloc):
         b = s.buffer
         shape = ", ".join(expr(d) for d in b.shape)
-        return [f"{pad}alloc {b.scope} {b.dtype.name} {b.name}[{shape}]"] + stmt(s.body, indent)
+        layout = f" {b.layout}" if b.layout is not None else ""
+        return [f"{pad}alloc {b.scope} {b.dtype.name} {b.name}[{shape}]{layout}"] + \
+            stmt(s.body, indent)
     raise TypeError(s)
 
 

@@ -10,6 +10,14 @@ loops known, floor division and modulo by a constant simplify:
   (g*x + r) / c -> x / (c/g)   and   (g*x + r) % c -> g*(x % (c/g)) + r
                                                     when g divides c, 0 <= r < g,
   (x / a) / c -> x / (a*c).
+Bitwise operators (on int32; layouts make them, lower/flatten.py), with
+m = 2^k - 1:
+  x << k -> x * 2^k                       (two's complement, as C computes it)
+  (q*2^k + r) >> k -> q + (r >> k), -> q when 0 <= r < 2^k   (`>>` is floor division)
+  (q*2^k + r) & m -> r & m, -> r when 0 <= r < 2^k,  and (x % (c 2^k)) & m -> x & m,
+  ((x % (c 2^(k+s))) >> s) & m -> (x >> s) & m
+  (q*2^k + r) ^ x -> q*2^k + (r ^ x) when 0 <= r < 2^k and 0 <= x < 2^k,
+  x ^ 0 -> x, x | 0 -> x, x & 0 -> 0.
 Constants fold in every operator; comparisons decided by ranges fold to
 true/false; `if` on a constant keeps one branch; loops of extent 1 become a
 substitution and loops of extent 0 disappear.
@@ -28,6 +36,9 @@ import dataclasses
 from ..schedule import threads
 from . import ir
 from .rewriter import Rewriter, substitute
+
+
+BITWISE = ("&", "|", "^", "<<", ">>")
 
 
 def _key(e: ir.Expr):
@@ -184,6 +195,22 @@ class Simplifier(Rewriter):
             lo, hi = self.bound(self.linear(a.a))
             c = int(a.b.value)
             return (None if lo is None else lo // c), (None if hi is None else hi // c)
+        if isinstance(a, ir.Bin) and a.op in BITWISE:
+            return self._bitwise_bound(a)
+        return None
+
+    def _bitwise_bound(self, a: ir.Bin):
+        if a.op == "&" and isinstance(a.b, ir.Imm) and a.b.value >= 0:
+            return 0, int(a.b.value)  # whatever the sign of a.a
+        if a.op == ">>" and isinstance(a.b, ir.Imm) and 0 <= a.b.value < 31:
+            lo, hi = self.bound(self.linear(a.a))
+            k = int(a.b.value)
+            return (None if lo is None else lo >> k), (None if hi is None else hi >> k)
+        if a.op in ("^", "|", "&"):  # of two non-negative values: below the next power of two
+            (la, ha), (lb, hb) = self.bound(self.linear(a.a)), self.bound(self.linear(a.b))
+            if None in (la, ha, lb, hb) or la < 0 or lb < 0:
+                return None
+            return 0, (1 << max(ha, hb).bit_length()) - 1
         return None
 
     def sym_bound(self, lin: Linear, upper: bool):
@@ -228,6 +255,8 @@ class Simplifier(Rewriter):
             return lin.to_expr() if _fits(lin, ir.int32) else e
         if e.op in ("/", "%") and e.dtype == ir.int32 and isinstance(b, ir.Imm) and b.value > 0:
             return self.divmod(e.op, a, int(b.value), e)
+        if e.op in BITWISE and e.dtype == ir.int32:
+            return self.bitwise(e.op, a, b, e)
         if e.op in ("min", "max") and _is_int32(a) and _is_int32(b):
             if self.decide("<=", a, b):
                 return a if e.op == "min" else b
@@ -292,6 +321,89 @@ class Simplifier(Rewriter):
                 return self.expr(inner)
             return self.linear(ir.Bin("+", ir.Bin("*", self.expr(inner), ir.const(g), ir.int32),
                                       rest.to_expr(), ir.int32)).to_expr()
+        return e
+
+    def bitwise(self, op: str, a: ir.Expr, b: ir.Expr, e: ir.Bin) -> ir.Expr:
+        """The bitwise rules of the module docstring."""
+        for x, y in ((a, b), (b, a)):
+            if isinstance(y, ir.Imm) and y.value == 0 and op in ("^", "|"):
+                return x
+            if isinstance(y, ir.Imm) and y.value == 0 and op == "&":
+                return ir.const(0)
+        if op == "^":
+            return self._xor(a, b, e)
+        if not isinstance(b, ir.Imm) or op == "|":
+            return e
+        k = int(b.value)
+        if op in ("<<", ">>") and k == 0:
+            return a
+        if op == "<<" and 0 < k < 31:
+            lin = self.linear(a).scale(1 << k)
+            return lin.to_expr() if _fits(lin, ir.int32) else e
+        if op == ">>" and 0 < k < 31:
+            lin = self.linear(a)
+            if not _fits(lin, ir.int32):
+                return e
+            c = 1 << k
+            q = Linear({t: v // c for t, v in lin.terms.items() if v % c == 0}, lin.const // c)
+            rest = Linear({t: v for t, v in lin.terms.items() if v % c}, lin.const % c)
+            lo, hi = self.bound(rest)
+            if lo is not None and hi is not None and 0 <= lo and hi < c:
+                return q.to_expr()
+            if not q.terms and not q.const:
+                return e
+            shifted = ir.Bin(">>", rest.to_expr(), b, ir.int32)
+            return self.linear(ir.Bin("+", q.to_expr(), shifted, ir.int32)).to_expr()
+        if op == "&" and k > 0 and k & (k + 1) == 0:  # a mask of the low bits
+            c = k + 1
+            lin = self.linear(a)
+            rest = Linear({}, lin.const)
+            if not _fits(lin, ir.int32):
+                return e
+            for t, v in lin.terms.items():
+                if v % c == 0:
+                    continue
+                if isinstance(t, ir.Bin) and t.op == "%" and isinstance(t.b, ir.Imm) and \
+                        t.b.value > 0 and t.b.value % c == 0:
+                    t = t.a  # (x % (j c)) & m == x & m
+                elif isinstance(t, ir.Bin) and t.op == ">>" and isinstance(t.b, ir.Imm) and \
+                        isinstance(t.a, ir.Bin) and t.a.op == "%" and \
+                        isinstance(t.a.b, ir.Imm) and t.a.b.value > 0 and \
+                        t.a.b.value % (c << int(t.b.value)) == 0:
+                    t = ir.Bin(">>", t.a.a, t.b, ir.int32)  # ((x % (j c 2^s)) >> s) & m
+                rest = rest.add(self.linear(t).scale(v % c))
+            rest = Linear({t: v % c for t, v in rest.terms.items() if v % c},
+                          rest.const % c)
+            lo, hi = self.bound(rest)
+            if lo is not None and hi is not None and 0 <= lo and hi < c:
+                return rest.to_expr()
+            out = ir.Bin("&", rest.to_expr(), b, ir.int32)
+            return e if out == e else out
+        return e
+
+    def _xor(self, a: ir.Expr, b: ir.Expr, e: ir.Bin) -> ir.Expr:
+        """(q*c + r) ^ x -> q*c + (r ^ x) for c a power of two with 0 <= r < c
+        and 0 <= x < c (no bit of x reaches q*c): the part that varies
+        outside x's bits becomes linear (a ring's stage, a warp's tile), and
+        what stays an XOR often depends on the lane alone (hoisted by the
+        compiler out of the loops)."""
+        for p, x in ((a, b), (b, a)):
+            lo, hi = self.bound(self.linear(x))
+            if lo is None or hi is None or lo < 0:
+                continue
+            c = 1 << max(hi, 1).bit_length()
+            lin = self.linear(p)
+            if not _fits(lin, ir.int32):
+                continue
+            q = Linear({t: v for t, v in lin.terms.items() if v % c == 0}, lin.const // c * c)
+            r = Linear({t: v for t, v in lin.terms.items() if v % c}, lin.const % c)
+            if q.is_const() and not q.const:
+                continue
+            rlo, rhi = self.bound(r)
+            if rlo is None or rhi is None or rlo < 0 or rhi >= c:
+                continue
+            low = self.expr(ir.Bin("^", r.to_expr(), x, ir.int32))
+            return self.linear(ir.Bin("+", q.to_expr(), low, ir.int32)).to_expr()
         return e
 
     def expr_Select(self, e: ir.Select) -> ir.Expr:
@@ -473,6 +585,11 @@ def _fold(op: str, a: ir.Imm, b: ir.Imm, dtype):
             if y == 0:
                 return None
             v = x % y
+        elif op in BITWISE:
+            if op in ("<<", ">>") and not 0 <= y < dtype.bits:
+                return None
+            v = {"&": x & y, "|": x | y, "^": x ^ y}[op] if op in ("&", "|", "^") else \
+                (x << y if op == "<<" else x >> y)
         elif op == "min":
             v = min(x, y)
         elif op == "max":

@@ -130,10 +130,16 @@ class StorageAlign:
     offset: int
 
 
+@dataclass(frozen=True)
+class Swizzle:
+    stage: str
+    span: int
+
+
 KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll, Vectorize,
                                          ComputeAt, ComputeInline, ComputeRoot, CacheRead,
                                          CacheWrite, Rfactor, StorageAlign, StorageOrder, SetScope,
-                                         Pipeline, Tensorize)}
+                                         Pipeline, Tensorize, Swizzle)}
 
 
 # The version of the JSON format `to_json` writes (the field "tcomp_schedule").

@@ -348,6 +348,9 @@ class Stage:
                                 f"complete before '{reader}' starts, so it stays in global "
                                 f"memory (cache_read '{s.tensor}' into {scope} memory for "
                                 f"'{reader}' instead)")
+        if s.swizzle is not None and scope != "shared":
+            raise ScheduleError(f"{p}: stage '{self.name}' is swizzled (swizzle({s.swizzle})), a "
+                                f"layout of shared memory; it cannot move to {scope} memory")
         dtype, shape, _ = self._sched.tensors[s.tensor]
         self._sched.directives.append(D.SetScope(self.name, scope))
         self._sched.tensors[s.tensor] = (dtype, shape, scope)
@@ -369,6 +372,11 @@ class Stage:
             raise ScheduleError(f"{p}: need factor > 0 and 0 <= offset < factor, got "
                                 f"{factor!r}, {offset!r}")
         factor, offset = f, o
+        if s.swizzle is not None:
+            raise ScheduleError(f"{p}: stage '{self.name}' is swizzled (swizzle({s.swizzle})), "
+                                f"which already spreads its rows over the banks; padding rows "
+                                f"would break the swizzle's 16-byte chunks: use one or the "
+                                f"other")
         self._sched.directives.append(D.StorageAlign(self.name, name, factor, offset))
         s.align[name] = (factor, offset)
 
@@ -402,6 +410,51 @@ class Stage:
                                 f"storage_order lays out shared and local buffers")
         self._sched.directives.append(D.StorageOrder(self.name, tuple(names)))
         s.storage = tuple(names)
+
+    def swizzle(self, span: int = 128):
+        """Lay this shared stage's buffer out with an XOR swizzle of its
+        16-byte chunks, without changing its shape or how it is indexed: chunk
+        c of row r (a row: the innermost storage dimension, R bytes; the
+        outer dimensions, a pipeline ring's stages included, count rows) is
+        stored at chunk c ^ ((r / g) % n) of the same row, with n = min(R,
+        span) / 16 and g = max(1, 128 / R) (ir.Swizzle). Any 8 consecutive
+        rows' chunks at one column then sit in 8 distinct groups of 4 banks,
+        so the 8 row addresses of each ldmatrix phase, and a quarter warp's
+        16-byte stores along a row, are free of bank conflicts, with no
+        padding (storage_align costs shared memory and address arithmetic).
+
+        A_shared[128, 64] bfloat16 (rows of 128 bytes), swizzle(128):
+            element (r, j) lives at r*64 + ((j / 8) ^ (r % 8)) * 8 + j % 8
+        the Hopper 128-byte swizzle (chunk c of row r at c ^ (r & 7)); span
+        64 or 32 with rows of that many bytes is TMA's 64- or 32-byte one.
+
+        `span`: 32, 64 or 128 bytes. Rows must be 32 or 64 bytes, or a
+        multiple of the span (checked when the tile's shape is known, at
+        lowering); the stage must be in shared memory and not padded with
+        storage_align.
+        """
+        p = "swizzle"
+        s = self._s
+        n = as_int(span)
+        if isinstance(span, bool) or n not in (32, 64, 128):
+            raise ScheduleError(f"{p}: span must be 32, 64 or 128 (bytes), got {span!r}")
+        if s.scope != "shared":
+            raise ScheduleError(f"{p}: '{s.tensor}' is in {s.scope} memory; a swizzle lays out "
+                                f"a shared-memory tile (cache_read(..., 'shared') or "
+                                f"set_scope('shared') first)")
+        if s.attach == ("inline",):
+            raise ScheduleError(f"{p}: stage '{self.name}' is inlined and has no buffer to lay "
+                                f"out")
+        if s.align:
+            dim = next(iter(s.align))
+            raise ScheduleError(f"{p}: stage '{self.name}' pads its rows with storage_align (axis "
+                                f"'{dim}'); a swizzle replaces that padding (its XOR moves whole "
+                                f"16-byte chunks of unpadded rows): drop the storage_align")
+        if s.swizzle is not None:
+            raise ScheduleError(f"{p}: stage '{self.name}' is already swizzled "
+                                f"(swizzle({s.swizzle}))")
+        self._sched.directives.append(D.Swizzle(self.name, n))
+        s.swizzle = n
 
     # ------------------------------------------------------------- placement
     def compute_at(self, target: "Stage", ax: Axis):
@@ -466,6 +519,9 @@ class Stage:
                                 f"cannot be inlined")
         if s.scope != "global" and s.origin == "cache_write":
             raise ScheduleError(f"{p}: stage '{self.name}' is a cache_write stage")
+        if s.swizzle is not None:
+            raise ScheduleError(f"{p}: stage '{self.name}' is swizzled (swizzle({s.swizzle})), a "
+                                f"layout of its shared buffer, which inlining would remove")
         for n, st in self._sched.states.items():
             if st.attach[0] == "at" and st.attach[1] == self.name:
                 raise ScheduleError(f"{p}: stage '{n}' is computed at '{self.name}'; move it "

@@ -136,6 +136,8 @@ class Schedule:
             st.storage_order(*[ax(a) for a in d.axes])
         elif isinstance(d, D.StorageAlign):
             st.storage_align(ax(d.axis), d.factor, d.offset)
+        elif isinstance(d, D.Swizzle):
+            st.swizzle(d.span)
         else:
             raise ScheduleError(f"apply: unknown directive {d!r}")
 

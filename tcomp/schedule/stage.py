@@ -91,6 +91,7 @@ class StageState:
         self.vectorize: set[str] = set()
         self.align: dict[str, tuple[int, int]] = {}  # tensor dim index var -> (factor, offset)
         self.storage: tuple[str, ...] | None = None  # storage_order: dims outermost first
+        self.swizzle: int | None = None  # swizzle: its span in bytes (ir.Swizzle)
         self.pipeline: dict[str, int] = {}  # leaf -> stages (double-buffered copies there)
         self.tensorize: dict[str, str] = {}  # leaf -> intrinsic computing the loops from it in
         self.attach: tuple = ("root",)  # ('root',) | ('inline',) | ('at', stage, axis)

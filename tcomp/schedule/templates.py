@@ -92,12 +92,17 @@ def simt_gemm(s, stage, a_name, b_name, bm, bn, bk, tm, tn, fragments=True, pipe
 
 
 def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pad, pipeline,
-              unroll_k):
+              unroll_k, swizzle=False):
     """The tensor-core schedule of tc_gemm on the output stage `C` and its
     fragment accumulator `CF` (C(m, n) += A(m, k) * B(k, n)). `a_shared` and
     `b_shared` make the shared-memory stages of A and B (a cache_read of an
     input, or a temporary's own stage moved to shared memory), which are
-    computed at the K-tile loop and read through fragments."""
+    computed at the K-tile loop and read through fragments. Their ldmatrix
+    reads are kept free of bank conflicts by `swizzle` (Stage.swizzle: XOR of
+    16-byte chunks, no extra memory) or `pad` (rows padded by 16 bytes with
+    storage_align); not both."""
+    if pad and swizzle:
+        raise ValueError("tc_tiles: pad and swizzle are two ways to the same end; pick one")
     m, n = C.axes
     mo, no, mi, ni = C.tile(m, n, bm, bn)
     mw, mf = C.split(mi, wm)
@@ -127,7 +132,9 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     warps = (bm // wm) * (bn // wn)
     for S, width in ((AS, bk), (BS, bn)):
         a0, a1 = S.axes
-        if pad:
+        if swizzle:
+            S.swizzle()
+        elif pad:
             S.storage_align(a0, 2 * width, width + 8)
         f = S.fuse(a0, a1)
         fo, fv = S.split(f, 8)

@@ -17,6 +17,9 @@ from ..lang import dtypes
 from ..schedule import threads
 from ..lower import intrinsics, ir
 from ..lower.accesses import accesses
+# C precedence levels (higher binds tighter) for the operators printed infix: the
+# IR printer's table, which is C's (`a & b == c` is `a & (b == c)`).
+from ..lower.printer import ATOM, BITWISE, PREC, UNARY
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
@@ -40,10 +43,6 @@ template <typename T> __device__ __forceinline__ T tc_floormod(T a, T b) {
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 """
-
-# C precedence levels (higher binds tighter) for the operators we print infix.
-PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
-        "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
 
 F32 = {"exp": "expf", "exp2": "exp2f", "exp10": "exp10f", "expm1": "expm1f", "log": "logf",
        "log2": "log2f", "log10": "log10f", "log1p": "log1pf", "logb": "logbf", "sqrt": "sqrtf",
@@ -121,33 +120,33 @@ class _Kernel:
 
     def expr(self, e: ir.Expr, min_prec: int = 0) -> str:
         if isinstance(e, ir.Imm):
-            text, p = self.imm(e), 9
+            text, p = self.imm(e), ATOM
             if text.startswith("-"):
-                p = 7
+                p = UNARY
         elif isinstance(e, ir.Var):
-            text, p = e.name.replace(".", "_") if e.name not in _BUILTIN_VARS else e.name, 9
+            text, p = e.name.replace(".", "_") if e.name not in _BUILTIN_VARS else e.name, ATOM
             if e.name in _BUILTIN_VARS and e.dtype != dtypes.int32:  # widened indices
                 text = f"(({ctype(e.dtype)}){text})"
         elif isinstance(e, ir.Load):
             if e.buffer in self.packed:
                 raise CudaError(f"codegen: element {e.buffer}[...] of a 16-bit fragment is read "
                                 f"outside a tensor-core intrinsic")
-            text, p = f"{e.buffer}[{self.expr(e.indices[0])}]", 9
+            text, p = f"{e.buffer}[{self.expr(e.indices[0])}]", ATOM
         elif isinstance(e, ir.Ref):
-            text, p = f"(&{e.buffer}[{self.expr(e.indices[0])}])", 9
+            text, p = f"(&{e.buffer}[{self.expr(e.indices[0])}])", ATOM
         elif isinstance(e, ir.Bin):
             text, p = self.binary(e)
         elif isinstance(e, ir.Un):
             if e.op == "!":
-                text, p = f"!{self.expr(e.x, 8)}", 7
+                text, p = f"!{self.expr(e.x, ATOM)}", UNARY
             else:
-                text, p = f"-{self.expr(e.x, 8)}", 7
+                text, p = f"-{self.expr(e.x, ATOM)}", UNARY
         elif isinstance(e, ir.Select):
             text, p = (f"{self.expr(e.cond, 1)} ? {self.expr(e.a, 1)} : {self.expr(e.b, 1)}", 0)
         elif isinstance(e, ir.Cast):
-            text, p = self.cast(e), 9
+            text, p = self.cast(e), ATOM
         elif isinstance(e, ir.Call):
-            text, p = self.call(e), 9
+            text, p = self.call(e), ATOM
         else:
             raise CudaError(f"codegen: cannot emit {type(e).__name__}")
         return f"({text})" if p < min_prec else text
@@ -157,18 +156,20 @@ class _Kernel:
         if op in ("min", "max"):
             if dt.is_float:
                 f = ("fmin" if op == "min" else "fmax") + ("f" if dt.name == "float32" else "")
-                return f"{f}({self.expr(a)}, {self.expr(b)})", 9
-            return f"{op}({self.expr(a)}, {self.expr(b)})", 9
+                return f"{f}({self.expr(a)}, {self.expr(b)})", ATOM
+            return f"{op}({self.expr(a)}, {self.expr(b)})", ATOM
         if op in ("/", "%") and not dt.is_float:
             if dt.kind == "u" or (self.simp.nonnegative(a) and self.simp.nonnegative(b)):
                 p = PREC[op]
                 return f"{self.expr(a, p)} {op} {self.expr(b, p + 1)}", p
             f = "tc_floordiv" if op == "/" else "tc_floormod"
-            return f"{f}<{ctype(dt)}>({self.expr(a)}, {self.expr(b)})", 9
+            return f"{f}<{ctype(dt)}>({self.expr(a)}, {self.expr(b)})", ATOM
         if op == "%" and dt.is_float:
             f = "fmodf" if dt.name == "float32" else "fmod"
-            return f"{f}({self.expr(a)}, {self.expr(b)})", 9
+            return f"{f}({self.expr(a)}, {self.expr(b)})", ATOM
         p = PREC[op]
+        if op in BITWISE:  # operands bracketed unless atoms, as the IR printer does
+            return f"{self.expr(a, ATOM)} {op} {self.expr(b, ATOM)}", p
         return f"{self.expr(a, p)} {op} {self.expr(b, p + 1)}", p
 
     def cast(self, e: ir.Cast) -> str:

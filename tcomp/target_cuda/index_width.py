@@ -29,7 +29,7 @@ from ..schedule import threads
 
 int64 = dtypes.int64
 LIMIT = 2 ** 31  # element or thread counts from here on need 64-bit indices
-_ARITH = ("+", "-", "*", "/", "%", "min", "max")
+_ARITH = ("+", "-", "*", "/", "%", "min", "max", "&", "|", "^", "<<", ">>")
 _COMPARE = ("<", "<=", ">", ">=", "==", "!=")
 
 

@@ -22,6 +22,9 @@ from .memory import Local
 COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
            "==": np.equal, "!=": np.not_equal}
 ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply}
+# Integer bitwise operators (two's complement, as in C; `>>` arithmetic).
+BITWISE = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor,
+           "<<": np.left_shift, ">>": np.right_shift}
 
 
 _NP: dict = {}      # DType -> NumPy dtype (DType.numpy builds one per call)
@@ -199,6 +202,8 @@ class Expressions:
             f, conv = COMPARE[e.op], None
         elif e.op in ARITH:
             f, conv = ARITH[e.op], _converter(dt)
+        elif e.op in BITWISE and dt.kind in "iu":
+            f, conv = BITWISE[e.op], _converter(dt)
         elif e.op in ("min", "max"):
             f = (np.fmin if e.op == "min" else np.fmax) if dt.kind == "f" else \
                 (np.minimum if e.op == "min" else np.maximum)
