@@ -50,10 +50,8 @@ import numpy as np
 
 from ..lang.op import Op
 from ..schedule import Schedule
-from . import features as F
 from .model import CostModel
 from .space import Candidate, SearchError, Space
-from .validate import validate
 
 
 @dataclass(frozen=True)
@@ -232,7 +230,6 @@ class _State:
         self.rng = np.random.default_rng(seed)
         self.history: list[Trial] = []
         self.measured: set[str] = set()  # canonical schedule texts
-        self.features: dict[str, np.ndarray] = {}  # schedule text -> vector
         self.train_X, self.train_t = [], []
         self.best: Trial | None = None
         self.cands: dict[str, Candidate] = {}  # measured ones of this run, by schedule text
@@ -245,16 +242,10 @@ class _State:
         return len(self.history)
 
     def feature(self, text: str) -> np.ndarray | None:
-        """The features of a schedule (lowered by the space's cache, or here)."""
-        if text not in self.features:
-            v = self.space.lowered.get(text)
-            if v is None:
-                v = validate(self.space.op, text, self.space.sizes, self.space.target,
-                             self.space.limits)
-                if not v.ok:
-                    return None
-            self.features[text] = F.extract(v, self.space.sizes)
-        return self.features[text]
+        """The features of a schedule (the space's analysis, cached there)."""
+        if text not in self.space.features and not self.space.analyse(text).ok:
+            return None
+        return self.space.features[text]
 
     def resume(self, found) -> None:
         for r in found:
