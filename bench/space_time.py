@@ -9,7 +9,9 @@ given seed), builds each one's schedule and times `Space.analyse` on it: the
 whole per-candidate cost of the search (the schedule replayed, lowered as far
 as the checks and features need, checked against the device limits, its
 feature vector read). Prints median / p90 / max milliseconds over the valid
-candidates, the rejections by kind, and the slowest sketch. The ops, at the
+candidates (CPU time of this process, so that other jobs on a shared machine
+do not inflate it), the rejections by kind, the wall time of the whole
+loop, and the slowest sketch. The ops, at the
 issue's sizes:
 
   gemm     fp32 GEMM 4096^3 (bench/schedules.py GEMM, the SIMT space)
@@ -66,13 +68,13 @@ def run(name: str, n: int, seed: int, prof: cProfile.Profile | None) -> dict:
         except TcompError:
             rejected["schedule"] += 1
             continue
-        t = time.perf_counter()
+        t = time.process_time()
         if prof is not None:
             prof.enable()
         res = space.analyse(cand)
         if prof is not None:
             prof.disable()
-        dt = (time.perf_counter() - t) * 1e3
+        dt = (time.process_time() - t) * 1e3
         if res.ok:
             ms.append(dt)
             slow = max(slow, (dt, cand.sketch))
