@@ -126,6 +126,26 @@ class Space:
         sketch = ", ".join(f"{st}:{p['rule']}" for st, p in plan["stages"].items()) or "default"
         return Candidate(s.to_json(), json.dumps(plan, sort_keys=True), sketch)
 
+    def from_plan(self, plan, schedule: str | None = None) -> Candidate | None:
+        """The candidate of a plan read back from records: None when the plan
+        does not apply here (a rule or parameter this tcomp does not have, a
+        primitive that refuses it) or, given the recorded `schedule` text,
+        when the plan no longer yields that schedule (rules changed since the
+        record was written): a plan is trusted only as far as it reproduces
+        what was measured."""
+        from .identity import canonical_schedule
+        try:
+            rules = [p.get("rule") for p in plan["stages"].values()]
+            if any(r not in RULES for r in rules):
+                return None
+            cand = self.build(plan)
+        except (TcompError, KeyError, TypeError, ValueError, AttributeError):
+            return None
+        if schedule is not None and canonical_schedule(cand.schedule) != \
+                canonical_schedule(schedule):
+            return None
+        return cand
+
     def default(self) -> Candidate:
         """The default schedule (every stage at root, serial): always valid."""
         return Candidate(Schedule(self.op).to_json(), json.dumps({"inline": [], "stages": {}}),

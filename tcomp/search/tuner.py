@@ -28,8 +28,12 @@ One run, round by round:
 Resume: the records file is read first; its candidates for this op, sizes
 and target are never measured again, its timed ones train the model (their
 schedules are lowered again for their features) and its best is the best so
-far. Records keep schedules, not the plans the space mutates, so a resumed
-run's population is drawn fresh.
+far. Records also keep each candidate's plan (records.py, format 2): a
+recorded plan that still yields the recorded schedule (`Space.from_plan`)
+makes that record a candidate of the search again, so the best recorded
+candidates are parents of the next round's mutations, exactly as if they
+had been measured in this run. Records without a plan (format 1, or from
+elsewhere) are replayed and learnt from, not mutated.
 
 Target "sim" (no GPU): the SimRunner checks each candidate's result on the
 CPU but measures no time, so nothing can be learned; candidates are ranked
@@ -61,7 +65,7 @@ class Trial:
     timed: failed, or the sim); `predicted_ms`: the model's prediction when it
     was chosen; `error`/`message`: as the runner said; `elapsed_s`: seconds
     from the start of this run (0 for resumed ones); `sketch`: the rules of
-    the candidate ("" for resumed ones: records keep no plan)."""
+    the candidate ("" for a resumed record without a usable plan)."""
     index: int
     schedule: str
     sketch: str
@@ -250,8 +254,12 @@ class _State:
     def resume(self, found) -> None:
         for r in found:
             text = r.schedule_json
-            t = Trial(len(self.history) + 1, text, "", r.median_ms, r.predicted_ms, r.error,
-                      r.message, 0.0, resumed=True)
+            cand = self.space.from_plan(r.plan, text) if r.plan is not None else None
+            if cand is not None:
+                text = cand.schedule  # the same schedule, as the space writes it
+                self.cands[text] = cand  # a parent for mutations, as if measured here
+            t = Trial(len(self.history) + 1, text, cand.sketch if cand is not None else "",
+                      r.median_ms, r.predicted_ms, r.error, r.message, 0.0, resumed=True)
             self._add(t, canonical(text))
         self.resumed = len(self.history)
         self.refit()
@@ -320,7 +328,7 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
             reported.add(j)
             c, p = pool[chosen[j]], float(pred[chosen[j]])
             if recs is not None:
-                recs.add(inputs[j], res, predicted_ms=p)
+                recs.add(inputs[j], res, predicted_ms=p, plan=c.plan_dict())
             t = Trial(st.done + 1, c.schedule, c.sketch, res.median_ms, p, res.error,
                       res.message, time.perf_counter() - st.start)
             st.cands[c.schedule] = c
