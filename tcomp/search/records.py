@@ -10,6 +10,8 @@ A line (format version 2; keys in this order):
      "error": null | "schedule" | "lowering" | "compile" | "runtime" | "wrong_result"
               | "timeout" | "crash",
      "message": "", "build_s": 0.12, "predicted_ms": null | float,
+     "search": {"run": "2026-11-30T12:00:00.123456+00:00", "round": 3, "rank": 0, "pool": 41,
+                "elapsed_s": 12.5} | null,
      "time": "2026-11-30T12:00:00+00:00", "tcomp_version": "0.1.0"}
 
 `schedule` is the JSON of `Schedule.to_json()` (as an object, not a string);
@@ -21,15 +23,21 @@ schedule stays what is measured and replayed, the plan is checked against it
 before use (tuner.py);
 `op_hash` identifies the op (identity.op_hash: its canonical TC text);
 `predicted_ms` is the cost model's prediction when the candidate was chosen
-(the sim measures no time: a sim run's best is the best prediction).
+(the sim measures no time: a sim run's best is the best prediction);
+`search` says where the search chose it (null when measured outside one):
+the run (its start time), the round of that run (1-based; a round measures
+one batch), the candidate's rank among the round's pool in the model's
+predicted order (0: predicted fastest) and the pool's size, and the seconds
+from the run's start to the result. quality.py reads the model's hit rate
+from it.
 
 Durability: each line is written with one `write` on a file opened for
 appending, then fsync'ed, so `kill -9` loses at most the line being written.
 Such a loss leaves a last line without its newline; loading skips it with
 a warning (`RecordsWarning`), and the next append cuts it off first.
 
-Versions: lines of version 1 (no `plan` field; written by tcomp before
-plans were kept) load as records without a plan, and a file may mix both;
+Versions: lines of version 1 (no `plan` and `search` fields; written by
+tcomp before plans were kept) load as records without them, and a file may mix both;
 a version this tcomp does not know (a newer tcomp wrote it) is refused with
 an error that says which versions it reads. New lines are version 2.
 
@@ -57,9 +65,9 @@ from .runner import ERROR_KINDS, MeasureInput, MeasureResult, measurement_key
 
 FORMAT = 2  # what this tcomp writes
 FIELDS = ("tcomp_record", "op_hash", "op", "sizes", "target", "device", "schedule", "plan",
-          "times_ms", "median_ms", "error", "message", "build_s", "predicted_ms", "time",
-          "tcomp_version")
-VERSIONS = {1: tuple(f for f in FIELDS if f != "plan"), 2: FIELDS}  # version -> its fields
+          "times_ms", "median_ms", "error", "message", "build_s", "predicted_ms", "search",
+          "time", "tcomp_version")
+VERSIONS = {1: tuple(f for f in FIELDS if f not in ("plan", "search")), 2: FIELDS}
 
 
 class RecordsError(TcompError):
@@ -87,6 +95,7 @@ class Record:
     time: str
     tcomp_version: str
     plan: dict | None = None  # the space's plan (space.py), None when not known
+    search: dict | None = None  # run, round, rank, pool, elapsed_s (None: not from a search)
     line: int = 0  # where it was read from (0: not read from a file)
 
     @property
@@ -112,15 +121,17 @@ class Record:
              "target": self.target, "device": self.device, "schedule": self.schedule,
              "plan": self.plan, "times_ms": list(self.times_ms) if self.times_ms is not None else None,
              "median_ms": self.median_ms, "error": self.error, "message": self.message,
-             "build_s": self.build_s, "predicted_ms": self.predicted_ms, "time": self.time,
+             "build_s": self.build_s, "predicted_ms": self.predicted_ms,
+             "search": self.search, "time": self.time,
              "tcomp_version": self.tcomp_version}
         return json.dumps(d, allow_nan=False) + "\n"
 
     @classmethod
     def of(cls, inp: MeasureInput, res: MeasureResult, predicted_ms: float | None = None,
-           plan: dict | None = None) -> "Record":
+           plan: dict | None = None, search: dict | None = None) -> "Record":
         """The record of measuring `inp` with result `res`; `plan`: the
-        space's plan of the candidate (a dict, Candidate.plan_dict()), if any."""
+        space's plan of the candidate (a dict, Candidate.plan_dict()), if any;
+        `search`: where the search chose it (see the module docstring)."""
         from .. import __version__
         if not isinstance(inp, MeasureInput) or not isinstance(res, MeasureResult):
             raise RecordsError(f"Record.of: needs a MeasureInput and a MeasureResult, got "
@@ -130,7 +141,7 @@ class Record:
                   json.loads(canonical_schedule(inp.schedule)), res.times_ms, res.error,
                   res.message, round(float(res.build_s), 6),
                   None if predicted_ms is None else float(predicted_ms), now, __version__,
-                  plan)
+                  plan, search)
         problem = _validate(json.loads(rec.to_line()))  # what is written must load
         if problem is not None:
             raise RecordsError(f"Record.of: cannot record this candidate: {problem}")
@@ -176,6 +187,10 @@ def _validate(d) -> str | None:
         problem = _plan_problem(d["plan"])
         if problem is not None:
             return f"field \"plan\" {problem}"
+    if d.get("search") is not None:
+        problem = _search_problem(d["search"])
+        if problem is not None:
+            return f"field \"search\" {problem}"
     if d["error"] is not None and d["error"] not in ERROR_KINDS:
         return f"field \"error\" must be null or one of {', '.join(ERROR_KINDS)}, got " \
                f"{json.dumps(d['error'])}"
@@ -213,11 +228,29 @@ def _plan_problem(p) -> str | None:
     return None
 
 
+SEARCH_KEYS = ("run", "round", "rank", "pool", "elapsed_s")
+
+
+def _search_problem(x) -> str | None:
+    """None for a search object (see the module docstring), else what is wrong."""
+    shape = ("must be null or {\"run\": text, \"round\": int >= 1, \"rank\": int >= 0, "
+             "\"pool\": int > rank, \"elapsed_s\": seconds >= 0}")
+    if not isinstance(x, dict) or set(x) != set(SEARCH_KEYS):
+        return f"{shape}, got {json.dumps(x)}"
+    ints = [x[k] for k in ("round", "rank", "pool")]
+    if not isinstance(x["run"], str) or any(isinstance(v, bool) or not isinstance(v, int)
+                                            for v in ints) \
+            or x["round"] < 1 or x["rank"] < 0 or x["pool"] <= x["rank"] \
+            or not (_is_num(x["elapsed_s"]) and x["elapsed_s"] >= 0):
+        return f"{shape}, got {json.dumps(x)}"
+    return None
+
+
 def _record(d: dict, line: int) -> Record:
     return Record(d["op_hash"], d["op"], d["sizes"], d["target"], d["device"], d["schedule"],
                   tuple(d["times_ms"]) if d["times_ms"] is not None else None, d["error"],
                   d["message"], d["build_s"], d["predicted_ms"], d["time"], d["tcomp_version"],
-                  d.get("plan"), line)
+                  d.get("plan"), d.get("search"), line)
 
 
 class Records:
@@ -305,10 +338,11 @@ class Records:
         self._keys.add(record.key)
 
     def add(self, inp: MeasureInput, res: MeasureResult, predicted_ms: float | None = None,
-            plan: dict | None = None) -> Record:
+            plan: dict | None = None, search: dict | None = None) -> Record:
         """Record measuring `inp` with result `res` (appended and fsync'ed);
-        `plan`: the candidate's plan in the space, when it came from one."""
-        rec = Record.of(inp, res, predicted_ms, plan)
+        `plan`: the candidate's plan in the space, when it came from one;
+        `search`: where the search chose it."""
+        rec = Record.of(inp, res, predicted_ms, plan, search)
         self.append(rec)
         return rec
 

@@ -44,6 +44,7 @@ it as `predicted_ms`, which is how `tcomp.search.best` ranks sim records.
 """
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import time
@@ -65,7 +66,10 @@ class Trial:
     timed: failed, or the sim); `predicted_ms`: the model's prediction when it
     was chosen; `error`/`message`: as the runner said; `elapsed_s`: seconds
     from the start of this run (0 for resumed ones); `sketch`: the rules of
-    the candidate ("" for a resumed record without a usable plan)."""
+    the candidate ("" for a resumed record without a usable plan);
+    `round`, `rank`, `pool`: the round of its run that measured it, its place
+    in the model's predicted order of that round's pool of `pool` candidates
+    (from the records for resumed ones; 0, None, 0 when not known)."""
     index: int
     schedule: str
     sketch: str
@@ -75,6 +79,9 @@ class Trial:
     message: str
     elapsed_s: float
     resumed: bool = False
+    round: int = 0  # the round of its run that measured it (0: not known)
+    rank: int | None = None  # its place in that round's predicted order (0: fastest)
+    pool: int = 0  # how many candidates that round predicted
 
     @property
     def ok(self) -> bool:
@@ -258,8 +265,10 @@ class _State:
             if cand is not None:
                 text = cand.schedule  # the same schedule, as the space writes it
                 self.cands[text] = cand  # a parent for mutations, as if measured here
+            w = r.search or {}
             t = Trial(len(self.history) + 1, text, cand.sketch if cand is not None else "",
-                      r.median_ms, r.predicted_ms, r.error, r.message, 0.0, resumed=True)
+                      r.median_ms, r.predicted_ms, r.error, r.message, 0.0, resumed=True,
+                      round=w.get("round", 0), rank=w.get("rank"), pool=w.get("pool", 0))
             self._add(t, canonical(text))
         self.resumed = len(self.history)
         self.refit()
@@ -310,12 +319,16 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
             time_limit_s, progress, MeasureInput) -> str:
     space, rng = st.space, st.rng
     pop = [c for c in space.generate(population, rng) if canonical(c.schedule) not in st.measured]
-    stale = 0
+    stale, rounds = 0, 0
+    run = datetime.datetime.now(datetime.timezone.utc).isoformat()  # names this run in records
     while st.done < trials:
         pool = _pool(st, pop, batch)
         if not pool:
             return "exhausted"
         pred = st.predict(pool)
+        rank = np.empty(len(pool), dtype=int)  # place in the predicted order (0: fastest)
+        rank[np.argsort(pred, kind="stable")] = np.arange(len(pool))
+        rounds += 1
         chosen = _choose(pool, pred, min(batch, trials - st.done), epsilon, rng)
         inputs = [MeasureInput(space.op, space.sizes, pool[i].schedule, target) for i in chosen]
         reported = set()
@@ -327,10 +340,13 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
                 return
             reported.add(j)
             c, p = pool[chosen[j]], float(pred[chosen[j]])
+            elapsed = time.perf_counter() - st.start
+            where = {"run": run, "round": rounds, "rank": int(rank[chosen[j]]),
+                     "pool": len(pool), "elapsed_s": round(elapsed, 3)}
             if recs is not None:
-                recs.add(inputs[j], res, predicted_ms=p, plan=c.plan_dict())
+                recs.add(inputs[j], res, predicted_ms=p, plan=c.plan_dict(), search=where)
             t = Trial(st.done + 1, c.schedule, c.sketch, res.median_ms, p, res.error,
-                      res.message, time.perf_counter() - st.start)
+                      res.message, elapsed, round=rounds, rank=where["rank"], pool=len(pool))
             st.cands[c.schedule] = c
             improved |= st._add(t, canonical(c.schedule))
             if progress is not None:

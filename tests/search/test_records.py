@@ -164,7 +164,12 @@ def good_line(op) -> dict:
     (lambda d: dict(d, tcomp_record=0), "record format version 0 is not supported; this tcomp "
                                         "reads versions 1 and 2"),
     (lambda d: dict(d, tcomp_record=True), "record format version True is not supported"),
-    (lambda d: dict(d, tcomp_record=1), "unknown field plan"),  # version 1 had no plan
+    (lambda d: dict(d, tcomp_record=1), "unknown fields plan, search"),  # not in version 1
+    (lambda d: dict(d, search={"run": "r", "round": 0, "rank": 0, "pool": 1, "elapsed_s": 0}),
+     'field "search" must be null or {"run": text, "round": int >= 1, "rank": int >= 0, '
+     '"pool": int > rank, "elapsed_s": seconds >= 0}, got {"run": "r", "round": 0, "rank": 0, '
+     '"pool": 1, "elapsed_s": 0}'),
+    (lambda d: dict(d, search={"run": "r"}), 'field "search" must be null or {"run": text, '),
     (lambda d: dict(d, plan=[1]), 'field "plan" must be null or a plan object {"inline": '
                                   '[stage, ...], "stages": {stage: {"rule": name, parameter: '
                                   'value, ...}}}'),
@@ -206,7 +211,7 @@ def test_version_1_lines_still_load_without_a_plan(tmp_path, op):
     """A file written before plans were kept (format 1) loads, its records
     have no plan, and new (version 2) lines are appended after them."""
     path = tmp_path / "r.jsonl"
-    old = {k: v for k, v in good_line(op).items() if k != "plan"}
+    old = {k: v for k, v in good_line(op).items() if k not in ("plan", "search")}
     old["tcomp_record"] = 1
     path.write_text(json.dumps(old) + "\n")
     recs = Records(path)
@@ -214,7 +219,7 @@ def test_version_1_lines_still_load_without_a_plan(tmp_path, op):
     plan = {"inline": [], "stages": {"C": {"rule": "flat", "threads": 64, "vec": 1}}}
     recs.add(cand(op, 4), MeasureResult((2.0,), device="H200"), plan=plan)
     again = Records(path)
-    assert [r.plan for r in again] == [None, plan]
+    assert [r.plan for r in again] == [None, plan] and again.records[0].search is None
     assert [json.loads(x)["tcomp_record"] for x in path.read_text().splitlines()] == [1, 2]
 
 
