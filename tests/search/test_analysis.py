@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tcomp
-from bench import schedules as S
+from tests.bench.common import S
 from tcomp.lang.dtypes import float32 as F32
 from tcomp.lower import unroll
 from tcomp.lower.pipeline import lower
