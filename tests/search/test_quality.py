@@ -132,3 +132,38 @@ def test_report_errors(mm, tmp_path):
     with pytest.raises(tcomp.TcompError) as e:
         model_quality(path, op=3)
     assert str(e.value) == "model_quality: op must be a tcomp.Op or a def's name, got int"
+
+
+@pytest.mark.cuda
+def test_gpu_a_timed_tune_resumed_then_reported(tmp_path, monkeypatch):
+    """On the GPU: a short tune of a 512^3 GEMM, resumed with more trials
+    (the recorded candidates are parents of the new round's mutations),
+    then the model-quality report and its image from the records."""
+    from tcomp.search import LocalRunner
+    from tcomp.search.space import Space
+    op = tcomp.op(MM)
+    sizes = {"M": 512, "N": 512, "K": 512}
+    path = tmp_path / "mm.jsonl"
+    with LocalRunner(devices=[0], prepare_workers=2) as runner:
+        first = tcomp.tune(op, sizes, trials=16, records=str(path), runner=runner, batch=8,
+                           patience=None)
+        parents, real = [], Space.mutate
+        monkeypatch.setattr(Space, "mutate", lambda self, c, rng, attempts=20: (
+            parents.append(c.schedule), real(self, c, rng, attempts))[1])
+        res = tcomp.tune(op, sizes, trials=24, records=str(path), runner=runner, batch=8,
+                         patience=None)
+    assert sum(t.resumed for t in res.history) == 16 and len(res.history) == 24
+    assert first.best.schedule in parents  # the recorded best, mutated in the resumed run
+    q = model_quality(path, op, sizes, "cuda", after=8)
+    assert q.timed and len(q.trials) == 24 and len(q.batches) == 3
+    assert all(b.best_rank is not None and 0 <= b.best_rank < b.pool for b in q.batches)
+    h, n = q.hit_rate()
+    assert n == 2 and 0 <= h <= 2
+    print(q.summary())
+    print(q.table())
+    try:
+        import matplotlib  # noqa: F401  (the image where matplotlib is installed)
+    except ImportError:
+        return
+    plot_quality(q, tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
