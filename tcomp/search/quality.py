@@ -124,7 +124,7 @@ def _ms(ms) -> str:
 
 
 def _rate(h: int, n: int) -> str:
-    return f"{h}/{n} = {100 * h / n:.0f}%" if n else "none"
+    return f"{h}/{n} = {100 * h / n:.0f}%" if n else "no batch yet"
 
 
 def model_quality(records, op: Op | str | None = None, sizes: Mapping | None = None,
