@@ -54,7 +54,8 @@ def add_parser(sub, positive, formatter) -> None:
     p.add_argument("--top", type=positive, default=10, metavar="N",
                    help="rows of the final table of best candidates (default: 10)")
     p.add_argument("--plot", metavar="CURVE.png",
-                   help="write best-so-far against trials and against time (needs matplotlib)")
+                   help="write best-so-far against trials and against time, and the cost "
+                        "model's hit rate per batch (needs matplotlib)")
     p.add_argument("--export", metavar="OUT.cubin",
                    help="compile the best schedule for CUDA and export it (OUT.cubin and "
                         "OUT.json, for tcomp.load)")
@@ -97,7 +98,7 @@ def cmd_tune(args, load_op) -> int:
     print(f"records: {args.records} (the best: tcomp.search.best(path, op, sizes"
           f"{', target=' + repr(args.target) if args.target != 'cuda' else ''}))")
     if args.plot is not None:
-        plot(res, args.plot)
+        plot(args.records, op, sizes, args.target, args.plot)
         print(f"wrote {args.plot}")
     if args.export is not None:
         _export(res, args.export, args.target)
@@ -115,7 +116,7 @@ def _table(res, n: int) -> str:
     rows = [f"{'rank':>4}  {'trial':>5}  {head:>10}  sketch"]
     for i, t in enumerate(res.top(n), 1):
         rows.append(f"{i:>4}  {t.index:>5}  {_ms(t.score(res.timed)):>10}  "
-                    f"{t.sketch or '(resumed)'}")
+                    f"{' '.join(x for x in (t.sketch, '(resumed)' if t.resumed else '') if x)}")
     return "\n".join(rows)
 
 
@@ -167,38 +168,15 @@ def _matplotlib():
     return plt
 
 
-def plot(res, path: str) -> None:
-    """Best-so-far against trials and against this run's time, as an image."""
-    plt = _matplotlib()
-    xs, ys, ts, tys, best = [], [], [], [], None
-    for t in res.history:
-        s = t.score(res.timed)
-        if s is not None and (best is None or s < best):
-            best = s
-        if best is not None:
-            xs.append(t.index)
-            ys.append(best)
-            if not t.resumed:
-                ts.append(t.elapsed_s)
-                tys.append(best)
-    label = "best time (ms)" if res.timed else "best estimated time (ms)"
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    a.step(xs, ys, where="post")
-    a.set_xlabel("trials")
-    b.step(ts, tys, where="post")
-    b.set_xlabel("seconds (this run)")
-    for ax in (a, b):
-        ax.set_ylabel(label)
-        ax.set_yscale("log")
-        ax.grid(True, alpha=0.3)
-    fig.suptitle(f"tcomp tune {res.op.name} ({res.target})")
-    fig.tight_layout()
+def plot(records: str, op, sizes: dict, target: str, path: str) -> None:
+    """The tuning curves of the records (this run's and the resumed ones):
+    best-so-far against trials and against time, and the cost model's hit
+    rate (tcomp.search.plot_quality)."""
+    from .search.quality import model_quality, plot_quality
     try:
-        fig.savefig(path)
-    except OSError as e:
-        raise TcompError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        plt.close(fig)
+        plot_quality(model_quality(records, op, sizes, target), path)
+    except TcompError as e:
+        raise TcompError(str(e).replace("plot_quality: ", "--plot: ")) from None
 
 
 def _export(res, path: str, target: str) -> None:

@@ -13,25 +13,46 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import ir
+from . import intrinsics, ir
 from .accesses import accesses
 from .rewriter import Rewriter, walk_stmts
-
-
-def _access(s: ir.Stmt):
-    a = accesses(s)
-    return a.reads, a.writes
 
 
 class _Sync(Rewriter):
     def __init__(self, shared: set[str]):
         self.shared = shared
+        self._rw: dict[int, tuple] = {}  # id(stmt) -> (stmt, reads, writes)
+
+    def _access(self, s: ir.Stmt):
+        """(reads, writes) of `s`, as accesses(s) says. Remembered per
+        statement and composed from the children's: every level of a nest
+        asks about its body, which would otherwise be walked once per level."""
+        hit = self._rw.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1], hit[2]
+        if intrinsics.of(s) is not None or not any(isinstance(c, ir.Stmt)
+                                                   for c in ir.children(s)):
+            a = accesses(s)  # a leaf, or an intrinsic: counted by its registry entry
+            r, w = a.reads, a.writes
+        else:  # a compound statement touches what its parts touch
+            r, w = set(), set()
+            for c in ir.children(s):
+                if isinstance(c, ir.Stmt):
+                    cr, cw = self._access(c)
+                else:
+                    a = accesses(c)
+                    cr, cw = a.reads, a.writes
+                r |= cr
+                w |= cw
+            r, w = frozenset(r), frozenset(w)
+        self._rw[id(s)] = (s, r, w)
+        return r, w
 
     def stmt_Seq(self, s: ir.Seq) -> ir.Stmt:
         out, pending = [], set()
         for child in s.stmts:
             child = self.stmt(child)
-            r, w = _access(child)
+            r, w = self._access(child)
             if (r & pending) and not isinstance(child, ir.Barrier):
                 out.append(ir.Barrier())
                 pending = set()
@@ -43,7 +64,7 @@ class _Sync(Rewriter):
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         body = self.stmt(s.body)
-        r, w = _access(body)
+        r, w = self._access(body)
         if (w & self.shared) and (r & self.shared) and s.kind != "vectorize":
             first = body.stmts[0] if isinstance(body, ir.Seq) and body.stmts else body
             last = body.stmts[-1] if isinstance(body, ir.Seq) and body.stmts else body

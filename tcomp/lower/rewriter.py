@@ -15,10 +15,10 @@ from . import ir
 
 class Rewriter:
     def expr(self, e: ir.Expr) -> ir.Expr:
-        return getattr(self, "expr_" + type(e).__name__, self.generic_expr)(e)
+        return _method(type(self), "expr_", type(e))(self, e)
 
     def stmt(self, s: ir.Stmt) -> ir.Stmt:
-        return getattr(self, "stmt_" + type(s).__name__, self.generic_stmt)(s)
+        return _method(type(self), "stmt_", type(s))(self, s)
 
     def exprs(self, es: tuple) -> tuple:
         out = tuple(self.expr(e) for e in es)
@@ -53,6 +53,23 @@ class Rewriter:
         return dataclasses.replace(x, **changes)
 
     generic_expr = generic_stmt = generic
+
+
+def _method(cls: type, prefix: str, node: type):
+    """The function `cls` handles a `node` with (`<prefix><Node>`, else its
+    generic method): looked up once per (rewriter class, node class), as the
+    passes call it for every node. The table lives on the class itself, so
+    a class made per call (a rewriter defined inside a function) takes its
+    table with it when it goes."""
+    table = cls.__dict__.get("_dispatch")
+    if table is None:
+        table = {}
+        cls._dispatch = table
+    fn = table.get((prefix, node))
+    if fn is None:
+        fn = table[(prefix, node)] = getattr(cls, prefix + node.__name__,
+                                             getattr(cls, "generic_" + prefix[:-1]))
+    return fn
 
 
 class Visitor:

@@ -32,6 +32,7 @@ Pre: any Kernel IR. Post: same meaning, canonical integer arithmetic.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from ..schedule import threads
 from . import ir
@@ -161,6 +162,22 @@ class Simplifier(Rewriter):
             return self.linear(e.x).scale(-1)
         return Linear({_key(e): 1}, 0)
 
+    def expr_of(self, lin: Linear) -> ir.Expr:
+        """`lin.to_expr()`, with its linear form remembered: a parent's
+        `linear` then reads the form of this new expression instead of
+        walking it again (which made nested sums quadratic). The form
+        remembered is exactly what `_linear` computes on the expression:
+        its positive terms, then its negative ones, in order (it is not
+        `lin` itself, whose order may differ). A `%` term could merge with
+        another on the way, so such forms are left to `_linear`."""
+        out = lin.to_expr()
+        if self.index_dtype == ir.int32 and lin.terms and not any(
+                isinstance(a, ir.Bin) and a.op == "%" for a in lin.terms):
+            terms = {a: c for a, c in lin.terms.items() if c > 0}
+            terms.update((a, c) for a, c in lin.terms.items() if c < 0)
+            self._lin[id(out)] = (out, Linear(terms, lin.const))
+        return out
+
     def _merge_divmod(self, lin: Linear) -> Linear:
         """(x / c) * (c*k) + (x % c) * k  ->  x * k  (floor division identity)."""
         for a, k in list(lin.terms.items()):
@@ -252,7 +269,7 @@ class Simplifier(Rewriter):
                 return folded
         if e.dtype == ir.int32 and e.op in "+-*":
             lin = self.linear(e)
-            return lin.to_expr() if _fits(lin, ir.int32) else e
+            return self.expr_of(lin) if _fits(lin, ir.int32) else e
         if e.op in ("/", "%") and e.dtype == ir.int32 and isinstance(b, ir.Imm) and b.value > 0:
             return self.divmod(e.op, a, int(b.value), e)
         if e.op in BITWISE and e.dtype == ir.int32:
@@ -293,8 +310,8 @@ class Simplifier(Rewriter):
         r = self.bound(rest)
         if r[0] is not None and r[1] is not None and 0 <= r[0] and r[1] < c:
             if op == "/":
-                return q.to_expr()
-            return rest.to_expr()
+                return self.expr_of(q)
+            return self.expr_of(rest)
         # (c*q + r) / c -> q + r / c  and  (c*q + r) % c -> r % c (floor semantics; only
         # for r >= 0, so that the code generator keeps plain C division for r)
         if q.terms and r[0] is not None and r[0] >= 0:
@@ -302,11 +319,10 @@ class Simplifier(Rewriter):
                                                              ir.int32))
             if op == "%":
                 return inner
-            return self.linear(ir.Bin("+", q.to_expr(), inner, ir.int32)).to_expr()
+            return self.expr_of(self.linear(ir.Bin("+", q.to_expr(), inner, ir.int32)))
         # (g*x + r) / c -> x / (c/g)  and  (g*x + r) % c -> g*(x % (c/g)) + r
         # for a divisor g of c with 0 <= r < g (floor semantics, any sign of x).
-        divisors = {g for d in range(1, int(c ** 0.5) + 1) if c % d == 0 for g in (d, c // d)}
-        for g in sorted((g for g in divisors if 1 < g < c and
+        for g in sorted((g for g in _divisors(c) if 1 < g < c and
                          any(k % g == 0 for k in lin.terms.values())), reverse=True):
             x = Linear({t: k // g for t, k in lin.terms.items() if k % g == 0}, 0)
             rest = Linear({t: k for t, k in lin.terms.items() if k % g != 0}, lin.const)
@@ -319,8 +335,9 @@ class Simplifier(Rewriter):
             inner = ir.Bin(op, x.to_expr(), ir.const(c // g), ir.int32)
             if op == "/":
                 return self.expr(inner)
-            return self.linear(ir.Bin("+", ir.Bin("*", self.expr(inner), ir.const(g), ir.int32),
-                                      rest.to_expr(), ir.int32)).to_expr()
+            return self.expr_of(self.linear(ir.Bin("+", ir.Bin("*", self.expr(inner), ir.const(g),
+                                                               ir.int32), rest.to_expr(),
+                                                    ir.int32)))
         return e
 
     def bitwise(self, op: str, a: ir.Expr, b: ir.Expr, e: ir.Bin) -> ir.Expr:
@@ -421,7 +438,7 @@ class Simplifier(Rewriter):
                 return ir.const(-int(e.x.value))
         if e.op == "-" and e.dtype == ir.int32:
             lin = self.linear(e)
-            return lin.to_expr() if _fits(lin, ir.int32) else e
+            return self.expr_of(lin) if _fits(lin, ir.int32) else e
         return e
 
     def expr_Cast(self, e: ir.Cast) -> ir.Expr:
@@ -541,6 +558,11 @@ class Simplifier(Rewriter):
         return ir.If(c, then, else_)
 
 
+@functools.lru_cache(maxsize=4096)
+def _divisors(c: int) -> frozenset:
+    return frozenset(g for d in range(1, int(c ** 0.5) + 1) if c % d == 0 for g in (d, c // d))
+
+
 def _conjuncts(c):
     if isinstance(c, ir.Bin) and c.op == "&&":
         return _conjuncts(c.a) + _conjuncts(c.b)
@@ -606,7 +628,35 @@ def _fold(op: str, a: ir.Imm, b: ir.Imm, dtype):
 
 
 def simplify_expr(e: ir.Expr, ranges: dict | None = None) -> ir.Expr:
-    return Simplifier(ranges).expr(e)
+    """`e` simplified with variable `ranges` (var -> (lo, hi)). A pure function
+    of its arguments, so results are remembered: loop-nest construction asks
+    for the same extents and subscripts again and again (more than half of
+    its calls for a tiled GEMM)."""
+    key = _memo_key(e, ranges)
+    if key is not None:
+        hit = _MEMO.get(key)
+        if hit is not None:
+            return hit
+    out = Simplifier(ranges).expr(e)
+    if key is not None:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.clear()
+        _MEMO[key] = out
+    return out
+
+
+_MEMO: dict = {}
+_MEMO_SIZE = 8192
+
+
+def _memo_key(e: ir.Expr, ranges: dict | None):
+    """The memo key of a call, or None when equal keys could hide a difference
+    the printer shows: structural equality takes 1 == 1.0 == True, so only
+    expressions whose constants are all Python ints are remembered."""
+    for x in ir.walk_expr(e):
+        if isinstance(x, ir.Imm) and type(x.value) is not int:
+            return None
+    return e, tuple(sorted(ranges.items())) if ranges else ()
 
 
 def kernel_simplifier(k: ir.Kernel, index_dtype=ir.int32) -> Simplifier:

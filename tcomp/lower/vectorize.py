@@ -38,6 +38,14 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
     return dataclasses.replace(k, body=_Vectorize(dtypes, local).stmt(k.body))
 
 
+def vector_access(loop: ir.For, dtypes: dict, local: set) -> ir.VectorAccess | None:
+    """What this pass decides for one vectorized loop whose subscripts are
+    flat: its vector accesses, or None. `dtypes`: buffer name -> DType (every
+    buffer the loop touches); `local`: the names of local arrays. The schedule
+    search asks this of loops it flattens itself, before unrolling."""
+    return _Vectorize(dtypes, local).decide(loop)
+
+
 class _Vectorize(Rewriter):
     def __init__(self, dtypes: dict, local: set):
         self.dtypes, self.local = dtypes, local

@@ -11,7 +11,9 @@
   (docs/tuning.md).
 - The search (docs/tuning.md): features.py (features of lowered candidates and
   the analytic cost proxy), model.py (`CostModel`, the learned cost model),
-  tuner.py (`tune`, the evolutionary search behind tcomp.tune).
+  tuner.py (`tune`, the evolutionary search behind tcomp.tune), quality.py
+  (`model_quality`, `plot_quality`: the cost model's hit rate and the tuning
+  curves, read from records).
 """
 from .cuda_program import CudaProgram
 from .graph import stage_graph, topological_order
@@ -27,13 +29,14 @@ from .space import Candidate, SearchError, Space, generate, mutate
 from .validate import Invalid, Valid, validate
 from .model import CostModel
 from .tuner import Trial, TuneResult, tune
+from .quality import Batch, Quality, model_quality, plot_quality
 
-__all__ = ["Candidate", "CandidateFailed", "CostModel", "CudaProgram", "DeviceInfo",
+__all__ = ["Batch", "Candidate", "CandidateFailed", "CostModel", "CudaProgram", "DeviceInfo",
            "DeviceProgram", "ERROR_KINDS", "Invalid", "Limits", "LocalRunner", "MeasureInput",
-           "MeasureResult", "OracleError", "RULES", "RayRunner", "Record", "Records",
+           "MeasureResult", "OracleError", "Quality", "RULES", "RayRunner", "Record", "Records",
            "RecordsError", "RecordsWarning", "Runner", "SearchError", "SimProgram", "SimRunner",
-           "Space", "Trial", "TuneResult", "Valid", "best", "generate", "mutate", "op_hash",
-           "small_sizes", "stage_graph", "topological_order", "tune", "validate"]
+           "Space", "Trial", "TuneResult", "Valid", "best", "generate", "model_quality",
+           "mutate", "op_hash", "plot_quality", "small_sizes", "stage_graph", "topological_order", "tune", "validate"]
 
 
 def __getattr__(name):

@@ -45,14 +45,29 @@ gets its logarithm as one more feature.
 
 `extract(valid, sizes)` takes the `Valid` a candidate lowered to
 (`Space.lowered[schedule]`): no second lowering. It costs a few ms.
+
+The search lowers candidates only up to the `unroll` pass (validate.py), so
+the IR read here usually still has its unrolled loops, multi-dimensional
+subscripts and no vector accesses. The counts are the same as on the whole
+pipeline's IR: an unrolled loop weighs its body by its trip count as the
+copies would, and the `unroll` feature is the product of the unrolled
+extents (which expansion would erase). Coalescing takes the distance
+between lanes in row-major order of the buffer's shape (what
+`flatten_storage` makes of the subscripts), and a vectorized loop gets the
+vector accesses the `vectorize` pass would give it, decided by that pass's
+own rule on the loop with its subscripts flattened the same way.
 """
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 
 import numpy as np
 
-from ..lower import intrinsics, ir
+from ..lower import intrinsics, ir, vectorize
+from ..lower.pipeline import PASSES
+from ..lower.rewriter import Rewriter
 
 # H200 ceilings (shared/DESIGN.md, measured; per SM limits from the datasheet).
 SMS = 132
@@ -88,8 +103,9 @@ def extract(valid, sizes: dict) -> np.ndarray:
     `sizes` (see the module docstring)."""
     prog, kernels = valid.program, []
     scopes = {b.name: (b.scope, b) for b in prog.buffers}
+    flat = _flattened(getattr(valid, "until", None))
     for k, res in zip(prog.kernels, valid.resources):
-        kernels.append(_kernel(k, res, scopes, sizes))
+        kernels.append(_kernel(k, res, scopes, sizes, flat))
     out = np.zeros(len(NAMES))
     if not kernels:
         return out
@@ -115,17 +131,28 @@ def as_dict(features: np.ndarray) -> dict:
     return {n: float(v) for n, v in zip(NAMES, features)}
 
 
+def _flattened(until: str | None) -> bool:
+    """Whether IR lowered up to (not including) pass `until` has flat subscripts."""
+    names = [n for n, _ in PASSES]
+    return until is None or names.index(until) > names.index("flatten_storage")
+
+
 # ------------------------------------------------------------------ one kernel
 class _Walk:
-    """Per-thread counts of one kernel body (weights: enclosing trip counts)."""
+    """Per-thread counts of one kernel body (weights: enclosing trip counts).
+    `flat`: whether subscripts are flat (else vector accesses are predicted)."""
 
-    def __init__(self, scopes: dict, sizes: dict, lane_var: str | None):
+    def __init__(self, scopes: dict, sizes: dict, lane_var: str | None, flat: bool = True):
+        self.flat = flat
         self.scopes = dict(scopes)
         self.c = {n: 0.0 for n in _SUMMED}
         self.sector_bytes = 0.0
         self.vector_bytes = 0
         self.stages = 0
         self.unroll = 1
+        self.unrolled: dict[str, range] = {}  # unrolled loops around: var -> its values
+        self.unroll_lets: dict[str, ir.Expr] = {}  # lets over those (and sizes) only
+        self.size_names = set(sizes)
         self.touched = set()
         self.lane_var = lane_var
         # two evaluation environments: lane 0 and its neighbour along the lane axis
@@ -153,25 +180,39 @@ class _Walk:
                 n = 1
             u = unroll * n if s.kind == "unroll" else unroll
             self.unroll = max(self.unroll, u)
-            if s.vector is not None:
-                self.vector_bytes = max(self.vector_bytes, s.vector.bytes)
-                vec = s.vector.bytes * (len(s.vector.loads) + (s.vector.store_base is not None))
-                if self._scope_of_vector(s.vector) == "global":
+            vector = s.vector
+            if vector is None and s.kind == "vectorize" and not self.flat:
+                vector = self._predict_vector(s)
+            if vector is not None:
+                self.vector_bytes = max(self.vector_bytes, vector.bytes)
+                vec = vector.bytes * (len(vector.loads) + (vector.store_base is not None))
+                if self._scope_of_vector(vector) == "global":
                     self.c["global_vector_bytes"] += w * vec
+            copies = s.kind == "unroll" and lo0 is not None and _eval(s.extent, {}) is not None
+            if copies:  # the unroll pass will make a copy per value: guards may decide
+                self.unrolled[s.var] = range(lo0, lo0 + n)
             self.stmt(s.body, w * n, u)
+            if copies:
+                del self.unrolled[s.var]
         elif isinstance(s, ir.Let):
             self.env0[s.var] = _eval(s.value, self.env0)
             self.env1[s.var] = _eval(s.value, self.env1)
             self.expr(s.value, w)
+            known = ir.free_vars(s.value) <= self._decidable()
+            if known:
+                self.unroll_lets[s.var] = s.value
             self.stmt(s.body, w, unroll)
+            if known:
+                del self.unroll_lets[s.var]
         elif isinstance(s, ir.Alloc):
             self.scopes[s.buffer.name] = (s.buffer.scope, s.buffer)
             self.stmt(s.body, w, unroll)
         elif isinstance(s, ir.If):
             self.expr(s.cond, w)
-            self.stmt(s.then, w, unroll)
+            taken, decided = self._guard(s.cond)
+            self.stmt(s.then, w * taken, unroll)
             if s.else_ is not None:
-                self.stmt(s.else_, w, unroll)
+                self.stmt(s.else_, w * (1 - taken if decided else 1), unroll)
         elif isinstance(s, ir.Store):
             self.c["stores"] += w
             self._access(s.buffer, s.indices, _bytes(self._dtype(s.buffer, s.value.dtype)), w,
@@ -193,12 +234,15 @@ class _Walk:
                     self.expr(c, w)
 
     def expr(self, e, w: float) -> None:
+        known = self._decidable() if self.unrolled else None
         stack = [e]
         while stack:
             x = stack.pop()
             if isinstance(x, ir.Bin):
                 if x.dtype.is_float and x.op in _FLOAT_OPS:
                     self.c["flops"] += w
+                elif known is not None and _constant(x, known):
+                    continue  # a constant in every unrolled copy: folded, no operation
                 else:
                     self.c["int_ops"] += w
             elif isinstance(x, ir.Call):
@@ -234,6 +278,60 @@ class _Walk:
             if not isinstance(a, ir.Ref):
                 self.expr(a, w)
 
+    def _decidable(self) -> set:
+        return set(self.unrolled) | set(self.unroll_lets) | self.size_names
+
+    def _guard(self, cond) -> tuple[float, bool]:
+        """(share of the unrolled copies in which `cond` can hold, whether
+        it is decided in every copy). The conjuncts over unrolled loop
+        variables and constants only are what simplification after unrolling
+        folds: copies where one is false lose the then-branch. Others are
+        assumed true (guards in tiled code nearly always are)."""
+        if not self.unrolled:
+            return 1.0, False
+        known, parts = self._decidable(), _conjuncts(cond)
+        mine = [c for c in parts if ir.free_vars(c) <= known and
+                ir.free_vars(c) & (set(self.unrolled) | set(self.unroll_lets))]
+        if not mine:
+            return 1.0, False
+        names = sorted(set().union(*(ir.free_vars(c) for c in mine)) & set(self.unrolled)
+                       | {v for c in mine for x in ir.free_vars(c) if x in self.unroll_lets
+                          for v in ir.free_vars(self.unroll_lets[x]) if v in self.unrolled})
+        combos = math.prod(len(self.unrolled[v]) for v in names)
+        if combos > 4096:
+            return 1.0, False
+        true = 0
+        for values in itertools.product(*(self.unrolled[v] for v in names)):
+            env = {**self.env0, **dict(zip(names, values))}
+            for var, e in self.unroll_lets.items():
+                env[var] = _eval(e, env)
+            if all(_eval(c, env) for c in mine):
+                true += 1
+        return true / combos, len(mine) == len(parts)
+
+    def _strides(self, buf: str):
+        """Row-major element strides of `buf` at the tuning sizes (None if unknown)."""
+        entry = self.scopes.get(buf)
+        if entry is None:
+            return None
+        dims = [_eval(d, self.env0) for d in entry[1].shape]
+        if any(d is None for d in dims):
+            return None
+        out, stride = [], 1
+        for d in reversed(dims):
+            out.append(stride)
+            stride *= d
+        return out[::-1]
+
+    def _predict_vector(self, loop: ir.For):
+        """The VectorAccess `vectorize` would give `loop` once flattened."""
+        flat = _RowMajor(self._strides).stmt(loop.body)
+        if flat is None or _RowMajor.failed(flat):
+            return None
+        dtypes = {n: e[1].dtype for n, e in self.scopes.items()}
+        local = {n for n, e in self.scopes.items() if e[0] == "local"}
+        return vectorize.vector_access(dataclasses.replace(loop, body=flat), dtypes, local)
+
     def _dtype(self, buf: str, fallback):
         entry = self.scopes.get(buf)
         return entry[1].dtype if entry else fallback
@@ -252,10 +350,17 @@ class _Walk:
         self.touched.add(buf)
         # bytes between what neighbouring lanes touch -> sectors a warp moves per access
         stride = None
-        if len(indices) == 1:
-            a, b = _eval(indices[0], self.env0), _eval(indices[0], self.env1)
-            entry = self.scopes.get(buf)
-            if a is not None and b is not None and entry is not None:
+        entry = self.scopes.get(buf)
+        strides = [1] if len(indices) == 1 else self._strides(buf)
+        if entry is not None and strides is not None:
+            a = b = 0
+            for i, st in zip(indices, strides):
+                x, y = _eval(i, self.env0), _eval(i, self.env1)
+                if x is None or y is None:
+                    a = None
+                    break
+                a, b = a + x * st, b + y * st
+            if a is not None:
                 stride = abs(b - a) * _bytes_of(entry[1])
         if stride is None or self.lane_var is None:
             per_thread = nbytes  # unknown: count as coalesced
@@ -266,6 +371,26 @@ class _Walk:
         else:
             per_thread = min(max(nbytes, 32), stride)  # lanes in different sectors
         self.sector_bytes += w * per_thread
+
+
+def _constant(e, known: set) -> bool:
+    """Whether integer expression `e` reads only constants and variables in `known`."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ir.Var):
+            if x.name not in known:
+                return False
+        elif not isinstance(x, (ir.Imm, ir.Bin, ir.Un, ir.Cast, ir.Select)):
+            return False
+        stack.extend(ir.children(x))
+    return True
+
+
+def _conjuncts(c) -> list:
+    if isinstance(c, ir.Bin) and c.op == "&&":
+        return _conjuncts(c.a) + _conjuncts(c.b)
+    return [c]
 
 
 def _bytes(dt) -> int:
@@ -283,8 +408,42 @@ def _lane_var(res) -> str | None:
     return None
 
 
-def _kernel(k: ir.Kernel, res, scopes: dict, sizes: dict) -> dict:
-    walk = _Walk(scopes, sizes, _lane_var(res))
+class _RowMajor(Rewriter):
+    """Subscripts as one row-major offset (what flatten_storage computes);
+    a buffer of unknown shape leaves the marker subscript `_UNKNOWN`."""
+
+    def __init__(self, strides):
+        self.strides = strides
+
+    def _flat(self, buf, indices):
+        if len(indices) == 1:
+            return indices
+        st = self.strides(buf)
+        if st is None:
+            return (_UNKNOWN,)
+        out = None
+        for i, n in zip(indices, st):
+            t = i if n == 1 else ir.Bin("*", i, ir.const(n), ir.int32)
+            out = t if out is None else ir.Bin("+", out, t, ir.int32)
+        return (out if out is not None else ir.const(0),)
+
+    def expr_Load(self, e: ir.Load) -> ir.Expr:
+        return ir.Load(e.buffer, self._flat(e.buffer, self.exprs(e.indices)), e.dtype)
+
+    def stmt_Store(self, s: ir.Store) -> ir.Stmt:
+        return ir.Store(s.buffer, self._flat(s.buffer, self.exprs(s.indices)),
+                        self.expr(s.value), loc=s.loc)
+
+    @staticmethod
+    def failed(s) -> bool:
+        return any(x is _UNKNOWN for x in ir.walk(s))
+
+
+_UNKNOWN = ir.Var("__unknown_shape__")
+
+
+def _kernel(k: ir.Kernel, res, scopes: dict, sizes: dict, flat: bool = True) -> dict:
+    walk = _Walk(scopes, sizes, _lane_var(res), flat)
     walk.stmt(k.body, 1.0, 1)
     threads, blocks = res.threads, max(1, res.grid[0] * res.grid[1] * res.grid[2])
     n = threads * blocks

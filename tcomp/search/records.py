@@ -1,25 +1,45 @@
 """Tuning records: one JSON line per measured candidate, appended as measured.
 
-A line (format version 1; keys in this order):
+A line (format version 2; keys in this order):
 
-    {"tcomp_record": 1, "op_hash": "3f1c...", "op": "matmul",
+    {"tcomp_record": 2, "op_hash": "3f1c...", "op": "matmul",
      "sizes": {"M": 4096, "N": 4096, "K": 4096}, "target": "cuda",
      "device": "NVIDIA H200", "schedule": {"tcomp_schedule": 1, "directives": [...]},
+     "plan": {"inline": [...], "stages": {"C": {"rule": "simt_tile", "bm": 128, ...}}} | null,
      "times_ms": [1.23, ...] | null, "median_ms": 1.23 | null,
      "error": null | "schedule" | "lowering" | "compile" | "runtime" | "wrong_result"
               | "timeout" | "crash",
      "message": "", "build_s": 0.12, "predicted_ms": null | float,
+     "search": {"run": "2026-11-30T12:00:00.123456+00:00", "round": 3, "rank": 0, "pool": 41,
+                "elapsed_s": 12.5} | null,
      "time": "2026-11-30T12:00:00+00:00", "tcomp_version": "0.1.0"}
 
 `schedule` is the JSON of `Schedule.to_json()` (as an object, not a string);
+`plan` is the search-space plan the schedule came from (space.py: the rule
+and parameters of each stage, the inlined stages), or null for a schedule
+from elsewhere: with it, a resumed search mutates the recorded candidates
+(tile sizes, unroll, stages, ...) instead of only replaying them; the
+schedule stays what is measured and replayed, the plan is checked against it
+before use (tuner.py);
 `op_hash` identifies the op (identity.op_hash: its canonical TC text);
 `predicted_ms` is the cost model's prediction when the candidate was chosen
-(the sim measures no time: a sim run's best is the best prediction).
+(the sim measures no time: a sim run's best is the best prediction);
+`search` says where the search chose it (null when measured outside one):
+the run (its start time), the round of that run (1-based; a round measures
+one batch), the candidate's rank among the round's pool in the model's
+predicted order (0: predicted fastest) and the pool's size, and the seconds
+from the run's start to the result. quality.py reads the model's hit rate
+from it.
 
 Durability: each line is written with one `write` on a file opened for
 appending, then fsync'ed, so `kill -9` loses at most the line being written.
 Such a loss leaves a last line without its newline; loading skips it with
 a warning (`RecordsWarning`), and the next append cuts it off first.
+
+Versions: lines of version 1 (no `plan` and `search` fields; written by
+tcomp before plans were kept) load as records without them, and a file may mix both;
+a version this tcomp does not know (a newer tcomp wrote it) is refused with
+an error that says which versions it reads. New lines are version 2.
 
 Validation: records are data, never executed. Every other line must be a
 JSON object of this format with fields of the right types, or loading
@@ -43,9 +63,11 @@ from ..lang.op import Op
 from .identity import canonical_schedule, check_sizes, op_hash, sizes_text
 from .runner import ERROR_KINDS, MeasureInput, MeasureResult, measurement_key
 
-FORMAT = 1
-FIELDS = ("tcomp_record", "op_hash", "op", "sizes", "target", "device", "schedule", "times_ms",
-          "median_ms", "error", "message", "build_s", "predicted_ms", "time", "tcomp_version")
+FORMAT = 2  # what this tcomp writes
+FIELDS = ("tcomp_record", "op_hash", "op", "sizes", "target", "device", "schedule", "plan",
+          "times_ms", "median_ms", "error", "message", "build_s", "predicted_ms", "search",
+          "time", "tcomp_version")
+VERSIONS = {1: tuple(f for f in FIELDS if f not in ("plan", "search")), 2: FIELDS}
 
 
 class RecordsError(TcompError):
@@ -72,6 +94,8 @@ class Record:
     predicted_ms: float | None
     time: str
     tcomp_version: str
+    plan: dict | None = None  # the space's plan (space.py), None when not known
+    search: dict | None = None  # run, round, rank, pool, elapsed_s (None: not from a search)
     line: int = 0  # where it was read from (0: not read from a file)
 
     @property
@@ -95,16 +119,19 @@ class Record:
     def to_line(self) -> str:
         d = {"tcomp_record": FORMAT, "op_hash": self.op_hash, "op": self.op, "sizes": self.sizes,
              "target": self.target, "device": self.device, "schedule": self.schedule,
-             "times_ms": list(self.times_ms) if self.times_ms is not None else None,
+             "plan": self.plan, "times_ms": list(self.times_ms) if self.times_ms is not None else None,
              "median_ms": self.median_ms, "error": self.error, "message": self.message,
-             "build_s": self.build_s, "predicted_ms": self.predicted_ms, "time": self.time,
+             "build_s": self.build_s, "predicted_ms": self.predicted_ms,
+             "search": self.search, "time": self.time,
              "tcomp_version": self.tcomp_version}
         return json.dumps(d, allow_nan=False) + "\n"
 
     @classmethod
-    def of(cls, inp: MeasureInput, res: MeasureResult,
-           predicted_ms: float | None = None) -> "Record":
-        """The record of measuring `inp` with result `res`."""
+    def of(cls, inp: MeasureInput, res: MeasureResult, predicted_ms: float | None = None,
+           plan: dict | None = None, search: dict | None = None) -> "Record":
+        """The record of measuring `inp` with result `res`; `plan`: the
+        space's plan of the candidate (a dict, Candidate.plan_dict()), if any;
+        `search`: where the search chose it (see the module docstring)."""
         from .. import __version__
         if not isinstance(inp, MeasureInput) or not isinstance(res, MeasureResult):
             raise RecordsError(f"Record.of: needs a MeasureInput and a MeasureResult, got "
@@ -113,7 +140,8 @@ class Record:
         rec = cls(op_hash(inp.op), inp.op.name, dict(inp.sizes), inp.target, res.device,
                   json.loads(canonical_schedule(inp.schedule)), res.times_ms, res.error,
                   res.message, round(float(res.build_s), 6),
-                  None if predicted_ms is None else float(predicted_ms), now, __version__)
+                  None if predicted_ms is None else float(predicted_ms), now, __version__,
+                  plan, search)
         problem = _validate(json.loads(rec.to_line()))  # what is written must load
         if problem is not None:
             raise RecordsError(f"Record.of: cannot record this candidate: {problem}")
@@ -131,13 +159,17 @@ def _validate(d) -> str | None:
     if "tcomp_record" not in d:
         return "not a tcomp record (no \"tcomp_record\" format field)"
     v = d["tcomp_record"]
-    if isinstance(v, bool) or v != FORMAT:
-        return (f"record format version {v!r} is not supported; this tcomp reads version "
-                f"{FORMAT}")
-    missing = [f for f in FIELDS if f not in d]
+    if isinstance(v, bool) or not isinstance(v, int) or v not in VERSIONS:
+        known = " and ".join(str(k) for k in sorted(VERSIONS))
+        newer = " (written by a newer tcomp? upgrade tcomp to read it)" if isinstance(
+            v, int) and not isinstance(v, bool) and v > FORMAT else ""
+        return f"record format version {v!r} is not supported; this tcomp reads versions " \
+               f"{known}{newer}"
+    fields = VERSIONS[v]
+    missing = [f for f in fields if f not in d]
     if missing:
         return f"missing field{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
-    extra = [f for f in d if f not in FIELDS]
+    extra = [f for f in d if f not in fields]
     if extra:
         return f"unknown field{'s' if len(extra) > 1 else ''} {', '.join(extra)}"
     for f in ("op_hash", "op", "target", "device", "message", "time", "tcomp_version"):
@@ -151,6 +183,14 @@ def _validate(d) -> str | None:
     if not isinstance(s, dict) or "tcomp_schedule" not in s or not isinstance(
             s.get("directives"), list):
         return "field \"schedule\" must be a schedule object from Schedule.to_json()"
+    if "plan" in d and d["plan"] is not None:
+        problem = _plan_problem(d["plan"])
+        if problem is not None:
+            return f"field \"plan\" {problem}"
+    if d.get("search") is not None:
+        problem = _search_problem(d["search"])
+        if problem is not None:
+            return f"field \"search\" {problem}"
     if d["error"] is not None and d["error"] not in ERROR_KINDS:
         return f"field \"error\" must be null or one of {', '.join(ERROR_KINDS)}, got " \
                f"{json.dumps(d['error'])}"
@@ -172,11 +212,45 @@ def _validate(d) -> str | None:
     return None
 
 
+def _plan_problem(p) -> str | None:
+    """None for a plan object of the space's shape, else what is wrong."""
+    shape = ("must be null or a plan object {\"inline\": [stage, ...], \"stages\": "
+             "{stage: {\"rule\": name, parameter: value, ...}}}")
+    if not isinstance(p, dict) or set(p) != {"inline", "stages"}:
+        return shape
+    if not isinstance(p["inline"], list) or not all(isinstance(x, str) for x in p["inline"]):
+        return f"{shape}; \"inline\" is {json.dumps(p['inline'])}"
+    if not isinstance(p["stages"], dict):
+        return f"{shape}; \"stages\" is {json.dumps(p['stages'])}"
+    for st, params in p["stages"].items():
+        if not isinstance(params, dict) or not isinstance(params.get("rule"), str):
+            return f"{shape}; stage \"{st}\" has {json.dumps(params)}"
+    return None
+
+
+SEARCH_KEYS = ("run", "round", "rank", "pool", "elapsed_s")
+
+
+def _search_problem(x) -> str | None:
+    """None for a search object (see the module docstring), else what is wrong."""
+    shape = ("must be null or {\"run\": text, \"round\": int >= 1, \"rank\": int >= 0, "
+             "\"pool\": int > rank, \"elapsed_s\": seconds >= 0}")
+    if not isinstance(x, dict) or set(x) != set(SEARCH_KEYS):
+        return f"{shape}, got {json.dumps(x)}"
+    ints = [x[k] for k in ("round", "rank", "pool")]
+    if not isinstance(x["run"], str) or any(isinstance(v, bool) or not isinstance(v, int)
+                                            for v in ints) \
+            or x["round"] < 1 or x["rank"] < 0 or x["pool"] <= x["rank"] \
+            or not (_is_num(x["elapsed_s"]) and x["elapsed_s"] >= 0):
+        return f"{shape}, got {json.dumps(x)}"
+    return None
+
+
 def _record(d: dict, line: int) -> Record:
     return Record(d["op_hash"], d["op"], d["sizes"], d["target"], d["device"], d["schedule"],
                   tuple(d["times_ms"]) if d["times_ms"] is not None else None, d["error"],
                   d["message"], d["build_s"], d["predicted_ms"], d["time"], d["tcomp_version"],
-                  line)
+                  d.get("plan"), d.get("search"), line)
 
 
 class Records:
@@ -263,10 +337,12 @@ class Records:
         self.records.append(record)
         self._keys.add(record.key)
 
-    def add(self, inp: MeasureInput, res: MeasureResult,
-            predicted_ms: float | None = None) -> Record:
-        """Record measuring `inp` with result `res` (appended and fsync'ed)."""
-        rec = Record.of(inp, res, predicted_ms)
+    def add(self, inp: MeasureInput, res: MeasureResult, predicted_ms: float | None = None,
+            plan: dict | None = None, search: dict | None = None) -> Record:
+        """Record measuring `inp` with result `res` (appended and fsync'ed);
+        `plan`: the candidate's plan in the space, when it came from one;
+        `search`: where the search chose it."""
+        rec = Record.of(inp, res, predicted_ms, plan, search)
         self.append(rec)
         return rec
 

@@ -19,6 +19,12 @@ directives.
     child = space.mutate(cands[0], rng)                      # valid too
     space.rejected     # Counter: why candidates were dropped ("schedule", "lowering", ...)
     space.lowered[c.schedule].program    # the Kernel IR each valid candidate lowered to
+    space.features[c.schedule]           # its feature vector (features.py)
+
+Each candidate is analysed once (`Space.analyse`, cached by schedule text):
+replayed, lowered up to the `unroll` pass with that pass's checks, checked
+against the limits, and its features read from that IR (validate.py says
+why the search stops there). `lower_ms` keeps the milliseconds of each.
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ import numpy as np
 from ..errors import TcompError
 from ..schedule import Schedule
 from . import graph as G
+from . import features as F
 from .rules import RULES, Context, Limits, extents_of
 from .validate import Invalid, Valid, validate
 
@@ -78,9 +85,10 @@ class Space:
         self.ctx = Context(op, self.graph, self.sizes, extents_of(base, self.sizes), self.limits,
                            inlined)
         self.rejected: Counter = Counter()  # error kind -> candidates dropped
-        self.errors: list[tuple[dict, Invalid]] = []  # (plan, why), the latest 200
+        self.errors: list[tuple[dict | None, Invalid]] = []  # (plan or None, why), latest 200
         self.lowered: dict[str, Valid] = {}  # schedule text -> its lowering
-        self.lower_ms: list[float] = []  # replay + lowering + checks, per validated candidate
+        self.features: dict[str, np.ndarray] = {}  # schedule text -> its feature vector
+        self.lower_ms: list[float] = []  # replay + lowering + checks + features, per analysis
 
     # ------------------------------------------------------------ plans
     def sample_plan(self, rng: np.random.Generator) -> dict:
@@ -118,25 +126,52 @@ class Space:
         sketch = ", ".join(f"{st}:{p['rule']}" for st, p in plan["stages"].items()) or "default"
         return Candidate(s.to_json(), json.dumps(plan, sort_keys=True), sketch)
 
+    def from_plan(self, plan, schedule: str | None = None) -> Candidate | None:
+        """The candidate of a plan read back from records: None when the plan
+        does not apply here (a rule or parameter this tcomp does not have, a
+        primitive that refuses it) or, given the recorded `schedule` text,
+        when the plan no longer yields that schedule (rules changed since the
+        record was written): a plan is trusted only as far as it reproduces
+        what was measured."""
+        from .identity import canonical_schedule
+        try:
+            rules = [p.get("rule") for p in plan["stages"].values()]
+            if any(r not in RULES for r in rules):
+                return None
+            cand = self.build(plan)
+        except (TcompError, KeyError, TypeError, ValueError, AttributeError):
+            return None
+        if schedule is not None and canonical_schedule(cand.schedule) != \
+                canonical_schedule(schedule):
+            return None
+        return cand
+
     def default(self) -> Candidate:
         """The default schedule (every stage at root, serial): always valid."""
         return Candidate(Schedule(self.op).to_json(), json.dumps({"inline": [], "stages": {}}),
                          "default")
 
     # ------------------------------------------------------------ checks
-    def validate(self, cand: Candidate) -> Valid | Invalid:
-        """Replay and lower `cand` (cached by schedule text); invalid ones are
-        counted in `rejected` and kept in `errors`."""
-        if cand.schedule in self.lowered:
-            return self.lowered[cand.schedule]
+    def analyse(self, cand: Candidate | str) -> Valid | Invalid:
+        """Replay `cand` (a Candidate, or the text of a schedule), lower it up
+        to the `unroll` pass, check it and read its features into
+        `features` (all cached by schedule text); invalid ones are counted in
+        `rejected` and kept in `errors`."""
+        text = cand if isinstance(cand, str) else cand.schedule
+        if text in self.lowered:
+            return self.lowered[text]
         t = time.perf_counter()
-        res = validate(self.op, cand, self.sizes, self.target, self.limits)
+        res = validate(self.op, text, self.sizes, self.target, self.limits)
+        if res.ok:
+            self.features[text] = F.extract(res, self.sizes)
         self.lower_ms.append((time.perf_counter() - t) * 1e3)
         if res.ok:
-            self.lowered[cand.schedule] = res
+            self.lowered[text] = res
         else:
-            self._reject(cand.plan_dict(), res)
+            self._reject(cand.plan_dict() if isinstance(cand, Candidate) else None, res)
         return res
+
+    validate = analyse  # the checks are the analysis: one lowering serves both
 
     def _reject(self, plan, why: Invalid):
         self.rejected[why.kind] += 1

@@ -28,8 +28,12 @@ One run, round by round:
 Resume: the records file is read first; its candidates for this op, sizes
 and target are never measured again, its timed ones train the model (their
 schedules are lowered again for their features) and its best is the best so
-far. Records keep schedules, not the plans the space mutates, so a resumed
-run's population is drawn fresh.
+far. Records also keep each candidate's plan (records.py, format 2): a
+recorded plan that still yields the recorded schedule (`Space.from_plan`)
+makes that record a candidate of the search again, so the best recorded
+candidates are parents of the next round's mutations, exactly as if they
+had been measured in this run. Records without a plan (format 1, or from
+elsewhere) are replayed and learnt from, not mutated.
 
 Target "sim" (no GPU): the SimRunner checks each candidate's result on the
 CPU but measures no time, so nothing can be learned; candidates are ranked
@@ -40,6 +44,7 @@ it as `predicted_ms`, which is how `tcomp.search.best` ranks sim records.
 """
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import time
@@ -50,10 +55,8 @@ import numpy as np
 
 from ..lang.op import Op
 from ..schedule import Schedule
-from . import features as F
 from .model import CostModel
 from .space import Candidate, SearchError, Space
-from .validate import validate
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,10 @@ class Trial:
     timed: failed, or the sim); `predicted_ms`: the model's prediction when it
     was chosen; `error`/`message`: as the runner said; `elapsed_s`: seconds
     from the start of this run (0 for resumed ones); `sketch`: the rules of
-    the candidate ("" for resumed ones: records keep no plan)."""
+    the candidate ("" for a resumed record without a usable plan);
+    `round`, `rank`, `pool`: the round of its run that measured it, its place
+    in the model's predicted order of that round's pool of `pool` candidates
+    (from the records for resumed ones; 0, None, 0 when not known)."""
     index: int
     schedule: str
     sketch: str
@@ -73,6 +79,9 @@ class Trial:
     message: str
     elapsed_s: float
     resumed: bool = False
+    round: int = 0  # the round of its run that measured it (0: not known)
+    rank: int | None = None  # its place in that round's predicted order (0: fastest)
+    pool: int = 0  # how many candidates that round predicted
 
     @property
     def ok(self) -> bool:
@@ -232,7 +241,6 @@ class _State:
         self.rng = np.random.default_rng(seed)
         self.history: list[Trial] = []
         self.measured: set[str] = set()  # canonical schedule texts
-        self.features: dict[str, np.ndarray] = {}  # schedule text -> vector
         self.train_X, self.train_t = [], []
         self.best: Trial | None = None
         self.cands: dict[str, Candidate] = {}  # measured ones of this run, by schedule text
@@ -245,22 +253,22 @@ class _State:
         return len(self.history)
 
     def feature(self, text: str) -> np.ndarray | None:
-        """The features of a schedule (lowered by the space's cache, or here)."""
-        if text not in self.features:
-            v = self.space.lowered.get(text)
-            if v is None:
-                v = validate(self.space.op, text, self.space.sizes, self.space.target,
-                             self.space.limits)
-                if not v.ok:
-                    return None
-            self.features[text] = F.extract(v, self.space.sizes)
-        return self.features[text]
+        """The features of a schedule (the space's analysis, cached there)."""
+        if text not in self.space.features and not self.space.analyse(text).ok:
+            return None
+        return self.space.features[text]
 
     def resume(self, found) -> None:
         for r in found:
             text = r.schedule_json
-            t = Trial(len(self.history) + 1, text, "", r.median_ms, r.predicted_ms, r.error,
-                      r.message, 0.0, resumed=True)
+            cand = self.space.from_plan(r.plan, text) if r.plan is not None else None
+            if cand is not None:
+                text = cand.schedule  # the same schedule, as the space writes it
+                self.cands[text] = cand  # a parent for mutations, as if measured here
+            w = r.search or {}
+            t = Trial(len(self.history) + 1, text, cand.sketch if cand is not None else "",
+                      r.median_ms, r.predicted_ms, r.error, r.message, 0.0, resumed=True,
+                      round=w.get("round", 0), rank=w.get("rank"), pool=w.get("pool", 0))
             self._add(t, canonical(text))
         self.resumed = len(self.history)
         self.refit()
@@ -311,12 +319,16 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
             time_limit_s, progress, MeasureInput) -> str:
     space, rng = st.space, st.rng
     pop = [c for c in space.generate(population, rng) if canonical(c.schedule) not in st.measured]
-    stale = 0
+    stale, rounds = 0, 0
+    run = datetime.datetime.now(datetime.timezone.utc).isoformat()  # names this run in records
     while st.done < trials:
         pool = _pool(st, pop, batch)
         if not pool:
             return "exhausted"
         pred = st.predict(pool)
+        rank = np.empty(len(pool), dtype=int)  # place in the predicted order (0: fastest)
+        rank[np.argsort(pred, kind="stable")] = np.arange(len(pool))
+        rounds += 1
         chosen = _choose(pool, pred, min(batch, trials - st.done), epsilon, rng)
         limit = _slow_limit_s(st)
         inputs = [MeasureInput(space.op, space.sizes, pool[i].schedule, target, limit)
@@ -330,10 +342,13 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
                 return
             reported.add(j)
             c, p = pool[chosen[j]], float(pred[chosen[j]])
+            elapsed = time.perf_counter() - st.start
+            where = {"run": run, "round": rounds, "rank": int(rank[chosen[j]]),
+                     "pool": len(pool), "elapsed_s": round(elapsed, 3)}
             if recs is not None:
-                recs.add(inputs[j], res, predicted_ms=p)
+                recs.add(inputs[j], res, predicted_ms=p, plan=c.plan_dict(), search=where)
             t = Trial(st.done + 1, c.schedule, c.sketch, res.median_ms, p, res.error,
-                      res.message, time.perf_counter() - st.start)
+                      res.message, elapsed, round=rounds, rank=where["rank"], pool=len(pool))
             st.cands[c.schedule] = c
             improved |= st._add(t, canonical(c.schedule))
             if progress is not None:

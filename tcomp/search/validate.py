@@ -3,8 +3,20 @@ it at the tuning sizes, and check what the lowered kernels need against the
 device's limits.
 
 `validate(op, candidate, sizes, target)` returns `Valid` (the Schedule, its
-Kernel IR, the resources per kernel) or `Invalid(kind, message)` where kind
-is one of:
+Kernel IR, the resources per kernel) or `Invalid(kind, message)`.
+
+Lowering stops before the `unroll` pass (ANALYSIS_UNTIL): everything after
+it expands unrolled loops into copies and simplifies, flattens and
+vectorizes each copy, which is 3-10x the cost of the rest for a tiled
+kernel and tells the checks and the features nothing new. The errors those
+passes can raise are raised by `unroll.check` instead (an unrolled loop of
+more than 128 iterations, a vectorized loop that is not innermost or has no
+constant extent), resources need only the buffers, and features.py reads
+loops with their trip counts and predicts the vector accesses. So a
+candidate is lowered once, only as far as the search needs; the candidates
+chosen for measurement are lowered in full where they are compiled (the
+runner's workers). `validate(..., full=True)` lowers through every pass, and
+`Valid.finish()` completes a partial lowering. Error kinds:
   "schedule"   a primitive refused a directive on replay (ScheduleError)
   "lowering"   lowering refused the schedule (LoweringError)
   "resources"  a kernel needs more threads, shared memory or registers than
@@ -16,12 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import LoweringError, ScheduleError, TcompError
-from ..lower import ir
-from ..lower.pipeline import lower
+from ..lower import ir, unroll
+from ..lower.pipeline import lower, run_passes
 from ..lower.rewriter import walk_stmts
 from ..schedule import Schedule
 
 ERROR_KINDS = ("schedule", "lowering", "resources", "error")
+ANALYSIS_UNTIL = "unroll"  # the pass a search's lowering stops before
 
 
 @dataclass(frozen=True)
@@ -44,10 +57,21 @@ REGISTER_OVERHEAD = 32  # addresses, loop indices, predicates
 
 @dataclass(frozen=True)
 class Valid:
+    """A candidate that passed: its replayed Schedule, its Kernel IR (lowered
+    up to, not including, pass `until`; None: through every pass), and what
+    each kernel needs."""
     schedule: Schedule
     program: ir.Program
     resources: tuple[Resources, ...]
+    until: str | None = None
     ok = True
+
+    def finish(self) -> ir.Program:
+        """The program through every pass (the rest of the pipeline run on
+        `program`; `program` itself when it is complete)."""
+        if self.until is None:
+            return self.program
+        return run_passes(self.program, start=self.until)
 
 
 @dataclass(frozen=True)
@@ -60,9 +84,11 @@ class Invalid:
         return f"{self.kind}: {self.message}"
 
 
-def validate(op, candidate, sizes: dict, target: str = "cuda", limits=None):
+def validate(op, candidate, sizes: dict, target: str = "cuda", limits=None,
+             full: bool = False):
     """Valid or Invalid (see the module docstring). `candidate` is a
-    Candidate or the JSON text of a schedule."""
+    Candidate or the JSON text of a schedule; `full`: lower through every
+    pass (default: up to ANALYSIS_UNTIL, with that pass's checks)."""
     from .rules import Limits
     limits = limits or Limits()
     text = candidate if isinstance(candidate, str) else candidate.schedule
@@ -70,8 +96,12 @@ def validate(op, candidate, sizes: dict, target: str = "cuda", limits=None):
         s = Schedule.from_json(op, text)
     except TcompError as e:
         return Invalid("schedule" if isinstance(e, ScheduleError) else "error", str(e))
+    until = None if full else ANALYSIS_UNTIL
     try:
-        prog = lower(s, sizes)
+        prog = lower(s, sizes, until=until)
+        if until is not None:
+            for k in prog.kernels:
+                unroll.check(k)
     except LoweringError as e:
         return Invalid("lowering", str(e))
     except ScheduleError as e:
@@ -83,7 +113,7 @@ def validate(op, candidate, sizes: dict, target: str = "cuda", limits=None):
         why = _over(r, limits)
         if why:
             return Invalid("resources", f"kernel '{k.name}' {why}")
-    return Valid(s, prog, res)
+    return Valid(s, prog, res, until)
 
 
 def resources(k: ir.Kernel, sizes: dict) -> Resources:

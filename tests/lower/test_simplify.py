@@ -470,3 +470,45 @@ def test_int32_arithmetic_that_wraps_runs_like_evaluate(expr):
     data = np.array([1, -5, 7, 2**31 - 1, -2**31], np.int32)
     got = tcomp.build(tcomp.Schedule(op), target="sim")(data)
     np.testing.assert_array_equal(got, tcomp.evaluate(op, data))
+
+
+# ----------------------------------------------------------------- caches (speed, same output)
+@settings(max_examples=200, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(e=expr_st(), ranges=ranges_st())
+def test_remembered_linear_forms_are_what_linearising_again_gives(e, ranges):
+    """Simplifier.expr_of remembers the linear form of the sum it builds, so
+    a parent does not walk it again; the remembered form must be exactly
+    (terms, their order, the constant) what `_linear` computes on it."""
+    from tcomp.lower.simplify import Simplifier
+    s = Simplifier(ranges)
+    out = s.expr(e)
+    checked = 0
+    for x in ir.walk_expr(out):
+        hit = s._lin.get(id(x))
+        if hit is None or hit[0] is not x:
+            continue
+        fresh = Simplifier(ranges)._linear(x)
+        assert list(hit[1].terms.items()) == list(fresh.terms.items()) and \
+            hit[1].const == fresh.const, show(x)
+        checked += 1
+    note(f"{show(e)} -> {show(out)}: {checked} remembered forms checked")
+
+
+def test_simplify_expr_remembers_only_what_prints_the_same():
+    """Structural equality takes 1 == 1.0 == True: a remembered result is
+    used only for expressions whose constants are all ints, so an equal
+    expression with a float or bool constant is simplified afresh."""
+    from tcomp.lower import simplify as S
+    S._MEMO.clear()
+    e = add(mul(X, 4), c(3))
+    first = simplify_expr(e, {"x": (0, 7)})
+    assert simplify_expr(add(mul(X, 4), c(3)), {"x": (0, 7)}) is first  # remembered
+    assert simplify_expr(e, {"x": (0, 8)}) is not first                   # other ranges
+    as_float = ir.Bin("+", ir.Var("x", F32), ir.Imm(1.0, F32), F32)
+    as_int = ir.Bin("+", ir.Var("x", F32), ir.Imm(1, F32), F32)
+    assert as_float == as_int and S._memo_key(as_float, None) is None
+    assert show(simplify_expr(as_int)) == show(as_int)
+    assert show(simplify_expr(as_float)) == show(as_float)
+    flag = ir.Bin("&&", ir.Var("b", ir.bool_), ir.Imm(True, ir.bool_), ir.bool_)
+    assert S._memo_key(flag, None) is None

@@ -47,7 +47,8 @@ def test_a_line_holds_every_field_in_order(tmp_path, op):
     assert len(lines) == 3
     d = json.loads(lines[0])
     assert list(d) == list(FIELDS)
-    assert d["tcomp_record"] == 1 and d["op"] == "matmul" and d["sizes"] == SIZES
+    assert d["tcomp_record"] == 2 and d["op"] == "matmul" and d["sizes"] == SIZES
+    assert d["plan"] is None  # measured without a plan (MeasureInput.of a hand schedule)
     assert d["target"] == "cuda" and d["device"] == "H200"
     assert d["times_ms"] == [2.0, 1.0, 3.0] and d["median_ms"] == 2.0
     assert d["error"] is None and d["predicted_ms"] == 1.5
@@ -157,9 +158,26 @@ def good_line(op) -> dict:
 @pytest.mark.parametrize("edit, message", [
     (lambda d: [1, 2], "not a tcomp record (a JSON list, expected an object)"),
     (lambda d: {"hello": 1}, 'not a tcomp record (no "tcomp_record" format field)'),
-    (lambda d: dict(d, tcomp_record=2), "record format version 2 is not supported; this tcomp "
-                                        "reads version 1"),
+    (lambda d: dict(d, tcomp_record=3), "record format version 3 is not supported; this tcomp "
+                                        "reads versions 1 and 2 (written by a newer tcomp? "
+                                        "upgrade tcomp to read it)"),
+    (lambda d: dict(d, tcomp_record=0), "record format version 0 is not supported; this tcomp "
+                                        "reads versions 1 and 2"),
     (lambda d: dict(d, tcomp_record=True), "record format version True is not supported"),
+    (lambda d: dict(d, tcomp_record=1), "unknown fields plan, search"),  # not in version 1
+    (lambda d: dict(d, search={"run": "r", "round": 0, "rank": 0, "pool": 1, "elapsed_s": 0}),
+     'field "search" must be null or {"run": text, "round": int >= 1, "rank": int >= 0, '
+     '"pool": int > rank, "elapsed_s": seconds >= 0}, got {"run": "r", "round": 0, "rank": 0, '
+     '"pool": 1, "elapsed_s": 0}'),
+    (lambda d: dict(d, search={"run": "r"}), 'field "search" must be null or {"run": text, '),
+    (lambda d: dict(d, plan=[1]), 'field "plan" must be null or a plan object {"inline": '
+                                  '[stage, ...], "stages": {stage: {"rule": name, parameter: '
+                                  'value, ...}}}'),
+    (lambda d: dict(d, plan={"inline": [3], "stages": {}}), 'field "plan" must be null or a plan '
+                                                             'object'),
+    (lambda d: dict(d, plan={"inline": [], "stages": {"C": {"bm": 8}}}),
+     'field "plan" must be null or a plan object {"inline": [stage, ...], "stages": {stage: '
+     '{"rule": name, parameter: value, ...}}}; stage "C" has {"bm": 8}'),
     (lambda d: {k: v for k, v in d.items() if k not in ("op", "time")}, "missing fields op, time"),
     (lambda d: dict(d, extra=1), "unknown field extra"),
     (lambda d: dict(d, device=3), 'field "device" must be a string, got 3'),
@@ -187,6 +205,30 @@ def test_a_corrupt_or_foreign_line_is_an_error_naming_file_and_line(tmp_path, op
     with pytest.raises(RecordsError) as e:
         Records(path)
     assert str(e.value).startswith(f"{path}:3: {message}")
+
+
+def test_version_1_lines_still_load_without_a_plan(tmp_path, op):
+    """A file written before plans were kept (format 1) loads, its records
+    have no plan, and new (version 2) lines are appended after them."""
+    path = tmp_path / "r.jsonl"
+    old = {k: v for k, v in good_line(op).items() if k not in ("plan", "search")}
+    old["tcomp_record"] = 1
+    path.write_text(json.dumps(old) + "\n")
+    recs = Records(path)
+    assert len(recs) == 1 and recs.records[0].plan is None and recs.records[0].median_ms == 1.0
+    plan = {"inline": [], "stages": {"C": {"rule": "flat", "threads": 64, "vec": 1}}}
+    recs.add(cand(op, 4), MeasureResult((2.0,), device="H200"), plan=plan)
+    again = Records(path)
+    assert [r.plan for r in again] == [None, plan] and again.records[0].search is None
+    assert [json.loads(x)["tcomp_record"] for x in path.read_text().splitlines()] == [1, 2]
+
+
+def test_a_plan_that_is_not_a_plan_cannot_be_recorded(op):
+    with pytest.raises(RecordsError) as e:
+        Record.of(cand(op, 8), MeasureResult((1.0,), device="H200"), plan="C:flat")
+    assert str(e.value) == ('Record.of: cannot record this candidate: field "plan" must be null '
+                            'or a plan object {"inline": [stage, ...], "stages": {stage: '
+                            '{"rule": name, parameter: value, ...}}}')
 
 
 def test_a_line_that_is_not_json(tmp_path, op):

@@ -177,6 +177,56 @@ def test_resumed_timings_train_the_model(mm, tmp_path):
     assert res.model.trained and res.model.samples == 10 and res.stopped == "trials"
 
 
+def _spy_on_mutations(monkeypatch) -> list:
+    """The schedules of the parents Space.mutate is asked to mutate."""
+    from tcomp.search.space import Space
+    parents, real = [], Space.mutate
+
+    def spy(self, cand, rng, attempts=20):
+        parents.append(cand.schedule)
+        return real(self, cand, rng, attempts)
+    monkeypatch.setattr(Space, "mutate", spy)
+    return parents
+
+
+def test_a_resumed_run_mutates_the_recorded_candidates(mm, tmp_path, monkeypatch):
+    path = str(tmp_path / "r.jsonl")
+    first = tune(mm, SIZES, trials=6, records=path, runner=FakeTimer(SIZES), batch=3)
+    recs = lines(path)
+    assert all(r["tcomp_record"] == 2 and r["plan"]["stages"] is not None for r in recs)
+    plans = {canonical(t.schedule): t.sketch for t in first.history}
+    parents = _spy_on_mutations(monkeypatch)
+    res = tune(mm, SIZES, trials=9, records=path, runner=FakeTimer(SIZES), batch=3, seed=1)
+    resumed = [t for t in res.history if t.resumed]
+    assert len(resumed) == 6 and len(res.history) == 9
+    # each resumed record got its plan back: the same rules as when it was measured
+    assert all(t.sketch == plans[canonical(t.schedule)] and t.sketch for t in resumed)
+    # the best recorded candidates are parents of this run's mutations
+    best_recorded = sorted((t for t in resumed if t.ok), key=lambda t: t.time_ms)[0]
+    assert canonical(best_recorded.schedule) in {canonical(p) for p in parents}
+    # and the new candidates are recorded with their plans too
+    assert all(r["plan"] is not None for r in lines(path))
+
+
+def test_records_without_a_usable_plan_are_replayed_not_mutated(mm, tmp_path, monkeypatch):
+    """Version 1 lines (no plan) and a plan that no longer yields the recorded
+    schedule: both resume (counted, learnt from) but are never parents."""
+    path = tmp_path / "r.jsonl"
+    tune(mm, SIZES, trials=4, records=str(path), runner=FakeTimer(SIZES), batch=2)
+    recs = lines(path)
+    old = [{k: v for k, v in r.items() if k not in ("plan", "search")} | {"tcomp_record": 1}
+           for r in recs[:2]]
+    wrong = recs[2] | {"plan": {"inline": [], "stages": {"C": {"rule": "no_such_rule"}}}}
+    path.write_text("".join(json.dumps(r) + "\n" for r in old + [wrong, recs[3]]))
+    parents = _spy_on_mutations(monkeypatch)
+    res = tune(mm, SIZES, trials=6, records=str(path), runner=FakeTimer(SIZES), batch=2)
+    resumed = res.history[:4]
+    assert all(t.resumed for t in resumed) and len(res.history) == 6
+    assert [bool(t.sketch) for t in resumed] == [False, False, False, True]
+    unusable = {canonical(t.schedule) for t in resumed[:3]}
+    assert not unusable & {canonical(p) for p in parents}
+
+
 def test_failed_candidates_are_recorded_and_the_search_goes_on(mm, tmp_path):
     runner = FakeTimer(SIZES, fail={1, 2, 5})
     res = tune(mm, SIZES, trials=8, records=str(tmp_path / "r.jsonl"), runner=runner, batch=4)
