@@ -229,7 +229,7 @@ def _plan(name, buf, accs):
     total = 1
     for n in buf.shape:
         total *= int(n.value)
-    if not g.terms and size == total and len(buf.shape) == 1:
+    if not g.terms:
         return None  # already compact
     return {"gaps": gaps, "size": size, "offset": g}
 
