@@ -42,7 +42,7 @@ def test_the_row_lives_in_registers(dtype, vec):
     assert allocs["X_local"] == "16" and allocs["e"] == "16"
     for sub in re.findall(r"\b(?:X_local|e)\[([^\]]*)\]", text):
         assert "threadIdx" not in sub and "_o_i" not in sub, sub  # constants (+ vector lanes)
-    assert text.count(f"@vectorize(16 bytes: load X[") == 4096 // (256 * vec)
+    assert text.count("@vectorize(16 bytes: load X[") == 4096 // (256 * vec)
     assert text.count("@vectorize(16 bytes: store O[") == 4096 // (256 * vec)
 
 
