@@ -429,17 +429,16 @@ class Stage:
             raise ScheduleError(f"{p}: stage '{self.name}' cannot be computed at itself")
         sched = self._sched
         me = self._s
-        if not consumes(sched, target.name, me.tensor) and not _siblings(me, target._s):
-            raise ScheduleError(f"{p}: stage '{target.name}' does not read '{me.tensor}' (directly "
-                                f"or through other stages), so '{self.name}' cannot be computed "
-                                f"at its loops (a stage that it does not read must range over "
-                                f"the same indices, as a sibling: "
-                                f"{_ranges_text(me)} vs {_ranges_text(target._s)})")
-        if not consumes(sched, target.name, me.tensor) and consumes(
-                sched, self.name, target._s.tensor):
-            raise ScheduleError(f"{p}: stage '{self.name}' reads '{target._s.tensor}', which "
-                                f"'{target.name}' computes, so it cannot be computed inside "
-                                f"'{target.name}'")
+        if not consumes(sched, target.name, me.tensor):
+            why = (f"'{self.name}' reads '{target._s.tensor}' itself"
+                   if consumes(sched, self.name, target._s.tensor) else
+                   None if _siblings(me, target._s) else
+                   f"a stage that it does not read must range over the same indices, as a "
+                   f"sibling: {_ranges_text(me)} vs {_ranges_text(target._s)}")
+            if why is not None:
+                raise ScheduleError(f"{p}: stage '{target.name}' does not read '{me.tensor}' "
+                                    f"(directly or through other stages), so '{self.name}' "
+                                    f"cannot be computed at its loops ({why})")
         if len(sched.writers(me.tensor)) != 1:
             raise ScheduleError(f"{p}: '{me.tensor}' is written by several statements "
                                 f"({', '.join(sched.writers(me.tensor))}); only a tensor with "

@@ -140,6 +140,6 @@ def test_a_sibling_cannot_read_its_target():
     }""")
     s = tcomp.Schedule(op)
     with pytest.raises(tcomp.ScheduleError, match=re.escape(
-            "compute_at: stage 'S' reads 'Y', which 'Y' computes, so it cannot be computed "
-            "inside 'Y'")):
+            "compute_at: stage 'Y' does not read 'S' (directly or through other stages), so 'S' "
+            "cannot be computed at its loops ('S' reads 'Y' itself)")):
         s["S"].compute_at(s["Y"], s["Y"].axes[0])
