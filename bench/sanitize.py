@@ -228,7 +228,46 @@ def check_tc(s, npdt, sizes, rng, dt, kw):
     print(f"tensor cores {dt} {kw} {sizes}: rel err {err:.1e} ok")
 
 
+def row_kernels():
+    """The register-row kernels of issue 14 (bench/row_schedules.py): rows in
+    registers over the block, float32 and bfloat16, aligned and awkward row
+    lengths (tails inside a thread's slices), the fused add + layernorm with
+    two outputs, the chunked cross-entropy (gather of the target's logit),
+    row-sum and the elementwise chain."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import row_schedules as R
+    from tests.lower.util import assert_matches, inputs_for
+    for kind in sorted(R.ROW_KINDS):
+        for dt in R.DTYPES:
+            for n, d, t in ((3, 4096, None), (2, 1000, 64), (2, 4099, 128), (3, 257, 32)):
+                op, s = R.ROW_KINDS[kind](d, dt, t)
+                args = inputs_for(op, {"N": n, "D": d}, seed=d)
+                got = tcomp.build(s, target="cuda", sizes={"N": n, "D": d})(*args)
+                assert_matches(op, got, tcomp.evaluate(op, *args))
+                print(f"rows {kind} {dt} {n}x{d} ok")
+    for v, chunk, t in ((3000, 1024, 64), (128256, 16384, 1024), (257, 512, 32)):
+        op, s = R.cross_entropy(chunk, t)
+        args = inputs_for(op, {"N": 3, "V": v}, seed=v, ints={"T": v})
+        got = tcomp.build(s, target="cuda", sizes={"N": 3, "V": v})(*args)
+        assert_matches(op, got, tcomp.evaluate(op, *args))
+        print(f"rows cross_entropy V={v} ok")
+    for d in (4096, 1000):
+        op, s = R.rowsum(d, 64)
+        args = inputs_for(op, {"N": 3, "D": d}, seed=d)
+        assert_matches(op, tcomp.build(s, target="cuda", sizes={"N": 3, "D": d})(*args),
+                       tcomp.evaluate(op, *args))
+        print(f"rows rowsum {d} ok")
+    for dt in R.DTYPES:
+        for n in (8192, 4099):
+            op, s = R.chain(dt, threads=64)
+            args = inputs_for(op, {"N": n}, seed=n, scalars={"w": 0.75, "b": -0.25})
+            assert_matches(op, tcomp.build(s, target="cuda", sizes={"N": n})(*args),
+                           tcomp.evaluate(op, *args))
+            print(f"rows chain {dt} {n} ok")
+
+
 if __name__ == "__main__":
     main()
     new_kernels()
     tensor_core_kernels()
+    row_kernels()

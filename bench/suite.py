@@ -1,6 +1,7 @@
 """Benchmark suite (issue: fast SIMT kernels). Run on the GPU machine:
 
     PYTHONPATH=. python3 bench/suite.py [--quick] [--only NAME,...]
+    PYTHONPATH=. python3 bench/suite.py --rows [--sweep] [--reps 20]   (bench/rows.py)
 
 For every case: build the tcomp kernel from its hand-written schedule
 (bench/schedules.py), check it against a float64 reference on fresh random
@@ -140,7 +141,16 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
     ap.add_argument("--only", default="")
     ap.add_argument("--reps", type=int, default=2)
-    a = ap.parse_args()
+    ap.add_argument("--rows", action="store_true",
+                    help="run the row-kernel benchmark instead (bench/rows.py: tcomp, torch, "
+                         "Triton and a device copy per case; $OUT/rows.json)")
+    a, rest = ap.parse_known_args()
+    if a.rows:
+        import rows
+        rows.main(rest + (["--only", a.only] if a.only else []))
+        return
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     q = a.quick
     cases = [
         lambda: case_gelu(1 << (24 if q else 28)),

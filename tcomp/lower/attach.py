@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..errors import LoweringError, ScheduleError
 from ..schedule import threads
+from ..schedule.primitives import consumes
 from . import ir
 from .bounds import region as bounding_box
 from .construct import add, ident, lang_sub, sub
@@ -36,6 +37,9 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
                        collect)(inlined.rhs)
         return ir.Load(t, args, dt)
     Translator(info.index, cst.definition.lets, b.size, collect)(cst.definition.rhs)
+    if not consumes(b.sched, cname, pd.tensor):
+        # a sibling (compute_at): the part with the consumer's own indices
+        reads.append(tuple(info.index[v] for v in cst.definition.spatial))
     # Loops inside the attach point vary; for shared buffers, so do thread loops.
     vary = {}
     for j, leaf in enumerate(cst.leaves):

@@ -72,6 +72,11 @@ def check_cover(sched, pname, seen):
         return
     seen.add(pname)
     pd = st.definition
+    from ..schedule.primitives import consumes
+    if not consumes(sched, st.attach[1], pd.tensor):
+        # a sibling, computed over the part of its target computed there: complete
+        # when the target is (compute_at checked that their ranges are the same)
+        check_cover(sched, st.attach[1], seen)
     readers = [q for q, s in sched.states.items() if pd.tensor in s.definition.reads()]
     for q in readers:
         qd = sched.states[q].definition

@@ -30,9 +30,10 @@ def leaf_loop(b, stage, st, i, info, inner, pre=None):
         for p in attached:
             a, prod = b.attach(p, stage, st, i, domains[p], info.ctx, consumer=info)
             allocs += a
-            if b.sched.states[p].scope == "global":
+            if b.sched.states[p].scope == "global" and b.sched.readers(b.sched.states[p].tensor):
                 # Other threads of the block may read what this producer wrote (and
-                # may still be reading the previous iteration's values).
+                # may still be reading the previous iteration's values). (An output
+                # no stage reads, a sibling of its target, needs no barrier.)
                 prod = ir.seq(ir.Barrier(), prod, ir.Barrier())
             producers.append(prod)
         body = ir.seq(*producers, inner())

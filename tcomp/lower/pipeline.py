@@ -8,6 +8,7 @@
     insert_barriers  shared-memory synchronisation
     unroll           expand unrolled loops; check vectorized loops
     simplify         again, after unrolling
+    registers        per-thread slices of local arrays -> compact arrays at constant subscripts
     flatten_storage  row-major subscripts (targets that address memory linearly)
     vectorize        which vectorized loops move 8/16-byte vectors, recorded on the loop
 
@@ -20,7 +21,8 @@ import os
 
 from ..errors import LoweringError, TcompError
 from ..schedule.args import as_int
-from . import barriers, bind_threads, flatten, software_pipeline, tensor_cores, unroll, vectorize
+from . import (barriers, bind_threads, flatten, registers, software_pipeline, tensor_cores, unroll,
+               vectorize)
 from .build import Builder
 from .ir import Program
 from .simplify import simplify
@@ -34,6 +36,7 @@ PASSES = [
     ("insert_barriers", barriers.run),
     ("unroll", unroll.run),
     ("simplify_after_unroll", lambda k, p: simplify(k)),
+    ("registers", registers.run),
     ("flatten_storage", flatten.run),
     ("vectorize", vectorize.run),
 ]

@@ -3,13 +3,19 @@
 Pre: storage flattened (one subscript per access); vectorized loops innermost
 with a constant extent (the `unroll` pass checked them).
 Post: a vectorized loop whose body is one unguarded store, starting at 0,
-moving 8 or 16 bytes of float32, int32, float16 or bfloat16 in all, carries
-`For.vector` (ir.VectorAccess): every load of the body whose offsets are
-`base + var` with `base` a multiple of the lane count, in the store's type,
-is read as one vector; the store is written as one vector when it is
-contiguous and aligned too, else lane by lane — but a vector store needs
-every load that varies with the loop to be a vector too (else the loop gets
-no vector accesses). Local arrays are never accessed as vectors: with the
+carries `For.vector` (ir.VectorAccess) when its accesses can move 8 or 16
+bytes of float32, int32, float16 or bfloat16 at a time: every load of the
+body whose offsets are `base + var` with `base` a multiple of the lane count
+is read as one vector (all of one size: the store's when the store is a
+vector too; a per-lane local store may take another type, so 8 bfloat16
+loads widen into float32 registers); the store is written as one vector when
+it is contiguous, aligned and of a vector type and size, else lane by lane —
+but a vector store needs every load that varies with the loop to be a vector
+too (else the loop gets no vector accesses).
+A guard around the body that holds for all lanes or none (a bound check
+`base + var < B` with `base` and `B` multiples of the lane count, or a
+condition not on the loop variable) is moved outside the loop first:
+`for v: if c(v): S` becomes `if c(0): for v: S`, which vectorizes. Local arrays are never accessed as vectors: with the
 loop unrolled their subscripts are constants and they stay in registers (a
 vector access would take their address and move them to local memory).
 A loop with no vector access keeps `vector=None` (targets emit it unrolled).
@@ -20,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 
 from . import ir
-from .rewriter import Rewriter, walk_stmts
+from .rewriter import Rewriter, substitute, walk_stmts
 from .simplify import Linear, Simplifier
 
 VECTOR_BYTES = (8, 16)
@@ -54,8 +60,37 @@ class _Vectorize(Rewriter):
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         if s.kind != "vectorize":
             return self.generic_stmt(s)
+        guard = None
+        if (isinstance(s.body, ir.If) and s.body.else_ is None
+                and isinstance(s.body.then, ir.Store) and isinstance(s.extent, ir.Imm)
+                and self.lane_uniform(s.body.cond, s.var, int(s.extent.value))):
+            guard = substitute(s.body.cond, {s.var: ir.const(0)})
+            s = dataclasses.replace(s, body=s.body.then)
         vector = self.decide(s)
-        return s if vector is None else dataclasses.replace(s, vector=vector)
+        if vector is not None:
+            s = dataclasses.replace(s, vector=vector)
+        return s if guard is None else ir.If(guard, s)  # (the same meaning, vector or not)
+
+    def lane_uniform(self, cond: ir.Expr, var: str, n: int) -> bool:
+        """Whether `cond` has one value for all lanes var in 0:n: each
+        conjunct does not use `var`, or is `var + rest < 0` / `>= 0` (as
+        a < b, a >= b, ...) with every coefficient of `rest` and its constant
+        multiples of n (then rest <= -n or rest >= 0, whatever the lane)."""
+        if isinstance(cond, ir.Bin) and cond.op == "&&":
+            return self.lane_uniform(cond.a, var, n) and self.lane_uniform(cond.b, var, n)
+        if var not in ir.free_vars(cond):
+            return True
+        if not (isinstance(cond, ir.Bin) and cond.op in ("<", ">=", ">", "<=")
+                and cond.a.dtype == ir.int32 and cond.b.dtype == ir.int32):
+            return False
+        a, b = (cond.a, cond.b) if cond.op in ("<", ">=") else (cond.b, cond.a)
+        diff = self.simp.linear(a).add(self.simp.linear(b), -1)
+        key = ir.Var(var)
+        if diff.terms.get(key) != 1:
+            return False
+        rest = {t: c for t, c in diff.terms.items() if t != key}
+        return (not any(var in ir.free_vars(t) for t in rest) and diff.const % n == 0
+                and all(c % n == 0 for c in rest.values()))
 
     def decide(self, s: ir.For) -> ir.VectorAccess | None:
         if not isinstance(s.extent, ir.Imm) or not isinstance(s.body, ir.Store):
@@ -68,11 +103,13 @@ class _Vectorize(Rewriter):
         if dt is None:
             return None
         nbytes = n * dt.numpy.itemsize
-        if nbytes not in VECTOR_BYTES or dt.name not in VECTOR_TYPES:
-            return None
         sbase = None
         if st.buffer not in self.local:
+            if nbytes not in VECTOR_BYTES or dt.name not in VECTOR_TYPES:
+                return None
             sbase = self.contiguous(st.indices[0], s.var, n)
+        else:
+            nbytes = None  # a per-lane register store: the loads set the size
         loads = [x for x in ir.walk_expr(st.value) if isinstance(x, ir.Load)
                  and s.var in ir.free_vars(x.indices[0]) and x.buffer not in self.local]
         # a load in a branch of a select runs only where its condition holds (a zero-
@@ -82,13 +119,18 @@ class _Vectorize(Rewriter):
         vec_loads = {}
         for ld in loads:
             base = None
-            if self.dtypes.get(ld.buffer) == dt and ld not in conditional:
+            ldt = self.dtypes.get(ld.buffer)
+            size = None if ldt is None else n * ldt.numpy.itemsize
+            if (ldt is not None and ld not in conditional and ldt.name in VECTOR_TYPES
+                    and size in VECTOR_BYTES and (nbytes is None or size == nbytes)
+                    and (sbase is None or ldt == dt)):
                 base = self.contiguous(ld.indices[0], s.var, n)
             if base is None:
                 if sbase is not None:
                     return None  # a vector store needs every varying load as a vector
                 continue
             vec_loads[ld] = base
+            nbytes = size
         if sbase is None and not vec_loads:
             return None
         return ir.VectorAccess(nbytes, tuple(vec_loads), tuple(vec_loads.values()), sbase)

@@ -464,6 +464,15 @@ class Stage:
         P: for i: P[i] = ...          ->  C: for m_o:
         C: for m_o, m_i: ... P[..]           P: for i in region(m_o): P[i] = ...
                                              for m_i: ... P[..]
+
+        A sibling — a stage that `target` does not read, over the same index
+        ranges (e.g. a second output of a fused kernel) — is computed there
+        over the part with the same indices as the part of `target` that one
+        iteration computes (plus what later stages at that loop read of it):
+
+        S: S[n, d] = f(H[n, d])       ->  Y: for n:
+        Y: for n, d: Y[n, d] = ..H..          H: ...; S: for d: S[n, d] = f(H[n, d])
+                                              for d: Y[n, d] = ..H..
         """
         p = "compute_at"
         if not isinstance(target, Stage) or target._sched is not self._sched:
@@ -473,10 +482,16 @@ class Stage:
             raise ScheduleError(f"{p}: stage '{self.name}' cannot be computed at itself")
         sched = self._sched
         me = self._s
-        if not _consumes(sched, target.name, me.tensor):
-            raise ScheduleError(f"{p}: stage '{target.name}' does not read '{me.tensor}' (directly "
-                                f"or through other stages), so '{self.name}' cannot be computed "
-                                f"at its loops")
+        if not consumes(sched, target.name, me.tensor):
+            why = (f"'{self.name}' reads '{target._s.tensor}' itself"
+                   if consumes(sched, self.name, target._s.tensor) else
+                   None if _siblings(me, target._s) else
+                   f"a stage that it does not read must range over the same indices, as a "
+                   f"sibling: {_ranges_text(me)} vs {_ranges_text(target._s)}")
+            if why is not None:
+                raise ScheduleError(f"{p}: stage '{target.name}' does not read '{me.tensor}' "
+                                    f"(directly or through other stages), so '{self.name}' "
+                                    f"cannot be computed at its loops ({why})")
         if len(sched.writers(me.tensor)) != 1:
             raise ScheduleError(f"{p}: '{me.tensor}' is written by several statements "
                                 f"({', '.join(sched.writers(me.tensor))}); only a tensor with "
@@ -738,7 +753,29 @@ def _root_and_extent(s, leaf: str):
     return leaf, extent
 
 
-def _consumes(sched, stage: str, tensor: str) -> bool:
+def _siblings(a, b) -> bool:
+    """Whether stages a and b (StageStates) range over the same spatial
+    indices: as many, with the same ranges (compared symbolically)."""
+    from ..lang.symbolic import NotSymbolic, to_sympy
+    ra = [a.definition.ranges[v] for v in a.definition.spatial]
+    rb = [b.definition.ranges[v] for v in b.definition.spatial]
+    if len(ra) != len(rb) or not ra:
+        return False
+    try:
+        return all((to_sympy(x) - to_sympy(y)).simplify() == 0
+                   for p, q in zip(ra, rb) for x, y in zip(p, q))
+    except NotSymbolic:
+        return ra == rb
+
+
+def _ranges_text(st) -> str:
+    from ..lang.printer import expr_to_text
+    d = st.definition
+    return "(" + ", ".join(f"{v} in {expr_to_text(d.ranges[v][0])}:{expr_to_text(d.ranges[v][1])}"
+                           for v in d.spatial) + ")"
+
+
+def consumes(sched, stage: str, tensor: str) -> bool:
     """Whether `stage` reads `tensor`, directly or through the stages it reads.
     A stage reads what the stages before it wrote (stages are in dependence
     order): a later writer of a tensor it reads (an in-place update) is not

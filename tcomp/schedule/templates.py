@@ -148,3 +148,60 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
         CF.pipeline(ko, stages=2 if pipeline is True else pipeline)
     if unroll_k:  # the k16 steps of a K tile unrolled: fragment loads overlap earlier mma
         CF.unroll(kio)
+
+
+def row_slices(stage, axis, threads, vec, tag="threadIdx.x"):
+    """Spread `axis` (a row of a tensor, or a reduction over one) over
+    `threads` threads in pieces of `vec` consecutive elements: element
+    d = (k * threads + t) * vec + v goes to thread t (bound to `tag`), piece k
+    (unrolled), lane v (vectorized on a spatial axis; unrolled on a reduction
+    axis, whose thread loop is moved outermost for the cross-thread
+    reduction). Consecutive threads take consecutive pieces (coalesced: a
+    warp moves 32 x 16 bytes per access with vec * element size = 16), and
+    every stage given the same (threads, vec) touches the same elements in
+    each thread, so a local buffer written by one is read by the others from
+    the thread's own registers (the `registers` pass). Returns (k, t, v)."""
+    ax, v = stage.split(axis, vec)
+    k, t = stage.split(ax, threads)
+    stage.bind(t, tag)
+    stage.unroll(k)
+    if axis in stage.reduce_axes:
+        stage.reorder(t, k, v)
+        stage.unroll(v)
+    else:
+        stage.vectorize(v)
+    return k, t, v
+
+
+def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=()):
+    """One block per row n of `out(n, d)`, the row held in registers across
+    the block: each thread owns the elements `row_slices` gives it.
+
+    cache: input tensors read once into registers (local caches computed at
+    the row loop, 16-byte loads); local: the op's temporaries, computed at the
+    row loop in registers — row-shaped ones (n, d) sliced like the row,
+    reductions over d (row statistics) as cross-thread reductions (warp
+    shuffles and one shared-memory step), per-row scalars once per thread;
+    outputs: other row-shaped outputs computed at the row loop and stored from
+    the same registers (a second output of a fused kernel). All stages share
+    `threads` and `vec`, so no element moves between threads."""
+    O = s[out]
+    n, d = O.axes
+    O.bind(n, "blockIdx.x")
+    row_slices(O, d, threads, vec)
+    names = list(local) + list(outputs)
+    for name in cache:
+        readers = [s[r] for r in s.readers(name) if r in names + [out]]
+        C = s.cache_read(name, "local", readers)
+        C.compute_at(O, n)
+        row_slices(C, C.axes[-1], threads, vec)
+    for name in names:
+        st = s[name]
+        st.compute_at(O, n)
+        if name in local:
+            st.set_scope("local")
+        if st.reduce_axes:
+            row_slices(st, st.reduce_axes[-1], threads, vec)
+        elif len(st.axes) == 2:
+            row_slices(st, st.axes[-1], threads, vec)
+    return O

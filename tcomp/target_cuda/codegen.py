@@ -300,7 +300,8 @@ class _Kernel:
         for i, (ld, base) in enumerate(zip(vec.loads, vec.load_bases)):
             name = f"tc_vec{len(self.lines)}_{i}"
             names[ld] = name
-            self.emit(f"{ct} {name}[{n}];", d + 1)
+            self.emit(f"{ctype(ld.dtype)} {name}[{n}];", d + 1)  # (the load's type: it may
+            # be narrower than a per-lane store's, e.g. bfloat16 into float32 registers)
             self.emit(f"*reinterpret_cast<{vtype}*>({name}) = *reinterpret_cast<const {vtype}*>"
                       f"(&{ld.buffer}[{self.expr(base)}]);", d + 1)
             self.vector_buffers.add(ld.buffer)
