@@ -61,10 +61,12 @@ def affine_reads(d) -> dict | None:
     return out
 
 
-def tile_extents(spatial, reduce, bm, bn, bk, rk=(), tm=None, tn=None, inner=False) -> dict:
+def tile_extents(spatial, reduce, bm, bn, bk, rk=(), tm=None, tn=None, inner=False,
+                 whole=None) -> dict:
     """Extent of each index (a stage's `spatial` and `reduce` names) over one
     shared tile (one iteration of the innermost outer reduction loop in one
-    block; None: the whole range of a reduce index kept whole), or, with
+    block; a reduce index kept whole spans its extent in `whole`, or None
+    when `whole` is not given), or, with
     `inner`, over one register fragment (one reduction step of one thread:
     m and n over tm and tn, reduce indices fixed). Other spatial indices: 1."""
     *outer, m, n = spatial
@@ -72,6 +74,8 @@ def tile_extents(spatial, reduce, bm, bn, bk, rk=(), tm=None, tn=None, inner=Fal
     ext[m], ext[n] = (tm, tn) if inner else (bm, bn)
     for i, r in enumerate(reduce):
         ext[r] = 1 if inner else (bk if i == 0 else rk[i - 1])
+        if ext[r] is None and whole is not None:
+            ext[r] = whole[r]
     return ext
 
 
@@ -84,7 +88,8 @@ def padded(row: int) -> int:
 def footprint(dims, ext: dict, shape=None) -> tuple[int, ...]:
     """Per dimension, how many elements a read with subscripts `dims`
     (affine_reads' form) touches when each index spans `ext[index]` values
-    (ext values None: the whole range, given in `shape`)."""
+    (an index with extent None: the dimension's whole size in `shape`),
+    at most the dimension's size."""
     out = []
     for i, (coeffs, _) in enumerate(dims):
         if any(ext.get(v) is None for v, _ in coeffs):

@@ -335,6 +335,12 @@ def _read_stages(ctx, n):
     return set(n["reads"]) | {s for s in ctx.graph.nodes if ctx.node(s)["tensor"] in n["reads"]}
 
 
+def _sh_sizes(extent, lo, hi):
+    """Tile sizes from `lo` (or the extent's power of two when smaller: tiny
+    tiles of a large axis starve the shared tiles of reuse) to `hi`."""
+    return pow2_upto(extent, min(lo, pow2_upto(extent)[-1]), hi)
+
+
 def _sh_reduce_options(extent):
     """Split factors of a reduce axis after the first; None keeps it whole."""
     return [f for f in pow2_upto(extent, 1, 32) if f < extent] + [None]
@@ -346,8 +352,8 @@ def _sh_sample(ctx, stage, rng):
     m, nn = n["spatial"][-2:]
     k0, *krest = n["reduce"]
     for _ in range(100):
-        p = {"bm": pick(rng, pow2_upto(e[m], 1, 128)), "bn": pick(rng, pow2_upto(e[nn], 1, 128)),
-             "bk": pick(rng, pow2_upto(e[k0], 1, 32)),
+        p = {"bm": pick(rng, _sh_sizes(e[m], 8, 128)), "bn": pick(rng, _sh_sizes(e[nn], 8, 128)),
+             "bk": pick(rng, _sh_sizes(e[k0], 4, 32)),
              "rk": [pick(rng, _sh_reduce_options(e[r])) for r in krest],
              "tm": pick(rng, [1, 2, 4, 8]), "tn": pick(rng, [1, 2, 4, 8]),
              "fragments": bool(rng.integers(2)), "pipeline": pick(rng, [0, 0, 2, 2, 3, 4]),
@@ -364,7 +370,7 @@ def _sh_tiles(ctx, stage, p, inner=False):
     tiles (or, with `inner`, one thread's register fragments) of a plan."""
     n = ctx.node(stage)
     ext = tiling.tile_extents(n["spatial"], n["reduce"], p["bm"], p["bn"], p["bk"], p["rk"],
-                              p["tm"], p["tn"], inner)
+                              p["tm"], p["tn"], inner, ctx.extents[stage])
     out = {}
     for t, dims in n["subscripts"].items():
         tensor = ctx.op.tensors[t]
