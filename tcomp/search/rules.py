@@ -20,6 +20,14 @@ in a record and mutated later (space.py). The rules:
   tc_tile      a matmul stage with half inputs: block/warp tiles, K tiles of
                bk in shared memory (padded rows), fragment caches, mma_m16n8k16,
                pipeline depth 2..5 (bench/schedules.py `tc_gemm`)
+  shared_tile  a reduction with two or more spatial axes and affine reads,
+               other than the exact matmul (batched and transposed products,
+               contractions, convolution windows): tiling.shared_tiles, the
+               multi-level tiling of simt_tile derived from the subscripts:
+               block tiles of the last two spatial axes (others on blockIdx.z),
+               register tiles, every read tensor in shared memory at the
+               reduce-tile loop (layout and copy vectors from its subscripts),
+               fragments, pipelining
   reg_tile     any reduction with two or more spatial axes (convolutions,
                batched and transposed products): block and thread tiles of the
                last two spatial axes, a register accumulator, the outer
