@@ -22,7 +22,10 @@ Each node carries:
   order (position in statement order), origin ('statement' or 'snapshot'),
   tensor_core (a 'matmul' whose operands and accumulator an intrinsic of
   tensor_intrinsics.TENSORIZE takes), operands ((A, B) of a 'matmul'),
-  reads (the tensors its statement reads).
+  reads (the tensors its statement reads), subscripts (tiling.affine_reads:
+  per tensor read, per dimension its ((index, coefficient), ...) and whether
+  the offset is zero; None when a read is not affine or one tensor is read at
+  two subscripts).
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from ..lang.ast import Index, Read, walk
 from ..schedule import Schedule
 from ..schedule.primitives import _matmul_roles
 from ..schedule.tensor_intrinsics import TENSORIZE
+from ..schedule.tiling import affine_reads
 
 KINDS = ("matmul", "reduction", "elementwise", "injective", "gather")
 
@@ -51,7 +55,7 @@ def stage_graph(op_or_schedule) -> nx.DiGraph:
         g.add_node(name, tensor=d.tensor, spatial=tuple(d.spatial), reduce=tuple(d.reduce),
                    reduce_op=d.reduce_op, dtype=dtype.name, output=d.tensor in outputs,
                    writers=len(s.writers(d.tensor)), order=i, origin=st.origin, kind=kind,
-                   operands=roles, reads=tuple(sorted(d.reads())),
+                   operands=roles, reads=tuple(sorted(d.reads())), subscripts=affine_reads(d),
                    tensor_core=roles is not None and _tensor_core(s, d, roles))
     for i, name in enumerate(names):
         d = s.states[name].definition

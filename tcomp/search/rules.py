@@ -20,6 +20,14 @@ in a record and mutated later (space.py). The rules:
   tc_tile      a matmul stage with half inputs: block/warp tiles, K tiles of
                bk in shared memory (padded rows), fragment caches, mma_m16n8k16,
                pipeline depth 2..5 (bench/schedules.py `tc_gemm`)
+  shared_tile  a reduction with two or more spatial axes and affine reads,
+               other than the exact matmul (batched and transposed products,
+               contractions, convolution windows): tiling.shared_tiles, the
+               multi-level tiling of simt_tile derived from the subscripts:
+               block tiles of the last two spatial axes (others on blockIdx.z),
+               register tiles, every read tensor in shared memory at the
+               reduce-tile loop (layout and copy vectors from its subscripts),
+               fragments, pipelining
   reg_tile     any reduction with two or more spatial axes (convolutions,
                batched and transposed products): block and thread tiles of the
                last two spatial axes, a register accumulator, the outer
@@ -39,10 +47,11 @@ in a record and mutated later (space.py). The rules:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..lang.symbolic import eval_int
-from ..schedule import templates
+from ..schedule import templates, tiling
 from . import graph as G
 
 
@@ -318,6 +327,107 @@ def _st_apply(s, ctx, stage, p):
                         lanes=p["lanes"], group=p["group"], pad=p["pad"])
 
 
+# ----------------------------------------------------------- shared_tile
+def _sh_applies(ctx, stage):
+    """A reduction over 2+ spatial axes that simt_tile does not already cover,
+    reading tensors that are computed (not inlined into it) at affine
+    subscripts: tiling.shared_tiles caches each of them in shared memory."""
+    n = ctx.node(stage)
+    return (bool(n["reduce"]) and len(n["spatial"]) >= 2 and n["writers"] == 1
+            and n["kind"] != "matmul" and n["subscripts"] is not None and bool(n["reads"])
+            and not any(t in ctx.inlined or t == n["tensor"] for t in _read_stages(ctx, n)))
+
+
+def _read_stages(ctx, n):
+    """The tensors `n` reads and the stages writing them."""
+    return set(n["reads"]) | {s for s in ctx.graph.nodes if ctx.node(s)["tensor"] in n["reads"]}
+
+
+def _sh_sizes(extent, lo, hi):
+    """Tile sizes from `lo` (or the extent's power of two when smaller: tiny
+    tiles of a large axis starve the shared tiles of reuse) to `hi`."""
+    return pow2_upto(extent, min(lo, pow2_upto(extent)[-1]), hi)
+
+
+def _sh_reduce_options(extent):
+    """Split factors of a reduce axis after the first; None keeps it whole."""
+    return [f for f in pow2_upto(extent, 1, 32) if f < extent] + [None]
+
+
+def _sh_sample(ctx, stage, rng):
+    n = ctx.node(stage)
+    e = ctx.extents[stage]
+    m, nn = n["spatial"][-2:]
+    k0, *krest = n["reduce"]
+    for _ in range(100):
+        p = {"bm": pick(rng, _sh_sizes(e[m], 8, 128)), "bn": pick(rng, _sh_sizes(e[nn], 8, 128)),
+             "bk": pick(rng, _sh_sizes(e[k0], 4, 32)),
+             "rk": [pick(rng, _sh_reduce_options(e[r])) for r in krest],
+             "tm": pick(rng, [1, 2, 4, 8]), "tn": pick(rng, [1, 2, 4, 8]),
+             "fragments": bool(rng.integers(2)), "pipeline": pick(rng, [0, 0, 2, 2, 3, 4]),
+             "vector": bool(rng.integers(4) > 0), "lanes": pick(rng, LANES),
+             "pad": bool(rng.integers(2))}
+        p["tm"], p["tn"] = min(p["tm"], p["bm"]), min(p["tn"], p["bn"])
+        if _sh_feasible(ctx, stage, p):
+            return p
+    return None
+
+
+def _sh_tiles(ctx, stage, p, inner=False):
+    """{tensor: (elements per dimension, bytes per element)} of the shared
+    tiles (or, with `inner`, one thread's register fragments) of a plan."""
+    n = ctx.node(stage)
+    ext = tiling.tile_extents(n["spatial"], n["reduce"], p["bm"], p["bn"], p["bk"], p["rk"],
+                              p["tm"], p["tn"], inner, ctx.extents[stage])
+    out = {}
+    for t, dims in n["subscripts"].items():
+        tensor = ctx.op.tensors[t]
+        shape = [eval_int(d, ctx.sizes) for d in tensor.shape]
+        out[t] = (tiling.footprint(dims, ext, shape), tensor.dtype.numpy.itemsize)
+    return out
+
+
+def _sh_feasible(ctx, stage, p):
+    """Threads per block, grid, shared bytes (padded rows, pipeline copies)
+    and a register estimate (accumulators, fragments, prefetched values)."""
+    n = ctx.node(stage)
+    bm, bn, tm, tn = p["bm"], p["bn"], p["tm"], p["tn"]
+    if len(p["rk"]) != len(n["reduce"]) - 1 or bm % tm or bn % tn or p["bk"] < 1:
+        return False
+    ty, tx = bm // tm, bn // tn
+    threads = tx * ty
+    if threads > ctx.limits.threads or (p["lanes"] and (threads % 32 or ty % p["lanes"][1]
+                                                         or tx % p["lanes"][0])):
+        return False
+    e = ctx.extents[stage]
+    *outer, m, nn = n["spatial"]
+    z = 1
+    for v in outer:
+        z *= e[v]
+    if z > ctx.limits.grid_dims[2] or -(-e[m] // bm) > ctx.limits.grid_dims[1]:
+        return False
+    copies = max(1, p["pipeline"])
+    shared, elements = 0, 0
+    for t, (dims, item) in _sh_tiles(ctx, stage, p).items():
+        size = math.prod(dims)
+        j = tiling.inner_dim(n["subscripts"][t], m, nn)
+        if p["pad"] and j is not None and j != len(dims) - 1:
+            size = size // dims[j] * tiling.padded(dims[j])  # stored rows along dimension j
+        shared += size * item * copies
+        elements += size
+    frags = sum(math.prod(d) for d, _ in _sh_tiles(ctx, stage, p, inner=True).values())
+    regs = (tm * tn + (frags if p["fragments"] else 0)
+            + (-(-elements // threads) if p["pipeline"] == 2 else 0) + 24)
+    return shared <= ctx.limits.shared_bytes and regs <= 200
+
+
+def _sh_apply(s, ctx, stage, p):
+    """tiling.shared_tiles with the plan's parameters."""
+    tiling.shared_tiles(s, stage, p["bm"], p["bn"], p["bk"], p["tm"], p["tn"], rk=p["rk"],
+                        fragments=p["fragments"], pipeline=p["pipeline"], vector=p["vector"],
+                        lanes=p["lanes"], pad=p["pad"])
+
+
 # --------------------------------------------------------------- tc_tile
 def _tc_applies(ctx, stage):
     n = ctx.node(stage)
@@ -497,6 +607,7 @@ class Rule:
 RULES = {r.name: r for r in (
     Rule("tc_tile", _tc_applies, _tc_sample, _tc_feasible, _tc_apply, weight=4.0),
     Rule("simt_tile", _st_applies, _st_sample, _st_feasible, _st_apply, weight=3.0),
+    Rule("shared_tile", _sh_applies, _sh_sample, _sh_feasible, _sh_apply, weight=3.0),
     Rule("reg_tile", _rt_applies, _rt_sample, _rt_feasible, _rt_apply, weight=2.0),
     Rule("row", _row_applies, _row_sample, _row_feasible, _row_apply, claims=row_producers,
          weight=3.0),
