@@ -15,9 +15,10 @@ too (else the loop gets no vector accesses).
 A guard around the body that holds for all lanes or none (a bound check
 `base + var < B` with `base` and `B` multiples of the lane count, or a
 condition not on the loop variable) is moved outside the loop first:
-`for v: if c(v): S` becomes `if c(0): for v: S`, which vectorizes. Local arrays are never accessed as vectors: with the
-loop unrolled their subscripts are constants and they stay in registers (a
-vector access would take their address and move them to local memory).
+`for v: if c(v): S` becomes `if c(0): for v: S`, which vectorizes. Local
+arrays are never accessed as vectors: with the loop unrolled their subscripts
+are constants and they stay in registers (a vector access would take their
+address and move them to local memory).
 A loop with no vector access keeps `vector=None` (targets emit it unrolled).
 Nothing else changes: the loop's meaning is its lanes', in order.
 """
@@ -48,8 +49,10 @@ def vector_access(loop: ir.For, dtypes: dict, local: set) -> ir.VectorAccess | N
     """What this pass decides for one vectorized loop whose subscripts are
     flat: its vector accesses, or None. `dtypes`: buffer name -> DType (every
     buffer the loop touches); `local`: the names of local arrays. The schedule
-    search asks this of loops it flattens itself, before unrolling."""
-    return _Vectorize(dtypes, local).decide(loop)
+    search asks this of loops it flattens itself, before unrolling. A
+    lane-uniform guard is moved out first, as the pass does."""
+    v = _Vectorize(dtypes, local)
+    return v.decide(v.unguarded(loop)[1])
 
 
 class _Vectorize(Rewriter):
@@ -60,16 +63,22 @@ class _Vectorize(Rewriter):
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         if s.kind != "vectorize":
             return self.generic_stmt(s)
-        guard = None
-        if (isinstance(s.body, ir.If) and s.body.else_ is None
-                and isinstance(s.body.then, ir.Store) and isinstance(s.extent, ir.Imm)
-                and self.lane_uniform(s.body.cond, s.var, int(s.extent.value))):
-            guard = substitute(s.body.cond, {s.var: ir.const(0)})
-            s = dataclasses.replace(s, body=s.body.then)
+        guard, s = self.unguarded(s)
         vector = self.decide(s)
         if vector is not None:
             s = dataclasses.replace(s, vector=vector)
         return s if guard is None else ir.If(guard, s)  # (the same meaning, vector or not)
+
+    def unguarded(self, s: ir.For) -> tuple[ir.Expr | None, ir.For]:
+        """(guard, loop): a guard around the loop's one store that holds for all
+        lanes or none, taken out (its value at lane 0), and the loop without
+        it; (None, s) when there is none."""
+        if (isinstance(s.body, ir.If) and s.body.else_ is None
+                and isinstance(s.body.then, ir.Store) and isinstance(s.extent, ir.Imm)
+                and self.lane_uniform(s.body.cond, s.var, int(s.extent.value))):
+            guard = substitute(s.body.cond, {s.var: ir.const(0)})
+            return guard, dataclasses.replace(s, body=s.body.then)
+        return None, s
 
     def lane_uniform(self, cond: ir.Expr, var: str, n: int) -> bool:
         """Whether `cond` has one value for all lanes var in 0:n: each
