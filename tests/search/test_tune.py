@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tcomp
-from tcomp.search import MeasureResult, Records, Runner, SearchError, best
+from tcomp.search import MeasureInput, MeasureResult, Records, Runner, SearchError, best
 from tcomp.search import features as F
 from tcomp.search.tuner import canonical, tune
 
@@ -139,12 +139,24 @@ def test_the_model_learns_from_timings_and_finds_a_fast_candidate(mm, tmp_path):
     assert runner.batches[0] == 8 and sum(runner.batches) == 32
     times = [t.time_ms for t in res.history]
     assert res.time_ms == min(times)
-    # better than the median of what it measured, and the model's predictions
-    # of the last rounds correlate with the times
+    # better than the median of what it measured
     assert res.time_ms < np.median(times)
-    late = res.history[-8:]
-    p, t = np.array([x.predicted_ms for x in late]), np.array([x.time_ms for x in late])
-    assert np.corrcoef(np.log(p), np.log(t))[0, 1] > 0.5
+    # and the trained model ranks 40 fresh candidates (not chosen by it: the
+    # predictions of the candidates it chose are biased, those it ranked fast by
+    # mistake are among them) by their times, better than the analytic proxy it
+    # corrects (seeds 0-3: 0.54-0.82 against -0.2-0.4)
+    from tcomp.search.validate import validate
+    cands = res.space.generate(40, np.random.default_rng(100))
+    out = runner.run([MeasureInput(mm, SIZES, c.schedule, "cuda") for c in cands])
+    X = np.array([F.extract(validate(mm, c.schedule, SIZES, "cuda"), SIZES) for c in cands])
+    t = np.array([o.median_ms for o in out])
+    analytic = X[:, F.NAMES.index("log_analytic_ms")]
+
+    def spearman(a, b):
+        ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+        return np.corrcoef(ra, rb)[0, 1]
+    model = spearman(res.model.predict_ms(X), t)
+    assert model > 0.5 and model > spearman(analytic, t), (model, spearman(analytic, t))
     recs = lines(tmp_path / "r.jsonl")
     assert all(r["times_ms"] and r["device"] == "fake" and r["predicted_ms"] for r in recs)
 
