@@ -445,8 +445,10 @@ def _tc_sample(ctx, stage, rng):
              "wm": pick(rng, [16, 32, 64]), "wn": pick(rng, [16, 32, 64]),
              "bk": pick(rng, pow2_upto(e[k], 16, 64)), "pad": bool(rng.integers(4) > 0),
              "vector": True, "pipeline": pick(rng, [0, 2, 3, 3, 4, 5]),
-             "unroll_k": bool(rng.integers(2))}
+             "unroll_k": bool(rng.integers(2)), "swizzle": bool(rng.integers(2))}
         p["wm"], p["wn"] = min(p["wm"], p["bm"]), min(p["wn"], p["bn"])
+        if p["swizzle"]:  # (H200: 377 TFLOP/s swizzled against 320 padded, 4096^3)
+            p["pad"] = False
         if _tc_feasible(ctx, stage, p):
             return p
     return None
@@ -456,6 +458,8 @@ def _tc_feasible(ctx, stage, p):
     bm, bn, wm, wn, bk = p["bm"], p["bn"], p["wm"], p["wn"], p["bk"]
     if bm % wm or bn % wn or wm % 16 or wn % 8 or bk % 16:
         return False
+    if p.get("swizzle") and p["pad"]:
+        return False  # one or the other (Stage.swizzle refuses storage_align padding)
     warps = (bm // wm) * (bn // wn)
     copies = max(2 if p["pipeline"] else 1, p["pipeline"] or 1)
     pad = 8 if p["pad"] else 0
@@ -472,7 +476,8 @@ def _tc_apply(s, ctx, stage, p):
     CF = s.cache_write(C, "fragment")
     templates.tc_tiles(s, C, CF, lambda: s.cache_read(a_name, "shared", [CF]),
                        lambda: s.cache_read(b_name, "shared", [CF]), p["bm"], p["bn"], p["wm"],
-                       p["wn"], p["bk"], 32, p["vector"], p["pad"], p["pipeline"], p["unroll_k"])
+                       p["wn"], p["bk"], 32, p["vector"], p["pad"], p["pipeline"], p["unroll_k"],
+                       swizzle=p.get("swizzle", False))  # (plans recorded before it: padded)
 
 
 # ------------------------------------------------------------------- row
