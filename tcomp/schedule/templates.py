@@ -28,19 +28,7 @@ def simt_gemm(s, stage, a_name, b_name, bm, bn, bk, tm, tn, fragments=True, pipe
     else:
         C.bind(mo, "blockIdx.y")
         C.bind(no, "blockIdx.x")
-    ty, tx = bm // tm, bn // tn
-    if lanes:
-        ln, lm = lanes
-        mw, ml = C.split(mio, lm)
-        nw, nl = C.split(nio, ln)
-        C.reorder(mw, nw, ml, nl)
-        at = C.fuse(C.fuse(C.fuse(mw, nw), ml), nl)
-        C.bind(at, "threadIdx.x")
-        tx, ty = tx * ty, 1
-    else:
-        at = nio
-        C.bind(mio, "threadIdx.y")
-        C.bind(nio, "threadIdx.x")
+    at, tx, ty = bind_thread_tiles(C, mio, nio, bm // tm, bn // tn, lanes)
     C.unroll(mii)
     niio, niiv = C.split(nii, 4)
     C.unroll(niio)
@@ -89,6 +77,25 @@ def simt_gemm(s, stage, a_name, b_name, bm, bn, bk, tm, tn, fragments=True, pipe
             else:
                 for ax in L.axes:
                     L.unroll(ax)
+
+
+def bind_thread_tiles(C, mio, nio, ty, tx, lanes):
+    """Bind the thread loops of a register-tiled stage: mio (ty threads down)
+    and nio (tx across) to threadIdx.y / threadIdx.x, or with `lanes=(ln, lm)`
+    all threads to one threadIdx.x whose warps are ln x lm grids (mio split by
+    lm, nio by ln). Returns (the loop the threads are bound at, tx, ty) with
+    tx, ty the block's threadIdx.x / .y extents."""
+    if lanes:
+        ln, lm = lanes
+        mw, ml = C.split(mio, lm)
+        nw, nl = C.split(nio, ln)
+        C.reorder(mw, nw, ml, nl)
+        at = C.fuse(C.fuse(C.fuse(mw, nw), ml), nl)
+        C.bind(at, "threadIdx.x")
+        return at, tx * ty, 1
+    C.bind(mio, "threadIdx.y")
+    C.bind(nio, "threadIdx.x")
+    return nio, tx, ty
 
 
 def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pad, pipeline,

@@ -33,6 +33,7 @@ from __future__ import annotations
 from ..lang.ast import Read, walk
 from ..lang.ranges import _affine
 from ..errors import ScheduleError
+from .templates import bind_thread_tiles
 
 VECTOR_BYTES = 16
 
@@ -146,19 +147,7 @@ def shared_tiles(s, stage, bm, bn, bk, tm, tn, rk=(), fragments=True, pipeline=0
         C.bind(_fuse_all(C, outer), "blockIdx.z")
     C.bind(mo, "blockIdx.y")
     C.bind(no, "blockIdx.x")
-    ty, tx = bm // tm, bn // tn
-    if lanes:
-        ln, lm = lanes
-        mw, ml = C.split(mio, lm)
-        nw, nl = C.split(nio, ln)
-        C.reorder(mw, nw, ml, nl)
-        at = C.fuse(C.fuse(C.fuse(mw, nw), ml), nl)
-        C.bind(at, "threadIdx.x")
-        tx, ty = tx * ty, 1
-    else:
-        at = nio
-        C.bind(mio, "threadIdx.y")
-        C.bind(nio, "threadIdx.x")
+    at, tx, ty = bind_thread_tiles(C, mio, nio, bm // tm, bn // tn, lanes)
     C.unroll(mii)
     out_vec = vector_width(s.tensors[d.tensor][0].numpy.itemsize)
     if vector and tn % out_vec == 0 and tn > out_vec:
