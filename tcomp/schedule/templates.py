@@ -54,14 +54,8 @@ def simt_gemm(s, stage, a_name, b_name, bm, bn, bk, tm, tn, fragments=True, pipe
             if pad:
                 S.storage_align(a1, 32, 4)
         f = S.fuse(a0, a1)
-        if vector and (bk if name == a_name else bn) % 4 == 0:
-            f, fv = S.split(f, 4)
-            S.vectorize(fv)
-        fo, fi = S.split(f, tx)
-        S.bind(fi, "threadIdx.x")
-        if ty > 1:
-            foo, foi = S.split(fo, ty)
-            S.bind(foi, "threadIdx.y")
+        spread_over_threads(S, f, tx, ty, 4 if vector and (bk if name == a_name else bn) % 4 == 0
+                            else None)
     if fragments:
         for name in (a_name, b_name):
             L = s.cache_read(shared[name], "local", [CL])
@@ -96,6 +90,20 @@ def bind_thread_tiles(C, mio, nio, ty, tx, lanes):
     C.bind(mio, "threadIdx.y")
     C.bind(nio, "threadIdx.x")
     return nio, tx, ty
+
+
+def spread_over_threads(S, f, tx, ty, vec=None):
+    """Spread the fused copy loop `f` of stage S over a tx x ty block: `vec`
+    lanes innermost, vectorized (when given), then tx threads along
+    threadIdx.x, then ty along threadIdx.y (when ty > 1)."""
+    if vec:
+        f, fv = S.split(f, vec)
+        S.vectorize(fv)
+    fo, fi = S.split(f, tx)
+    S.bind(fi, "threadIdx.x")
+    if ty > 1:
+        _, foi = S.split(fo, ty)
+        S.bind(foi, "threadIdx.y")
 
 
 def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pad, pipeline,

@@ -33,7 +33,7 @@ from __future__ import annotations
 from ..lang.ast import Read, walk
 from ..lang.ranges import _affine
 from ..errors import ScheduleError
-from .templates import bind_thread_tiles
+from .templates import bind_thread_tiles, spread_over_threads
 
 VECTOR_BYTES = 16
 
@@ -191,14 +191,8 @@ def shared_tiles(s, stage, bm, bn, bk, tm, tn, rk=(), fragments=True, pipeline=0
                 S.storage_align(order[-2], 32, 4)  # rows padded: the transposed stores spread
         f = _fuse_all(S, axes)
         w = vector_width(s.tensors[name][0].numpy.itemsize)
-        if vector and _contiguous_last(dims, d, bm, bn, bk, rk, w):
-            f, fv = S.split(f, w)
-            S.vectorize(fv)
-        fo, fi = S.split(f, tx)
-        S.bind(fi, "threadIdx.x")
-        if ty > 1:
-            foo, foi = S.split(fo, ty)
-            S.bind(foi, "threadIdx.y")
+        spread_over_threads(S, f, tx, ty,
+                            w if vector and _contiguous_last(dims, d, bm, bn, bk, rk, w) else None)
     if fragments:
         at_r = inner_k[-1]
         for name, (buf, dims) in shared.items():
