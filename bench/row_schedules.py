@@ -317,5 +317,40 @@ def chain(dtype="float32", threads=256, per_thread=4):
     return op, s
 
 
+TRANSPOSE = "def transpose(float(M, N) A) -> (O) { O(j, i) = A(i, j) }"
+
+
+def transpose_vec(tile=64, rows=16, vec=4):
+    """tile x tile blocks of O through shared memory: A's tile read with
+    16-byte loads (vec floats along A's rows) into rows padded by `vec`
+    floats (16-byte aligned), O written vec consecutive floats per thread
+    (the vectorize pass leaves these stores scalar: the lanes come from vec
+    different rows of the shared tile); (tile / vec) x rows threads."""
+    op = tcomp.op(TRANSPOSE)
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    j, i = O.axes
+    jo, io, ji, ii = O.tile(j, i, tile, tile)
+    O.bind(jo, "blockIdx.y")
+    O.bind(io, "blockIdx.x")
+    iio, iiv = O.split(ii, vec)
+    jio, jii = O.split(ji, rows)
+    O.reorder(jo, io, jio, jii, iio, iiv)
+    O.bind(jii, "threadIdx.y")
+    O.bind(iio, "threadIdx.x")
+    O.vectorize(iiv)
+    AS = s.cache_read("A", "shared", [O])
+    AS.compute_at(O, io)
+    a0, a1 = AS.axes
+    a1o, a1v = AS.split(a1, vec)
+    a0o, a0i = AS.split(a0, rows)
+    AS.reorder(a0o, a0i, a1o, a1v)
+    AS.bind(a0i, "threadIdx.y")
+    AS.bind(a1o, "threadIdx.x")
+    AS.vectorize(a1v)
+    AS.storage_align(a0, tile, vec)
+    return op, s
+
+
 ROW_KINDS = {"softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
              "add_layernorm": add_layernorm}
