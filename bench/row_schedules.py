@@ -29,11 +29,22 @@ def _check(dtype):
     return dtype
 
 
-def softmax_src(dt="float32"):
+LOG2E = "1.4426950408889634"
+
+
+def _exp_of(x, m, exp2):
+    """exp(x - m); with `exp2`, as exp2(x * log2(e) - m * log2(e)): one FFMA
+    (m * log2(e) is computed once) and exp2f's MUFU.EX2 with its range fixup
+    instead of expf's range reduction (~4 fewer instructions per element;
+    the same value to a few float32 ulps)."""
+    return f"exp2({x} * {LOG2E} - {m} * {LOG2E})" if exp2 else f"exp({x} - {m})"
+
+
+def softmax_src(dt="float32", exp2=False):
     _check(dt)
     return f"""def softmax({dt}(N, D) X) -> ({dt}(N, D) O) {{
   mx(n) max=! float(X(n, d))
-  e(n, d) = exp(float(X(n, d)) - mx(n))
+  e(n, d) = {_exp_of("float(X(n, d))", "mx(n)", exp2)}
   sm(n) +=! e(n, d)
   rs(n) = 1.0 / sm(n)
   O(n, d) = {dt}(e(n, d) * rs(n))
@@ -96,6 +107,38 @@ def cross_entropy_src(chunk=16384, dt="bfloat16"):
 }}"""
 
 
+def cross_entropy_partials_src(threads=512, per_thread=32, dt="bfloat16", exp2=True):
+    """The same loss in one kernel, with no barrier until the row's end: the
+    row is cut into chunks of threads * per_thread logits and each thread
+    takes its own `per_thread` logits of a chunk (16-byte pieces a
+    threads * 8 apart, as `row_slices` lays them out: logit
+    c * TP + (k * threads + t) * 8 + v), so the statistics m, s and lse of
+    (row n, chunk c, thread t) are per thread, from its registers, with no
+    cross-thread step. Only the row's combine (M, Z over every chunk and
+    thread: the log-sum-exp of the partial log-sum-exps, exact in real
+    arithmetic) crosses threads: two block-wide reductions per row instead of
+    two per chunk, and no second kernel. A thread's chunk with no logit
+    in range gives lse = -inf (s = 0), which adds exp(-inf) = 0 to Z."""
+    _check(dt)
+    vec = vec_of(dt)
+    if per_thread % vec:
+        raise ValueError(f"per_thread {per_thread} must be a multiple of {vec} (16-byte pieces "
+                         f"of {dt})")
+    tp = threads * per_thread
+    x = f"c * {tp} + (k * {threads} + t) * {vec} + v"
+    w = (f"where c in 0:(V + {tp - 1}) / {tp}, t in 0:{threads}, k in 0:{per_thread // vec}, "
+         f"v in 0:{vec}")
+    lx = f"float(L(n, {x}))"
+    return f"""def cross_entropy({dt}(N, V) L, int64(N) T) -> (loss) {{
+  m(n, c, t) max=! {x} < V ? {lx} : -3.4e38 {w}
+  s(n, c, t) +=! {x} < V ? {_exp_of(lx, "m(n, c, t)", exp2)} : 0.0 {w}
+  lse(n, c, t) = m(n, c, t) + log(s(n, c, t))
+  M(n) max=! lse(n, c, t)
+  Z(n) +=! exp(lse(n, c, t) - M(n))
+  loss(n) = M(n) + log(Z(n)) - float(L(n, T(n)))
+}}"""
+
+
 def chain_src(dt="float32"):
     """The elementwise chain of bench/schedules.py GELU (scale, shift, exact
     GELU), in `dt` with float32 arithmetic."""
@@ -120,27 +163,39 @@ def default_threads(d: int, dtype: str) -> int:
     return t
 
 
-def softmax(d, dtype="float32", threads=None):
-    op = tcomp.op(softmax_src(dtype))
+def softmax(d, dtype="float32", threads=None, exp2=False):
+    """`exp2`: the exponentials as exp2 of a fused multiply-add
+    (softmax_src): fewer instructions per element, for wide bfloat16 rows
+    where one 1024-thread block per SM leaves the block's arithmetic
+    after its loads exposed (bench/rows_sass.py counts them)."""
+    op = tcomp.op(softmax_src(dtype, exp2))
     s = tcomp.Schedule(op)
     templates.row_in_registers(s, "O", threads or default_threads(d, dtype), vec_of(dtype),
                                cache=("X",), local=("mx", "e", "sm", "rs"))
     return op, s
 
 
-def layernorm(d, dtype="float32", threads=None):
+def layernorm(d, dtype="float32", threads=None, shared_weights=False):
+    """`shared_weights`: gamma and beta staged in shared memory at the
+    block's start (row_in_registers' `shared`), their loads issued with the
+    row's instead of after its two reductions; 2 * D elements of shared
+    memory (128 KiB for a 32768-long bfloat16 row; too much for float32)."""
     op = tcomp.op(layernorm_src(dtype))
     s = tcomp.Schedule(op)
     templates.row_in_registers(s, "Y", threads or default_threads(d, dtype), vec_of(dtype),
-                               cache=("X",), local=("sx", "mu", "sq", "rstd"))
+                               cache=("X",), local=("sx", "mu", "sq", "rstd"),
+                               shared=("gamma", "beta") if shared_weights else ())
     return op, s
 
 
-def rmsnorm(d, dtype="float32", threads=None):
+def rmsnorm(d, dtype="float32", threads=None, shared_weights=False):
+    """`shared_weights`: w staged in shared memory at the block's start (as
+    layernorm's)."""
     op = tcomp.op(rmsnorm_src(dtype))
     s = tcomp.Schedule(op)
     templates.row_in_registers(s, "Y", threads or default_threads(d, dtype), vec_of(dtype),
-                               cache=("X",), local=("ss", "r"))
+                               cache=("X",), local=("ss", "r"),
+                               shared=("w",) if shared_weights else ())
     return op, s
 
 
@@ -189,6 +244,46 @@ def cross_entropy(chunk=16384, threads=1024, dtype="bfloat16", combine_threads=1
     return op, s
 
 
+def cross_entropy_one_kernel(threads=512, per_thread=32, dtype="bfloat16", exp2=True):
+    """cross_entropy_partials_src in one kernel: one block per row; per
+    chunk (unrolled) each thread loads its per_thread logits (16-byte
+    loads) and computes its own max, sum of exponentials and log-sum-exp
+    (registers, no barrier); then the row's M and Z by two block-wide
+    reductions over (chunk, thread), and thread 0 writes the loss. With no
+    barrier inside the chunk loop, the warps of a block drift apart and one
+    warp's loads overlap another's arithmetic."""
+    op = tcomp.op(cross_entropy_partials_src(threads, per_thread, dtype, exp2))
+    s = tcomp.Schedule(op)
+    loss = s["loss"]
+    (n,) = loss.axes
+    loss.bind(n, "blockIdx.x")
+    lse = s["lse"]
+    lse.compute_at(loss, n)
+    lse.set_scope("local")
+    _, c, t = lse.axes
+    lse.bind(t, "threadIdx.x")
+    lse.unroll(c)  # lse[c] at constant subscripts: registers
+    for name in ("M", "Z"):
+        st = s[name]
+        st.compute_at(loss, n)
+        st.set_scope("local")
+        rc, rt = st.reduce_axes
+        st.reorder(rt, rc)  # the thread loop outermost: a cross-thread reduction
+        st.bind(rt, "threadIdx.x")
+        st.unroll(rc)
+    cache = s.cache_read("L", "local", [s["m"], s["s"]])
+    cache.compute_at(lse, c)
+    templates.row_slices(cache, cache.axes[-1], threads, vec_of(dtype))
+    for name in ("m", "s"):
+        st = s[name]
+        st.compute_at(lse, c)
+        st.set_scope("local")
+        st.bind(st.axes[-1], "threadIdx.x")
+        for ax in st.reduce_axes:
+            st.unroll(ax)
+    return op, s
+
+
 def rowsum(d, threads=None):
     """The row in registers (16-byte loads, all in flight), summed per
     thread, then across the block."""
@@ -219,6 +314,41 @@ def chain(dtype="float32", threads=256, per_thread=4):
     O.bind(it, "threadIdx.x")
     O.unroll(iu)
     O.vectorize(iv)
+    return op, s
+
+
+TRANSPOSE = "def transpose(float(M, N) A) -> (O) { O(j, i) = A(i, j) }"
+
+
+def transpose_vec(tile=64, rows=16, vec=4):
+    """tile x tile blocks of O through shared memory: A's tile read with
+    16-byte loads (vec floats along A's rows) into rows padded by `vec`
+    floats (16-byte aligned), O written vec consecutive floats per thread
+    (the vectorize pass leaves these stores scalar: the lanes come from vec
+    different rows of the shared tile); (tile / vec) x rows threads."""
+    op = tcomp.op(TRANSPOSE)
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    j, i = O.axes
+    jo, io, ji, ii = O.tile(j, i, tile, tile)
+    O.bind(jo, "blockIdx.y")
+    O.bind(io, "blockIdx.x")
+    iio, iiv = O.split(ii, vec)
+    jio, jii = O.split(ji, rows)
+    O.reorder(jo, io, jio, jii, iio, iiv)
+    O.bind(jii, "threadIdx.y")
+    O.bind(iio, "threadIdx.x")
+    O.vectorize(iiv)
+    AS = s.cache_read("A", "shared", [O])
+    AS.compute_at(O, io)
+    a0, a1 = AS.axes
+    a1o, a1v = AS.split(a1, vec)
+    a0o, a0i = AS.split(a0, rows)
+    AS.reorder(a0o, a0i, a1o, a1v)
+    AS.bind(a0i, "threadIdx.y")
+    AS.bind(a1o, "threadIdx.x")
+    AS.vectorize(a1v)
+    AS.storage_align(a0, tile, vec)
     return op, s
 
 

@@ -264,6 +264,30 @@ def row_kernels():
             assert_matches(op, tcomp.build(s, target="cuda", sizes={"N": n})(*args),
                            tcomp.evaluate(op, *args))
             print(f"rows chain {dt} {n} ok")
+    # issue 14's variants: exp2 softmax, weights in shared memory, the
+    # one-kernel cross-entropy, the 16-byte-load transpose
+    for dt in R.DTYPES:
+        for n, d, t in ((3, 32768, None), (2, 1000, 64), (3, 257, 32)):
+            builds = [R.softmax(d, dt, t, exp2=True), R.rmsnorm(d, dt, t, shared_weights=True)]
+            if dt == "bfloat16" or d < 32768:
+                builds.append(R.layernorm(d, dt, t, shared_weights=True))
+            for op, s in builds:
+                args = inputs_for(op, {"N": n, "D": d}, seed=d)
+                got = tcomp.build(s, target="cuda", sizes={"N": n, "D": d})(*args)
+                assert_matches(op, got, tcomp.evaluate(op, *args))
+                print(f"rows {op.name} variant {dt} {n}x{d} ok")
+    for v, t, p in ((128256, 512, 32), (128256, 1024, 32), (3000, 64, 16), (257, 32, 8)):
+        op, s = R.cross_entropy_one_kernel(t, p)
+        args = inputs_for(op, {"N": 3, "V": v}, seed=v, ints={"T": v})
+        got = tcomp.build(s, target="cuda", sizes={"N": 3, "V": v})(*args)
+        assert_matches(op, got, tcomp.evaluate(op, *args))
+        print(f"rows cross_entropy one kernel V={v} {t}x{p} ok")
+    for m, n in ((8192, 8192), (70, 130)):
+        op, s = R.transpose_vec(64, 16, 4)
+        args = inputs_for(op, {"M": m, "N": n}, seed=m)
+        assert_matches(op, tcomp.build(s, target="cuda", sizes={"M": m, "N": n})(*args),
+                       tcomp.evaluate(op, *args))
+        print(f"rows transpose_vec {m}x{n} ok")
 
 
 if __name__ == "__main__":

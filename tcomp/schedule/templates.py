@@ -188,7 +188,7 @@ def row_slices(stage, axis, threads, vec, tag="threadIdx.x"):
     return k, t, v
 
 
-def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=()):
+def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=(), shared=()):
     """One block per row n of `out(n, d)`, the row held in registers across
     the block: each thread owns the elements `row_slices` gives it.
 
@@ -199,20 +199,37 @@ def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=()):
     shuffles and one shared-memory step), per-row scalars once per thread;
     outputs: other row-shaped outputs computed at the row loop and stored from
     the same registers (a second output of a fused kernel). All stages share
-    `threads` and `vec`, so no element moves between threads."""
+    `threads` and `vec`, so no element moves between threads.
+
+    shared: inputs of shape (D,) that only `out` reads (layernorm's gamma
+    and beta, RMSNorm's weight) staged in shared memory before the row's
+    work: the row loop is split by 1 and their copies are computed at the
+    outer (block) loop, so their loads are issued with the row's loads and
+    are stored into shared memory before the first barrier, instead of
+    being loaded from L2 after the row's reductions (where the load latency
+    is exposed, and where the compiler sinks register-cached loads to save
+    registers). Costs D elements of shared memory per tensor (64 KiB for a
+    32768-long bfloat16 row). Returns the stage `out`."""
     O = s[out]
     n, d = O.axes
+    row = n
+    if shared:
+        n, row = O.split(n, 1)
     O.bind(n, "blockIdx.x")
     row_slices(O, d, threads, vec)
     names = list(local) + list(outputs)
     for name in cache:
         readers = [s[r] for r in s.readers(name) if r in names + [out]]
         C = s.cache_read(name, "local", readers)
-        C.compute_at(O, n)
+        C.compute_at(O, row)
         row_slices(C, C.axes[-1], threads, vec)
+    for name in shared:
+        W = s.cache_read(name, "shared", [O])
+        W.compute_at(O, n)
+        row_slices(W, W.axes[-1], threads, vec)
     for name in names:
         st = s[name]
-        st.compute_at(O, n)
+        st.compute_at(O, row)
         if name in local:
             st.set_scope("local")
         if st.reduce_axes:

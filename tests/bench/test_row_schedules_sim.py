@@ -117,3 +117,97 @@ def test_default_threads():
     assert R.default_threads(100, "float32") == 32
     with pytest.raises(ValueError, match="dtype must be one of"):
         R.softmax_src("float16")
+
+
+# ------------------------------------------------------------------ issue 14's variants
+@pytest.mark.parametrize("dtype", R.DTYPES)
+@pytest.mark.parametrize("n,d,threads", ROWS, ids=[f"{n}x{d}/{t}t" for n, d, t in ROWS])
+def test_softmax_exp2_matches_evaluate(dtype, n, d, threads):
+    op, s = R.softmax(d, dtype, threads=threads, exp2=True)
+    sizes = {"N": n, "D": d}
+    run_sim(s, inputs_for(op, sizes, seed=d), sizes=sizes)
+
+
+def test_softmax_exp2_is_fewer_instructions_with_the_same_accesses():
+    plain = tcomp.build(R.softmax(4096, "bfloat16", 256)[1], target="cuda",
+                        sizes={"N": 8, "D": 4096})
+    fast = tcomp.build(R.softmax(4096, "bfloat16", 256, exp2=True)[1], target="cuda",
+                       sizes={"N": 8, "D": 4096})
+    assert "exp2f(" in fast.source and "expf(" not in fast.source.replace("exp2f(", "")
+    assert len(fast.ptx.splitlines()) < len(plain.ptx.splitlines())
+    for k in (plain, fast):
+        assert len(re.findall(r"ld\.global(?:\.nc)?\.v4", k.ptx)) == 2
+        assert ".local" not in k.ptx
+
+
+@pytest.mark.parametrize("dtype", R.DTYPES)
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("n,d,threads", ROWS, ids=[f"{n}x{d}/{t}t" for n, d, t in ROWS])
+def test_shared_weights_match_evaluate(kind, dtype, n, d, threads):
+    op, s = R.ROW_KINDS[kind](d, dtype, threads=threads, shared_weights=True)
+    sizes = {"N": n, "D": d}
+    run_sim(s, inputs_for(op, sizes, seed=d), sizes=sizes)
+
+
+def test_shared_weights_are_stored_before_the_first_barrier():
+    """gamma and beta are copied into shared memory (16-byte loads and
+    stores) before the row's first reduction, not loaded after the second."""
+    op, s = R.layernorm(32768, "bfloat16", shared_weights=True)
+    k = tcomp.build(s, target="cuda", sizes={"N": 4, "D": 32768})
+    src = k.source
+    first_barrier = src.index("__syncthreads")
+    for w in ("gamma", "beta"):
+        assert src.index(f"{w}_shared[") < first_barrier
+        assert src.rindex(f"&{w}[") < first_barrier  # every global read of it
+    assert "extern __shared__" in src  # 128 KiB: dynamic shared memory
+    assert len(re.findall(r"ld\.global(?:\.nc)?\.v4", k.ptx)) == 3 * 4
+    assert ".local" not in k.ptx
+
+
+def _ce_want(args, n):
+    x = args[0].astype(np.float64)
+    return (np.log(np.exp(x - x.max(1, keepdims=True)).sum(1)) + x.max(1)
+            - x[np.arange(n), args[1]])
+
+
+@pytest.mark.parametrize("exp2", [True, False])
+@pytest.mark.parametrize("v,threads,per_thread", [(3000, 64, 16), (2048, 32, 32), (257, 32, 8),
+                                                   (1500, 32, 16)])
+def test_cross_entropy_one_kernel(v, threads, per_thread, exp2):
+    op, s = R.cross_entropy_one_kernel(threads, per_thread, exp2=exp2)
+    sizes = {"N": 5, "V": v}
+    args = inputs_for(op, sizes, seed=v, ints={"T": v})
+    k = run_sim(s, args, sizes=sizes)
+    np.testing.assert_allclose(k(*args), _ce_want(args, 5), rtol=1e-5, atol=1e-5)
+
+
+def test_cross_entropy_one_kernel_has_two_reductions_and_no_second_kernel():
+    """4096 x 128256 logits, 512 threads of 32 per chunk: 8 chunks, each
+    thread 4 16-byte loads per chunk, all in registers; the only barriers are
+    the row's two reductions (two each)."""
+    op, s = R.cross_entropy_one_kernel(512, 32)
+    k = tcomp.build(s, target="cuda", sizes={"N": 8, "V": 128256})
+    assert len(k.program.kernels) == 1
+    assert len(re.findall(r"ld\.global(?:\.nc)?\.v4\.\w32", k.ptx)) == 8 * 4
+    assert k.source.count("__syncthreads") == 4
+    assert ".local" not in k.ptx
+    assert "exp2f(" in k.source
+
+
+def test_cross_entropy_per_thread_must_fill_whole_pieces():
+    with pytest.raises(ValueError, match="per_thread 12 must be a multiple of 8"):
+        R.cross_entropy_one_kernel(64, 12)
+
+
+@pytest.mark.parametrize("m,n", [(64, 64), (70, 130), (129, 65)])
+def test_transpose_vec(m, n):
+    op, s = R.transpose_vec(64, 16, 4)
+    sizes = {"M": m, "N": n}
+    run_sim(s, inputs_for(op, sizes, seed=m), sizes=sizes)
+
+
+def test_transpose_vec_loads_16_bytes():
+    op, s = R.transpose_vec(64, 16, 4)
+    k = tcomp.build(s, target="cuda", sizes={"M": 8192, "N": 8192})
+    assert len(re.findall(r"ld\.global(?:\.nc)?\.v4\.f32", k.ptx)) == 4
+    assert len(re.findall(r"st\.shared\.v4\.f32", k.ptx)) == 4

@@ -93,6 +93,54 @@ def test_cross_entropy(torch, v, chunk, threads):
     check(torch, k(x, t), (want,), 1e-5, ("cross_entropy", v, chunk))
 
 
+@pytest.mark.parametrize("d", [32768, 4096, 1000, 4099, 257])
+@pytest.mark.parametrize("dtype", R.DTYPES)
+def test_softmax_exp2(torch, dtype, d):
+    n = 37 if d <= 8200 else 9
+    op, s = R.softmax(d, dtype, exp2=True)
+    k = tcomp.build(s, target="cuda", sizes={"N": n, "D": d})
+    args, want = make_row(torch, "softmax", dtype, n, d)
+    check(torch, k(*args), want, TOL[dtype], ("softmax exp2", dtype, d))
+
+
+@pytest.mark.parametrize("d", [32768, 4096, 1000, 4099, 257])
+@pytest.mark.parametrize("dtype", R.DTYPES)
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_shared_weights(torch, kind, dtype, d):
+    """Weights staged in shared memory; float32 at 32768 needs 256 KiB for
+    layernorm's two (more than a block may have): 16384 there instead."""
+    if dtype == "float32" and kind == "layernorm" and d == 32768:
+        d = 16384
+    n = 37 if d <= 8200 else 9
+    op, s = R.ROW_KINDS[kind](d, dtype, shared_weights=True)
+    k = tcomp.build(s, target="cuda", sizes={"N": n, "D": d})
+    args, want = make_row(torch, kind, dtype, n, d)
+    check(torch, k(*args), want, TOL[dtype], (kind, "shared weights", dtype, d))
+
+
+@pytest.mark.parametrize("v,threads,per_thread,exp2", [
+    (128256, 512, 32, True), (128256, 1024, 32, True), (128256, 512, 32, False),
+    (128256, 256, 64, True), (50257, 512, 32, True), (1000, 512, 32, True), (7, 32, 8, True)])
+def test_cross_entropy_one_kernel(torch, v, threads, per_thread, exp2):
+    op, s = R.cross_entropy_one_kernel(threads, per_thread, exp2=exp2)
+    n = 11
+    k = tcomp.build(s, target="cuda", sizes={"N": n, "V": v})
+    g = torch.Generator(device="cuda").manual_seed(v)
+    x = (torch.randn(n, v, device="cuda", generator=g) * 4).to(torch.bfloat16)
+    t = torch.randint(0, v, (n,), device="cuda", dtype=torch.int64, generator=g)
+    want = torch.nn.functional.cross_entropy(x.double(), t, reduction="none")
+    check(torch, k(x, t), (want,), 1e-5, ("cross_entropy one kernel", v, threads, per_thread))
+
+
+@pytest.mark.parametrize("m,n", [(8192, 8192), (1000, 4099), (64, 130)])
+def test_transpose_vec(torch, m, n):
+    op, s = R.transpose_vec(64, 16, 4)
+    k = tcomp.build(s, target="cuda", sizes={"M": m, "N": n})
+    a = torch.randn(m, n, device="cuda")
+    got = k(a)
+    assert torch.equal(got, a.t().contiguous())
+
+
 @pytest.mark.parametrize("d", [4096, 32768, 1000, 4099])
 def test_rowsum(torch, d):
     op, s = R.rowsum(d)
