@@ -14,7 +14,12 @@ a 1-d array of the registers one lane holds, accessed only
   `for ti in 0:p: for tj in 0:q: for e in 0:4: ... F[reg] ...` with
   `i = 16 ti + row(lane, e)` and `j = 8 tj + col(lane, e)` (lane =
   threadIdx.x): each lane visits the elements it holds, and the other
-  subscripts of the body (the global C, a bias) follow.
+  subscripts of the body (the global C, a bias) follow. With the column
+  loop split by 2 and its inner loop vectorized (`for i: for jo: for jv in
+  0:2 @vectorize` over F[i, 2 jo + jv], F the accumulator), the lane's
+  elements come in pairs of adjacent columns: `for ti: for tj: for h in 0:2:
+  for jv in 0:2 @vectorize`, registers 2 h + jv of the tile; the vectorize
+  pass may then store each pair as one vector (bf16x2, float2).
 
 A copy from a shared buffer into an A or B fragment whose rows are 16-byte
 aligned runs as `ldmatrix` (x4 for A; x4.trans for two B tiles side by side,
@@ -241,7 +246,8 @@ class _Distribute(Rewriter):
         self.frags, self.roles, self.shapes, self.simp = frags, roles, shapes, simp
         self.shared = shared
         self.count = 0
-        self.element_loops: dict[str, str] = {}  # element loop variable -> its fragment
+        # element loop variable -> (its fragment, the element of the tile it reaches)
+        self.element_loops: dict[str, tuple[str, ir.Expr]] = {}
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         inner = s.body
@@ -260,6 +266,10 @@ class _Distribute(Rewriter):
             return None
         (buf,) = names
         lay = LAYOUTS[self.roles[buf]]
+        vec = inner.body
+        if isinstance(vec, ir.For) and vec.kind == "vectorize" and any(
+                vec.var in ir.free_vars(i) for _, idx in accesses for i in idx):
+            return self._distribute_pairs(outer, inner, vec, buf, lay, accesses)
         va, vb = ir.Var(outer.var), ir.Var(inner.var)
         rows_outer = None
         for _, (i0, i1) in accesses:
@@ -315,11 +325,67 @@ class _Distribute(Rewriter):
             sub = {v: _b("+", o, rc) for (v, o), rc in zip(origin.items(), (row, col))}
             body = substitute(self.stmt(inner.body), sub)
             out = ir.For(e, ir.const(0), ir.const(lay.per_lane), "unroll", body)
-            self.element_loops[e] = buf
+            self.element_loops[e] = (buf, ir.Var(e))
         # (the row loop outside, as the registers are numbered row-major by tile)
         out = ir.For(tb, ir.const(0), ir.const(ec // lay.tw), "unroll", out)
         out = ir.For(ta, ir.const(0), ir.const(er // lay.th), "unroll", out)
         return out
+
+    def _distribute_pairs(self, outer, inner, vec, buf, lay, accesses):
+        """`for i: for jo: for jv in 0:2 @vectorize: ... F[i + r, 2 jo + jv + s]`
+        (F the accumulator, r a multiple of 16, s of 8): each lane holds its
+        elements in pairs of adjacent columns (c0, c1 at row g, c2, c3 at row
+        g + 8, columns 2t and 2t + 1), so the nest becomes `for ti: for tj:
+        for h in 0:2: for jv in 0:2 @vectorize` with i = 16 ti + g + 8 h and
+        jo = 4 tj + t: the vectorized loop keeps its two lanes, which the
+        vectorize pass may store as one 32- or 64-bit vector (element
+        2 h + jv of the tile's registers)."""
+        where = f"fragment '{buf}': vectorized loop '{vec.var}'"
+        if lay.role != "c":
+            raise LoweringError(f"{where} runs over the elements of an mma operand "
+                                f"{lay.role.upper()}; only the accumulator (C) is read in "
+                                f"vectors (pairs of columns): do not vectorize loops over "
+                                f"'{buf}'")
+        if not (isinstance(vec.extent, ir.Imm) and vec.extent.value == 2 and
+                isinstance(vec.lo, ir.Imm) and vec.lo.value == 0):
+            raise LoweringError(f"{where} has {expr_text(vec.extent)} lanes; each lane of the "
+                                f"m16n8k16 accumulator holds pairs of 2 adjacent columns, so "
+                                f"a vectorized loop over it needs 2 (split the column loop by "
+                                f"2 and vectorize the inner one)")
+        va, vb, vv = ir.Var(outer.var), ir.Var(inner.var), ir.Var(vec.var)
+        for _, (i0, i1) in accesses:
+            l0, l1 = self.simp.linear(i0), self.simp.linear(i1)
+            if not (l0.terms.get(va) == 1 and vb not in l0.terms and vv not in l0.terms and
+                    l1.terms.get(vb) == 2 and l1.terms.get(vv) == 1 and va not in l1.terms):
+                raise LoweringError(f"{where}: access {buf}[{expr_text(i0)}, {expr_text(i1)}] "
+                                    f"is not {buf}[{outer.var} + r, 2 * {inner.var} + "
+                                    f"{vec.var} + s] (rows outside, pairs of columns inside, "
+                                    f"the vectorized loop innermost)")
+            for lin, drop, t in ((l0, {va}, lay.th), (l1, {vb, vv}, lay.tw)):
+                rest = Linear({a: c for a, c in lin.terms.items() if a not in drop}, lin.const)
+                if not _multiple(rest, t):
+                    raise LoweringError(f"fragment '{buf}': element access {buf}"
+                                        f"[{expr_text(i0)}, {expr_text(i1)}] does not start "
+                                        f"a {lay.th} x {lay.tw} tile; loop over whole tiles "
+                                        f"of the fragment")
+        er, ep = outer.extent, inner.extent
+        if not (isinstance(er, ir.Imm) and isinstance(ep, ir.Imm)) or er.value % lay.th or \
+                (2 * ep.value) % lay.tw:
+            raise LoweringError(f"fragment '{buf}': loops '{outer.var}' ({expr_text(er)}) and "
+                                f"'{inner.var}' ({expr_text(ep)} pairs) do not cover whole "
+                                f"{lay.th} x {lay.tw} tiles of it")
+        self.count += 1
+        n = self.count
+        ta, tb, h = f"{buf}_ti{n}", f"{buf}_tj{n}", f"{buf}_h{n}"
+        half = lay.tw // 2  # pairs per tile row: 4, one per t
+        sub = {outer.var: _b("+", _b("+", _b("*", ir.Var(ta), lay.th), _b("/", LANE, 4)),
+                             _b("*", ir.Var(h), 8)),
+               inner.var: _b("+", _b("*", ir.Var(tb), half), _b("%", LANE, 4))}
+        body = dataclasses.replace(vec, body=substitute(self.stmt(vec.body), sub))
+        out = ir.For(h, ir.const(0), ir.const(2), "unroll", body)
+        self.element_loops[h] = (buf, _b("+", _b("*", ir.Var(h), 2), vv))
+        out = ir.For(tb, ir.const(0), ir.const(2 * int(ep.value) // lay.tw), "unroll", out)
+        return ir.For(ta, ir.const(0), ir.const(int(er.value) // lay.th), "unroll", out)
 
     def _ldmatrix(self, body, buf, lay, rv, cv, origin, pair=False):
         """`F[i0, i1] = S[...]` (F an A or B fragment, S shared of the same type,
@@ -394,12 +460,11 @@ class _Registers(Rewriter):
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         # the per-lane element loops made by _Distribute: `for e: F[...] = ...`
         if s.var in self.element_loops:
-            return self._element_loop(s, self.element_loops[s.var])
+            return self._element_loop(s, *self.element_loops[s.var])
         return self.generic_stmt(s)
 
-    def _element_loop(self, s: ir.For, buf) -> ir.Stmt:
+    def _element_loop(self, s: ir.For, buf, e: ir.Expr) -> ir.Stmt:
         lay = LAYOUTS[self.roles[buf]]
-        e = ir.Var(s.var)
 
         class Sub(Rewriter):
             def expr_Load(inner, x):
@@ -449,7 +514,9 @@ class _UnrollRegisters(Rewriter):
         for x in ir.walk(s.body):
             if isinstance(x, (ir.Load, ir.Store, ir.Ref)) and x.buffer in self.frags:
                 used |= ir.free_vars(x.indices[0])
-        if s.var not in used or s.kind in ("unroll", "thread"):
+        # (a vectorized loop stays one: its lanes are consecutive registers, and
+        # targets emit it unrolled when it gets no vector access)
+        if s.var not in used or s.kind in ("unroll", "thread", "vectorize"):
             return s
         if not isinstance(s.extent, ir.Imm):
             raise LoweringError(f"loop '{s.var}' picks fragment registers but runs a number of "
