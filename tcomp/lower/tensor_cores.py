@@ -107,10 +107,12 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
             raise LoweringError(f"kernel {k.name}: fragment '{name}' is not an operand of a "
                                 f"tensorized loop (fragments hold tensor-core operands: "
                                 f"tensorize the stage that reads or accumulates it)")
-    shapes = {}
+    shapes, slots = {}, {}
     for name, b in frags.items():
         shape = tuple(int(d.value) for d in b.shape)
-        if len(shape) != 2:
+        if len(shape) == 3:  # a ring of fragments (`pipeline` on the loop that loads them)
+            slots[name], shape = shape[0], shape[1:]
+        elif len(shape) != 2:
             raise LoweringError(f"fragment '{name}' has {len(shape)} dimensions; fragments are "
                                 f"2-d tiles")
         LAYOUTS[roles[name]].check(name, shape)
@@ -119,7 +121,7 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
               if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"}
     dist = _Distribute(frags, roles, shapes, simp, shared)
     body = dist.stmt(body)
-    body = _Registers(frags, roles, shapes, simp, dist.element_loops).stmt(body)
+    body = _Registers(frags, roles, shapes, slots, simp, dist.element_loops).stmt(body)
     return dataclasses.replace(k, body=_UnrollRegisters(frags).stmt(body))
 
 
@@ -179,15 +181,17 @@ class _Tensorize(Rewriter):
         m = self._var_of(store.indices[0], names, acc, 0)
         n = self._var_of(store.indices[1], names, acc, 1)
         for a, b in ((x, y), (y, x)):
-            if len(a.indices) == 2 and len(b.indices) == 2 and \
-                    self._var_of(a.indices[0], names, a.buffer, 0, strict=False) == m and \
-                    self._var_of(b.indices[1], names, b.buffer, 1, strict=False) == n:
+            # (the tile's subscripts are the last two: a ring of fragments has its
+            # slot first)
+            if len(a.indices) >= 2 and len(b.indices) >= 2 and \
+                    self._var_of(a.indices[-2], names, a.buffer, 0, strict=False) == m and \
+                    self._var_of(b.indices[-1], names, b.buffer, 1, strict=False) == n:
                 break
         else:
             raise LoweringError(f"tensorize {s.intrin}: cannot tell A[m, k] from B[k, n] in the "
                                 f"update of '{acc}'")
-        k = self._var_of(a.indices[1], names, a.buffer, 1)
-        if self._var_of(b.indices[0], names, b.buffer, 0) != k or len({m, n, k}) != 3:
+        k = self._var_of(a.indices[-1], names, a.buffer, 1)
+        if self._var_of(b.indices[-2], names, b.buffer, 0) != k or len({m, n, k}) != 3:
             raise LoweringError(f"tensorize {s.intrin}: A and B do not share the reduction loop")
         for var, want in ((m, 16), (n, 8), (k, 16)):
             e = ext[var]
@@ -233,10 +237,12 @@ def _load(e):
 
 # ------------------------------------------------------------------ distribute
 def _frag_accesses(s, frags):
-    """(buffer, subscripts) of every element access (Load or Store, not an
-    intrinsic's Ref) to a fragment under `s` that still has its 2-d subscripts."""
-    return [(x.buffer, x.indices) for x in ir.walk(s) if isinstance(x, (ir.Load, ir.Store))
-            and x.buffer in frags and len(x.indices) == 2]
+    """(buffer, tile subscripts) of every element access (Load or Store, not
+    an intrinsic's Ref) to a fragment under `s` that still has its logical
+    subscripts (a ring slot, then the tile's two)."""
+    return [(x.buffer, x.indices[-2:]) for x in ir.walk(s)
+            if isinstance(x, (ir.Load, ir.Store)) and x.buffer in frags
+            and len(x.indices) == len(frags[x.buffer].shape)]
 
 
 class _Distribute(Rewriter):
@@ -434,27 +440,41 @@ class _Registers(Rewriter):
     """Logical (row, col) subscripts of fragments -> register offsets; Alloc
     shapes -> registers per lane; copies from shared into A/B -> ldmatrix."""
 
-    def __init__(self, frags, roles, shapes, simp, element_loops):
+    def __init__(self, frags, roles, shapes, slots, simp, element_loops):
         self.frags, self.roles, self.shapes, self.simp = frags, roles, shapes, simp
-        self.element_loops = element_loops
+        self.slots, self.element_loops = slots, element_loops
 
-    def reg(self, buf, i0, i1):
-        """Register offset of the tile of `buf` whose origin is (i0, i1): its
-        first register (tiles row-major, `per_lane` registers each)."""
+    def logical(self, buf, idx) -> bool:
+        """Whether `idx` are logical subscripts of fragment `buf` (not yet a register)."""
+        return buf in self.frags and len(idx) == (3 if buf in self.slots else 2)
+
+    def slot_base(self, buf, idx):
+        """The first register of the ring slot that `idx` (logical) picks: slots
+        follow one another, each a whole fragment's registers."""
+        if buf not in self.slots:
+            return ir.const(0)
+        rows, cols = self.shapes[buf]
+        return _b("*", idx[0], rows * cols // 32)
+
+    def reg(self, buf, idx):
+        """Register offset of the tile of `buf` whose origin is `idx` (logical):
+        its first register (tiles row-major, `per_lane` registers each)."""
         lay = LAYOUTS[self.roles[buf]]
         rows, cols = self.shapes[buf]
+        i0, i1 = idx[-2:]
         per_row = cols // lay.tw
         tile_r = _b("/", i0, lay.th)
         tile_c = _b("/", i1, lay.tw)
         base = _b("*", _b("+", _b("*", tile_r, per_row), tile_c), lay.per_lane)
-        return base
+        return _b("+", self.slot_base(buf, idx), base)
 
     def stmt_Alloc(self, s: ir.Alloc) -> ir.Stmt:
         body = self.stmt(s.body)
         b = s.buffer
         if b.name in self.frags:
             rows, cols = self.shapes[b.name]
-            b = dataclasses.replace(b, shape=(ir.const(rows * cols // 32),))
+            regs = rows * cols // 32 * self.slots.get(b.name, 1)
+            b = dataclasses.replace(b, shape=(ir.const(regs),))
         return ir.Alloc(b, body)
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
@@ -469,35 +489,36 @@ class _Registers(Rewriter):
         class Sub(Rewriter):
             def expr_Load(inner, x):
                 idx = inner.exprs(x.indices)
-                if x.buffer == buf and len(idx) == 2:
+                if x.buffer == buf and self.logical(buf, idx):
                     return ir.Load(buf, (self._elem(buf, lay, idx, e),), x.dtype)
                 return dataclasses.replace(x, indices=idx)
 
             def stmt_Store(inner, x):
                 idx, v = inner.exprs(x.indices), inner.expr(x.value)
-                if x.buffer == buf and len(idx) == 2:
+                if x.buffer == buf and self.logical(buf, idx):
                     idx = (self._elem(buf, lay, idx, e),)
                 return dataclasses.replace(x, indices=idx, value=v)
         return dataclasses.replace(s, body=self.simp.stmt(Sub().stmt(s.body)))
 
     def _elem(self, buf, lay, idx, e):
-        """Register of this lane's element e of the tile holding (idx)."""
+        """Register of this lane's element e of the tile holding (idx), logical
+        subscripts (a ring slot first, then the tile's two)."""
         rows, cols = self.shapes[buf]
         # idx = 16 ti + r + row(lane, e): the tile is (idx - row) / th; the simplifier
         # folds it as the lane's row is below th
-        tile_r = self.simp.expr(_b("/", idx[0], lay.th))
-        tile_c = self.simp.expr(_b("/", idx[1], lay.tw))
+        tile_r = self.simp.expr(_b("/", idx[-2], lay.th))
+        tile_c = self.simp.expr(_b("/", idx[-1], lay.tw))
         off = _b("+", _b("*", _b("+", _b("*", tile_r, cols // lay.tw), tile_c), lay.per_lane), e)
-        return self.simp.expr(off)
+        return self.simp.expr(_b("+", self.slot_base(buf, idx), off))
 
     def expr_Ref(self, x: ir.Ref) -> ir.Expr:
-        if x.buffer in self.frags and len(x.indices) == 2:
-            for i, t in zip(x.indices, (LAYOUTS[self.roles[x.buffer]].th,
-                                        LAYOUTS[self.roles[x.buffer]].tw)):
+        if self.logical(x.buffer, x.indices):
+            lay = LAYOUTS[self.roles[x.buffer]]
+            for i, t in zip(x.indices[-2:], (lay.th, lay.tw)):
                 if not _multiple(self.simp.linear(i), t):
                     raise LoweringError(f"fragment '{x.buffer}': intrinsic operand at {expr_text(i)}, not "
                                         f"at a tile boundary (a multiple of {t})")
-            return ir.Ref(x.buffer, (self.simp.expr(self.reg(x.buffer, *x.indices)),), x.dtype)
+            return ir.Ref(x.buffer, (self.simp.expr(self.reg(x.buffer, x.indices)),), x.dtype)
         return x
 
 
