@@ -364,9 +364,10 @@ class _Distribute(Rewriter):
             if not (l0.terms.get(va) == 1 and vb not in l0.terms and vv not in l0.terms and
                     l1.terms.get(vb) == 2 and l1.terms.get(vv) == 1 and va not in l1.terms):
                 raise LoweringError(f"{where}: access {buf}[{expr_text(i0)}, {expr_text(i1)}] "
-                                    f"is not {buf}[{outer.var} + r, 2 * {inner.var} + "
-                                    f"{vec.var} + s] (rows outside, pairs of columns inside, "
-                                    f"the vectorized loop innermost)")
+                                    f"does not pair the accumulator's columns; vectorize the "
+                                    f"inner half of its column loop split by 2, inside the "
+                                    f"row loop ({buf}[{outer.var} + r, 2 * {inner.var} + "
+                                    f"{vec.var} + s])")
             for lin, drop, t in ((l0, {va}, lay.th), (l1, {vb, vv}, lay.tw)):
                 rest = Linear({a: c for a, c in lin.terms.items() if a not in drop}, lin.const)
                 if not _multiple(rest, t):
