@@ -85,7 +85,7 @@ class _Kernel:
         self.simp = kernel_simplifier(k, options.index_dtype)
         self.lines: list[str] = []
         self.scopes: list[set[str]] = [set()]
-        self.vector_buffers: set[str] = set()  # buffers accessed with 8/16-byte vectors
+        self.vector_buffers: set[str] = set()  # buffers accessed with 4/8/16-byte vectors
         # 16-bit fragments: pairs in 32-bit registers, touched only by intrinsics
         self.packed = {x.buffer.name for x in walk_stmts(k.body) if isinstance(x, ir.Alloc)
                        and x.buffer.scope == "fragment" and x.buffer.dtype.bits == 16}
@@ -284,7 +284,7 @@ class _Kernel:
 
     # ----------------------------------------------------------- vectors
     def vector_loop(self, s: ir.For, d: int) -> None:
-        """Emit a vectorized loop with the 8/16-byte loads and store its
+        """Emit a vectorized loop with the 4/8/16-byte loads and store its
         `vector` annotation names (the vectorize pass decided them): each
         vector load into a register array, then the lanes computed from those,
         stored as one vector or (no vector store) one scalar store per lane."""
