@@ -104,7 +104,10 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     split by 2 and the inner loop vectorized: each lane's two adjacent
     accumulator columns are written as one 32-bit (bfloat16x2) or 64-bit
     (float2) store where the output's rows keep pairs aligned (N even and
-    known at compile time), else element by element."""
+    known at compile time), else element by element. With
+    `fragment_pipeline=n` (2 to 5), the A and B fragments are loaded n-1 k16
+    steps ahead of their mma into a ring of n register sets (`pipeline` on
+    the k16 loop; the loop is then unrolled, so `unroll_k` adds nothing)."""
     if pad and swizzle:
         raise ValueError("tc_tiles: pad and swizzle are two ways to the same end; pick one")
     m, n = C.axes
