@@ -183,7 +183,13 @@ def tensor_core_kernels():
                    ("bfloat16", dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3,
                                      swizzle=True)),
                    ("float16", dict(bm=64, bn=64, wm=32, wn=32, bk=16, pipeline=True,
-                                    swizzle=True))):
+                                    swizzle=True)),
+                   # paired epilogue stores (bf16x2) and fragments double-buffered across
+                   # the k16 steps (N = 136 even: pairs; the float32-output case below: float2)
+                   ("bfloat16", dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3,
+                                     swizzle=True, pair_stores=True, fragment_pipeline=2)),
+                   ("float16", dict(bm=64, bn=64, wm=32, wn=32, bk=32, pipeline=True,
+                                    pair_stores=True, fragment_pipeline=2))):
         op = tcomp.op(S.TC_GEMM.replace("bfloat16", dt))
         op, s = S.tc_gemm(op, **kw)
         npdt = tcomp.lang.dtypes.BY_NAME[dt].numpy
@@ -198,6 +204,25 @@ def tensor_core_kernels():
     want = tcomp.evaluate(op, a, b, bias).astype(np.float64)
     assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
     print("tensor cores fused bias + GELU ok")
+    # the fused epilogue with paired stores (a float2 bias load, a bf16x2 store), and an
+    # odd N (pairs fall back to element stores under the column guard)
+    for sizes in ({"M": 300, "N": 136, "K": 200}, {"M": 129, "N": 135, "K": 72}):
+        op, s = S.tc_gemm(tcomp.op(S.TC_GEMM_GELU), bm=128, bn=128, wm=64, wn=64, bk=64,
+                          pipeline=3, swizzle=True, pair_stores=True, fragment_pipeline=2)
+        a = rng.standard_normal((sizes["M"], sizes["K"])).astype(tcomp.lang.dtypes.bfloat16.numpy)
+        b = rng.standard_normal((sizes["K"], sizes["N"])).astype(tcomp.lang.dtypes.bfloat16.numpy)
+        bias = rng.standard_normal(sizes["N"]).astype(np.float32)
+        got = tcomp.build(s, target="cuda", sizes=sizes)(a, b, bias).astype(np.float64)
+        want = tcomp.evaluate(op, a, b, bias).astype(np.float64)
+        assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
+        print(f"tensor cores fused bias + GELU, paired stores {sizes} ok")
+    # a float32 output: each pair is one 64-bit (float2) store
+    op = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
+                  "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
+    op, s = S.tc_gemm(op, bm=64, bn=64, wm=32, wn=32, bk=32, pipeline=3, pair_stores=True)
+    for sizes in ({"M": 128, "N": 96, "K": 64}, {"M": 70, "N": 33, "K": 40}):
+        check_tc(s, tcomp.lang.dtypes.bfloat16.numpy, sizes, rng, "bfloat16 -> float32",
+                 "pair_stores")
     # conv2d over an im2col stage: cp.async gathers with zero-fill (C % 8 == 0), ring
     # stores of gathered pieces (C = 12), awkward H, W, N H W and K
     for (n, h, w, c, kf), kw in (((2, 9, 7, 32, 40), dict(bm=64, bn=64, wm=32, wn=32, bk=32,

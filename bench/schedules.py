@@ -265,7 +265,8 @@ TC_GEMM_GELU = """def gemm_bias_gelu(bfloat16(M,K) A, bfloat16(K,N) B, float(N) 
 
 
 def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=None,
-            pipeline=False, unroll_k=False, swizzle=False):
+            pipeline=False, unroll_k=False, swizzle=False, pair_stores=False,
+            fragment_pipeline=0):
     """Tensor-core GEMM (mma.sync m16n8k16): blocks of bm x bn outputs, warps
     of wm x wn (threadIdx.y, 32 lanes along threadIdx.x), K tiles of bk in
     shared memory copied by all threads (16-byte pieces with `vector`), per
@@ -284,7 +285,13 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
     `C` then an elementwise output of it, e.g. TC_GEMM_GELU) gets the same
     schedule on its output, with C kept in fragments: the epilogue is computed
     from the accumulator registers (fused, no round trip through memory).
-    With `unroll_k`, the k16 steps of each K tile are unrolled."""
+    With `unroll_k`, the k16 steps of each K tile are unrolled. With
+    `pair_stores`, each lane stores its two adjacent output columns as one
+    32-bit (bfloat16x2) or 64-bit (float2) store where N is even (else one
+    by one). With `fragment_pipeline=2`, the A and B fragments of k16 step
+    k+1 are loaded (ldmatrix) before the mma of step k, into a second set of
+    fragment registers (`Stage.pipeline` on the k16 loop); it unrolls that
+    loop, so it replaces `unroll_k`."""
     op = op or tcomp.op(TC_GEMM)
     s = tcomp.Schedule(op)
     if len(s.stages) == 1:
@@ -295,7 +302,8 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
         CF.set_scope("fragment")
     _tc_tiles(s, C, CF, lambda: s.cache_read("A", "shared", [CF]),
               lambda: s.cache_read("B", "shared", [CF]), bm, bn, wm, wn, bk, lanes, vector,
-              not swizzle if pad is None else pad, pipeline, unroll_k, swizzle=swizzle)
+              not swizzle if pad is None else pad, pipeline, unroll_k, swizzle=swizzle,
+              pair_stores=pair_stores, fragment_pipeline=fragment_pipeline)
     return op, s
 
 
@@ -308,7 +316,8 @@ TC_CONV2D = """def conv2d(float16(N, H, W, C) X, float16(R, K) Wt) -> (O) {
 
 
 def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=None,
-              pipeline=False, unroll_k=False, swizzle=False):
+              pipeline=False, unroll_k=False, swizzle=False, pair_stores=False,
+              fragment_pipeline=0):
     """Tensor-core 3x3 convolution, stride 1, padding 1, NHWC (TC_CONV2D) as
     a GEMM over an explicit im2col stage: O(p, k), the output pixels p = (n,
     h, w) by the filters k, sums Acol(p, r) Wt(r, k) over r = (kh, kw, c),
@@ -319,8 +328,8 @@ def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=Tru
     loop, in A's place in `tc_gemm` (same arguments, same schedule for the
     rest); with `vector`, in pieces of 8 consecutive channels, which become
     16-byte cp.async copies with zero-fill in the padding when pipelined
-    (pipeline=3..5) and C is a multiple of 8. `pad` and `swizzle` as in
-    tc_gemm."""
+    (pipeline=3..5) and C is a multiple of 8. `pad`, `swizzle`,
+    `pair_stores` and `fragment_pipeline` as in tc_gemm."""
     op = op or tcomp.op(TC_CONV2D)
     s = tcomp.Schedule(op)
     O = s["O"]
@@ -332,7 +341,7 @@ def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=Tru
         return A
     _tc_tiles(s, O, OF, gather, lambda: s.cache_read("Wt", "shared", [OF]), bm, bn, wm, wn, bk,
               lanes, vector, not swizzle if pad is None else pad, pipeline, unroll_k,
-              swizzle=swizzle)
+              swizzle=swizzle, pair_stores=pair_stores, fragment_pipeline=fragment_pipeline)
     return op, s
 
 

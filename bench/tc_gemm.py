@@ -6,8 +6,9 @@
 Each tcomp kernel is first checked against a float64 product on random
 bfloat16 data (a sample of rows), then timed with CUDA events (median of
 --reps); prints TFLOP/s, the ratio to torch.matmul, and per kernel the
-registers, shared memory, spills and HMMA count from the SASS (when cuobjdump
-is on the PATH). With --conv (on by default), also the conv2d case of
+registers, shared memory, spills and the HMMA, LDSM and STG counts from the
+SASS (when cuobjdump is on the PATH; stg_u16: 16-bit stores, which paired
+stores replace by bf16x2 ones). With --conv (on by default), also the conv2d case of
 bench/tc_conv.py against cuDNN. Writes $OUT/tc_gemm.json when $OUT is set.
 """
 from __future__ import annotations
@@ -56,6 +57,21 @@ VARIANTS = {  # name -> tc_gemm arguments
                                           swizzle=True),
     "128x256_w64x64_k32_async4_swz": dict(bm=128, bn=256, wm=64, wn=64, bk=32, pipeline=4,
                                           swizzle=True),
+    # each lane's two adjacent accumulator columns stored as one bf16x2 (STG.E, 64 per
+    # thread instead of 128 STG.E.U16): pair_stores
+    "128x128_w64x64_k64_async3_swz_pairs": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
+                                                pipeline=3, swizzle=True, pair_stores=True),
+    "128x256_w64x64_k64_async3_swz_pairs": dict(bm=128, bn=256, wm=64, wn=64, bk=64,
+                                                pipeline=3, swizzle=True, pair_stores=True),
+    # the A/B fragments of k16 step k+1 loaded (ldmatrix) before the mma of step k, in a
+    # second set of fragment registers: fragment_pipeline (`pipeline` on the k16 loop)
+    "128x128_w64x64_k64_async3_swz_fpipe": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
+                                                pipeline=3, swizzle=True, fragment_pipeline=2),
+    "128x128_w64x64_k32_async4_swz_fpipe": dict(bm=128, bn=128, wm=64, wn=64, bk=32,
+                                                pipeline=4, swizzle=True, fragment_pipeline=2),
+    "128x128_w64x64_k64_async3_swz_pairs_fpipe": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
+                                                      pipeline=3, swizzle=True,
+                                                      pair_stores=True, fragment_pipeline=2),
 }
 
 
@@ -86,13 +102,21 @@ def sass_stats(cubin: bytes) -> dict:
                              text=True).stdout
         sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
     m = re.search(r"REG:(\d+).*?SHARED:(\d+).*?LOCAL:(\d+)", res)
-    out = {"hmma": sass.count("HMMA"), "ldsm": sass.count("LDSM")}
+    out = {"hmma": sass.count("HMMA"), "ldsm": sass.count("LDSM"),
+           "stg": len(re.findall(r"\bSTG\.", sass)), "stg_u16": sass.count("STG.E.U16")}
     if m:
         out.update(regs=int(m.group(1)), smem=int(m.group(2)), local=int(m.group(3)))
     return out
 
 
 BEST = dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3)
+# the fused GEMM + bias + GELU case is timed with each of these (--epilogue-variants)
+EPILOGUE_VARIANTS = {
+    "best": BEST,
+    "swz": dict(BEST, swizzle=True),
+    "swz_pairs": dict(BEST, swizzle=True, pair_stores=True),  # float2 bias, bf16x2 stores
+    "swz_pairs_fpipe": dict(BEST, swizzle=True, pair_stores=True, fragment_pipeline=2),
+}
 
 
 def run_fp16(args):
@@ -123,17 +147,22 @@ def run_epilogue(args):
     bias16 = bias.bfloat16()
     eager = lambda: F.gelu(torch.matmul(A, B) + bias16)  # noqa: E731
     lib = timed(eager, args.reps)
-    op, s = S.tc_gemm(tcomp.op(S.TC_GEMM_GELU), **BEST)
-    k = tcomp.build(s, target="cuda", sizes={"M": M, "N": N, "K": K})
     sample = torch.randint(0, M, (64,), device="cuda")
     x = A[sample].double() @ B.double() + bias.double()
     exact = 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
-    err = ((k(A, B, bias)[sample].double() - exact).abs() / (exact.abs() + 1)).max().item()
-    t = timed(lambda: k(A, B, bias), args.reps)
-    print(f"GEMM + bias + GELU {M}x{N}x{K}: torch.matmul + eager epilogue {lib:.3f} ms, tcomp "
-          f"fused {t:.3f} ms, ratio {lib / t:.2f} (err {err:.1e})", flush=True)
-    return [dict(M=M, N=N, K=K, variant="bias+gelu " + str(BEST), ms=t, lib_ms=lib,
-                 ratio=lib / t, err=err, ok=err < 2e-2)]
+    rows = []
+    for name in args.epilogue_variants:
+        kw = EPILOGUE_VARIANTS[name]
+        op, s = S.tc_gemm(tcomp.op(S.TC_GEMM_GELU), **kw)
+        k = tcomp.build(s, target="cuda", sizes={"M": M, "N": N, "K": K})
+        err = ((k(A, B, bias)[sample].double() - exact).abs() / (exact.abs() + 1)).max().item()
+        t = timed(lambda: k(A, B, bias), args.reps)
+        print(f"GEMM + bias + GELU {M}x{N}x{K} [{name}]: torch.matmul + eager epilogue "
+              f"{lib:.3f} ms, tcomp fused {t:.3f} ms, ratio {lib / t:.2f} (err {err:.1e})  "
+              f"{sass_stats(k.cubin)}", flush=True)
+        rows.append(dict(M=M, N=N, K=K, variant=f"bias+gelu {name} {kw}", ms=t, lib_ms=lib,
+                         ratio=lib / t, err=err, ok=err < 2e-2))
+    return rows
 
 
 def main():
@@ -144,6 +173,9 @@ def main():
     ap.add_argument("--fp16", action="store_true", help="also float16 GEMMs at the first size")
     ap.add_argument("--epilogue", default="8192,8192,4096",
                     help="M,N,K of the fused GEMM + bias + GELU case ('' to skip)")
+    ap.add_argument("--epilogue-variants", nargs="*", default=list(EPILOGUE_VARIANTS),
+                    choices=list(EPILOGUE_VARIANTS),
+                    help="schedules of the fused case (EPILOGUE_VARIANTS)")
     args = ap.parse_args()
     rows = []
     if args.fp16:

@@ -60,14 +60,16 @@ def sass(cubin: bytes) -> tuple[str, str]:
 
 def stats(cubin: bytes) -> dict:
     res, code = sass(cubin)
-    insts = [(int(m.group(1), 16), m.group(2).split(".")[0], m.group(3))
-             for m in map(LINE.match, code.splitlines()) if m]
+    full = [(int(m.group(1), 16), m.group(2), m.group(3))
+            for m in map(LINE.match, code.splitlines()) if m]
+    insts = [(a, op.split(".")[0], rest) for a, op, rest in full]
     out = {"instructions": len(insts)}
     m = re.search(r"REG:(\d+).*?SHARED:(\d+).*?LOCAL:(\d+)", res)
     if m:
         out.update(regs=int(m.group(1)), static_smem=int(m.group(2)), local=int(m.group(3)))
     ops = collections.Counter(op for _, op, _ in insts)
-    out.update(HMMA=ops["HMMA"], LDSM=ops["LDSM"], LDGSTS=ops["LDGSTS"])
+    out.update(HMMA=ops["HMMA"], LDSM=ops["LDSM"], LDGSTS=ops["LDGSTS"], STG=ops["STG"],
+               STG_U16=sum(1 for _, op, _ in full if op == "STG.E.U16"))
     loop = []
     for addr, op, rest in insts:
         t = re.search(r"0x([0-9a-f]+)", rest) if op == "BRA" else None

@@ -133,8 +133,10 @@ class Store(Stmt):
 @dataclass(frozen=True)
 class VectorAccess:
     """How a vectorized loop moves memory, decided by the `vectorize` pass
-    (lower/vectorize.py): each access below moves the loop's `extent` lanes,
-    `bytes` (8 or 16) in all, as one vector. `loads` are loads of the loop's
+    (lower/vectorize.py): each access below moves the loop's `extent` lanes
+    of its own element type as one vector (4, 8 or 16 bytes); `bytes` is the
+    size of the store's vector (of the loads' when stored lane by lane: then
+    all loads have it). `loads` are loads of the loop's
     body (as they appear there) read as one vector each, lane 0 at the flat
     offset `load_bases[i]`; `store_base` is the offset of lane 0 of the body's
     one store written as one vector, or None when it is stored lane by lane.

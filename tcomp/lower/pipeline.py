@@ -10,7 +10,7 @@
     simplify         again, after unrolling
     registers        per-thread slices of local arrays -> compact arrays at constant subscripts
     flatten_storage  row-major subscripts (targets that address memory linearly)
-    vectorize        which vectorized loops move 8/16-byte vectors, recorded on the loop
+    vectorize        which vectorized loops move 4/8/16-byte vectors, recorded on the loop
 
 `lower(..., dump=dir)` writes the IR after construction and after each pass.
 """

@@ -1,7 +1,10 @@
 """Software pipelining (`pipeline`): the shared copies computed at a loop are
 double-buffered through registers, so the copy of step k+1 overlaps the
 compute of step k. The copy nests are expanded (`_unroll_serial`) and split
-into loads into register slots and stores of those slots (`_split_copy`)."""
+into loads into register slots and stores of those slots (`_split_copy`).
+Fragments (tensor-core operands) computed at a loop are multi-buffered in
+registers instead (`fragment_loop`): the ldmatrix of step k+1 is issued
+before the mma of step k."""
 from __future__ import annotations
 
 import dataclasses
@@ -51,11 +54,47 @@ class _RingStores(Rewriter):
         return dataclasses.replace(s, indices=(self.slot, *s.indices))
 
 
+def fragment_loop(b, stage, st, i, info, inner, pre, attached, domains):
+    """Register multi-buffering of the fragments computed at leaf i (stages
+    n = 2..5): each gets a ring of n fragment buffers (slot k % n at
+    iteration k) and its loads run n-1 iterations ahead of the compute:
+
+        copy(0); ...; copy(n-2)                  (each under `j < extent`)
+        for k: if k + n-1 < extent: copy(k + n-1)   (slot (k-1) % n, read at k-1)
+               compute(k)                           (reads slot k % n)
+
+    No barrier: fragments are the warp's own registers, and the shared tiles
+    they load from do not change inside the loop. The slot subscripts make
+    the loop's variable reach register numbers, so tensor_cores unrolls it."""
+    leaf = st.leaves[i]
+    var, ext = info.loopvar[leaf], info.ext[leaf]
+    n = st.pipeline[leaf]
+    allocs, copies = [], []
+    for p in attached:
+        a, prod = b.attach(p, stage, st, i, domains[p], info.ctx, double=(var, n),
+                           consumer=info)
+        allocs += a
+        copies.append(_RingStores(a[0].name, ir.Bin("%", ir.Var(var), ir.const(n), ir.int32))
+                      .stmt(prod))
+    copy = ir.seq(*copies)
+    prologue = [ir.If(ir.Bin("<", ir.const(j), ext, ir.bool_),
+                      substitute(copy, {var: ir.const(j)})) for j in range(n - 1)]
+    ahead = ir.Bin("+", ir.Var(var), ir.const(n - 1), ir.int32)
+    body = ir.seq(ir.If(ir.Bin("<", ahead, ext, ir.bool_), substitute(copy, {var: ahead})),
+                  inner())
+    out = ir.seq(*prologue, for_loop(st, leaf, var, ext, body))
+    for a in reversed(allocs):
+        out = ir.Alloc(a, out)
+    return ir.seq(pre, out) if pre is not None else out
+
+
 def _shared_only(b, stage, st, leaf, attached):
     shared = [p for p in attached if b.sched.states[p].scope == "shared"]
     if not shared:
         raise LoweringError(f"stage '{stage}': pipeline on '{leaf}', but no shared-memory "
-                            f"copy is computed at that loop")
+                            f"copy is computed at that loop (pipeline runs the shared "
+                            f"copies, or the fragment loads of tensor-core operands, "
+                            f"computed at a loop ahead of its compute)")
     if len(shared) != len(attached):
         others = [p for p in attached if p not in shared]
         raise LoweringError(f"stage '{stage}': pipeline on '{leaf}' pipelines shared "
@@ -74,6 +113,15 @@ def pipelined_loop(b, stage, st, i, info, inner, pre, attached, domains):
     """
     leaf = st.leaves[i]
     var, ext = info.loopvar[leaf], info.ext[leaf]
+    fragments = [p for p in attached if b.sched.states[p].scope == "fragment"]
+    if fragments:
+        others = [p for p in attached if p not in fragments]
+        if others:
+            raise LoweringError(f"stage '{stage}': pipeline on '{leaf}' multi-buffers the "
+                                f"fragments computed there ('{fragments[0]}'), but "
+                                f"'{others[0]}' ({b.sched.states[others[0]].scope}) is also "
+                                f"computed there; compute it at another loop")
+        return fragment_loop(b, stage, st, i, info, inner, pre, attached, domains)
     if st.pipeline[leaf] >= 3:
         return ring_loop(b, stage, st, i, info, inner, pre, attached, domains)
     shared = _shared_only(b, stage, st, leaf, attached)

@@ -94,7 +94,12 @@ def _vector(s: ir.For) -> str:
     """`16 bytes: load A[base], store B[base]`: the vector accesses of a loop,
     each at its lane-0 offset."""
     v = s.vector
-    parts = [f"load {ld.buffer}[{expr(b)}]" for ld, b in zip(v.loads, v.load_bases)]
+    lanes = int(s.extent.value) if isinstance(s.extent, ir.Imm) else 0
+
+    def size(ld):  # a load of another size than the store's (a float2 bias, a bf16x2 store)
+        n = lanes * ld.dtype.numpy.itemsize
+        return f" ({n} bytes)" if lanes and n != v.bytes else ""
+    parts = [f"load {ld.buffer}[{expr(b)}]{size(ld)}" for ld, b in zip(v.loads, v.load_bases)]
     body = s.body
     if v.store_base is not None:
         parts.append(f"store {body.buffer}[{expr(v.store_base)}]")

@@ -14,7 +14,12 @@ a 1-d array of the registers one lane holds, accessed only
   `for ti in 0:p: for tj in 0:q: for e in 0:4: ... F[reg] ...` with
   `i = 16 ti + row(lane, e)` and `j = 8 tj + col(lane, e)` (lane =
   threadIdx.x): each lane visits the elements it holds, and the other
-  subscripts of the body (the global C, a bias) follow.
+  subscripts of the body (the global C, a bias) follow. With the column
+  loop split by 2 and its inner loop vectorized (`for i: for jo: for jv in
+  0:2 @vectorize` over F[i, 2 jo + jv], F the accumulator), the lane's
+  elements come in pairs of adjacent columns: `for ti: for tj: for h in 0:2:
+  for jv in 0:2 @vectorize`, registers 2 h + jv of the tile; the vectorize
+  pass may then store each pair as one vector (bf16x2, float2).
 
 A copy from a shared buffer into an A or B fragment whose rows are 16-byte
 aligned runs as `ldmatrix` (x4 for A; x4.trans for two B tiles side by side,
@@ -102,10 +107,12 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
             raise LoweringError(f"kernel {k.name}: fragment '{name}' is not an operand of a "
                                 f"tensorized loop (fragments hold tensor-core operands: "
                                 f"tensorize the stage that reads or accumulates it)")
-    shapes = {}
+    shapes, slots = {}, {}
     for name, b in frags.items():
         shape = tuple(int(d.value) for d in b.shape)
-        if len(shape) != 2:
+        if len(shape) == 3:  # a ring of fragments (`pipeline` on the loop that loads them)
+            slots[name], shape = shape[0], shape[1:]
+        elif len(shape) != 2:
             raise LoweringError(f"fragment '{name}' has {len(shape)} dimensions; fragments are "
                                 f"2-d tiles")
         LAYOUTS[roles[name]].check(name, shape)
@@ -114,7 +121,7 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
               if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"}
     dist = _Distribute(frags, roles, shapes, simp, shared)
     body = dist.stmt(body)
-    body = _Registers(frags, roles, shapes, simp, dist.element_loops).stmt(body)
+    body = _Registers(frags, roles, shapes, slots, simp, dist.element_loops).stmt(body)
     return dataclasses.replace(k, body=_UnrollRegisters(frags).stmt(body))
 
 
@@ -174,15 +181,17 @@ class _Tensorize(Rewriter):
         m = self._var_of(store.indices[0], names, acc, 0)
         n = self._var_of(store.indices[1], names, acc, 1)
         for a, b in ((x, y), (y, x)):
-            if len(a.indices) == 2 and len(b.indices) == 2 and \
-                    self._var_of(a.indices[0], names, a.buffer, 0, strict=False) == m and \
-                    self._var_of(b.indices[1], names, b.buffer, 1, strict=False) == n:
+            # (the tile's subscripts are the last two: a ring of fragments has its
+            # slot first)
+            if len(a.indices) >= 2 and len(b.indices) >= 2 and \
+                    self._var_of(a.indices[-2], names, a.buffer, 0, strict=False) == m and \
+                    self._var_of(b.indices[-1], names, b.buffer, 1, strict=False) == n:
                 break
         else:
             raise LoweringError(f"tensorize {s.intrin}: cannot tell A[m, k] from B[k, n] in the "
                                 f"update of '{acc}'")
-        k = self._var_of(a.indices[1], names, a.buffer, 1)
-        if self._var_of(b.indices[0], names, b.buffer, 0) != k or len({m, n, k}) != 3:
+        k = self._var_of(a.indices[-1], names, a.buffer, 1)
+        if self._var_of(b.indices[-2], names, b.buffer, 0) != k or len({m, n, k}) != 3:
             raise LoweringError(f"tensorize {s.intrin}: A and B do not share the reduction loop")
         for var, want in ((m, 16), (n, 8), (k, 16)):
             e = ext[var]
@@ -228,10 +237,12 @@ def _load(e):
 
 # ------------------------------------------------------------------ distribute
 def _frag_accesses(s, frags):
-    """(buffer, subscripts) of every element access (Load or Store, not an
-    intrinsic's Ref) to a fragment under `s` that still has its 2-d subscripts."""
-    return [(x.buffer, x.indices) for x in ir.walk(s) if isinstance(x, (ir.Load, ir.Store))
-            and x.buffer in frags and len(x.indices) == 2]
+    """(buffer, tile subscripts) of every element access (Load or Store, not
+    an intrinsic's Ref) to a fragment under `s` that still has its logical
+    subscripts (a ring slot, then the tile's two)."""
+    return [(x.buffer, x.indices[-2:]) for x in ir.walk(s)
+            if isinstance(x, (ir.Load, ir.Store)) and x.buffer in frags
+            and len(x.indices) == len(frags[x.buffer].shape)]
 
 
 class _Distribute(Rewriter):
@@ -241,7 +252,8 @@ class _Distribute(Rewriter):
         self.frags, self.roles, self.shapes, self.simp = frags, roles, shapes, simp
         self.shared = shared
         self.count = 0
-        self.element_loops: dict[str, str] = {}  # element loop variable -> its fragment
+        # element loop variable -> (its fragment, the element of the tile it reaches)
+        self.element_loops: dict[str, tuple[str, ir.Expr]] = {}
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         inner = s.body
@@ -260,6 +272,10 @@ class _Distribute(Rewriter):
             return None
         (buf,) = names
         lay = LAYOUTS[self.roles[buf]]
+        vec = inner.body
+        if isinstance(vec, ir.For) and vec.kind == "vectorize" and any(
+                vec.var in ir.free_vars(i) for _, idx in accesses for i in idx):
+            return self._distribute_pairs(outer, inner, vec, buf, lay, accesses)
         va, vb = ir.Var(outer.var), ir.Var(inner.var)
         rows_outer = None
         for _, (i0, i1) in accesses:
@@ -315,11 +331,68 @@ class _Distribute(Rewriter):
             sub = {v: _b("+", o, rc) for (v, o), rc in zip(origin.items(), (row, col))}
             body = substitute(self.stmt(inner.body), sub)
             out = ir.For(e, ir.const(0), ir.const(lay.per_lane), "unroll", body)
-            self.element_loops[e] = buf
+            self.element_loops[e] = (buf, ir.Var(e))
         # (the row loop outside, as the registers are numbered row-major by tile)
         out = ir.For(tb, ir.const(0), ir.const(ec // lay.tw), "unroll", out)
         out = ir.For(ta, ir.const(0), ir.const(er // lay.th), "unroll", out)
         return out
+
+    def _distribute_pairs(self, outer, inner, vec, buf, lay, accesses):
+        """`for i: for jo: for jv in 0:2 @vectorize: ... F[i + r, 2 jo + jv + s]`
+        (F the accumulator, r a multiple of 16, s of 8): each lane holds its
+        elements in pairs of adjacent columns (c0, c1 at row g, c2, c3 at row
+        g + 8, columns 2t and 2t + 1), so the nest becomes `for ti: for tj:
+        for h in 0:2: for jv in 0:2 @vectorize` with i = 16 ti + g + 8 h and
+        jo = 4 tj + t: the vectorized loop keeps its two lanes, which the
+        vectorize pass may store as one 32- or 64-bit vector (element
+        2 h + jv of the tile's registers)."""
+        where = f"fragment '{buf}': vectorized loop '{vec.var}'"
+        if lay.role != "c":
+            raise LoweringError(f"{where} runs over the elements of an mma operand "
+                                f"{lay.role.upper()}; only the accumulator (C) is read in "
+                                f"vectors (pairs of columns): do not vectorize loops over "
+                                f"'{buf}'")
+        if not (isinstance(vec.extent, ir.Imm) and vec.extent.value == 2 and
+                isinstance(vec.lo, ir.Imm) and vec.lo.value == 0):
+            raise LoweringError(f"{where} has {expr_text(vec.extent)} lanes; each lane of the "
+                                f"m16n8k16 accumulator holds pairs of 2 adjacent columns, so "
+                                f"a vectorized loop over it needs 2 (split the column loop by "
+                                f"2 and vectorize the inner one)")
+        va, vb, vv = ir.Var(outer.var), ir.Var(inner.var), ir.Var(vec.var)
+        for _, (i0, i1) in accesses:
+            l0, l1 = self.simp.linear(i0), self.simp.linear(i1)
+            if not (l0.terms.get(va) == 1 and vb not in l0.terms and vv not in l0.terms and
+                    l1.terms.get(vb) == 2 and l1.terms.get(vv) == 1 and va not in l1.terms):
+                raise LoweringError(f"{where}: access {buf}[{expr_text(i0)}, {expr_text(i1)}] "
+                                    f"does not pair the accumulator's columns; vectorize the "
+                                    f"inner half of its column loop split by 2, inside the "
+                                    f"row loop ({buf}[{outer.var} + r, 2 * {inner.var} + "
+                                    f"{vec.var} + s])")
+            for lin, drop, t in ((l0, {va}, lay.th), (l1, {vb, vv}, lay.tw)):
+                rest = Linear({a: c for a, c in lin.terms.items() if a not in drop}, lin.const)
+                if not _multiple(rest, t):
+                    raise LoweringError(f"fragment '{buf}': element access {buf}"
+                                        f"[{expr_text(i0)}, {expr_text(i1)}] does not start "
+                                        f"a {lay.th} x {lay.tw} tile; loop over whole tiles "
+                                        f"of the fragment")
+        er, ep = outer.extent, inner.extent
+        if not (isinstance(er, ir.Imm) and isinstance(ep, ir.Imm)) or er.value % lay.th or \
+                (2 * ep.value) % lay.tw:
+            raise LoweringError(f"fragment '{buf}': loops '{outer.var}' ({expr_text(er)}) and "
+                                f"'{inner.var}' ({expr_text(ep)} pairs) do not cover whole "
+                                f"{lay.th} x {lay.tw} tiles of it")
+        self.count += 1
+        n = self.count
+        ta, tb, h = f"{buf}_ti{n}", f"{buf}_tj{n}", f"{buf}_h{n}"
+        half = lay.tw // 2  # pairs per tile row: 4, one per t
+        sub = {outer.var: _b("+", _b("+", _b("*", ir.Var(ta), lay.th), _b("/", LANE, 4)),
+                             _b("*", ir.Var(h), 8)),
+               inner.var: _b("+", _b("*", ir.Var(tb), half), _b("%", LANE, 4))}
+        body = dataclasses.replace(vec, body=substitute(self.stmt(vec.body), sub))
+        out = ir.For(h, ir.const(0), ir.const(2), "unroll", body)
+        self.element_loops[h] = (buf, _b("+", _b("*", ir.Var(h), 2), vv))
+        out = ir.For(tb, ir.const(0), ir.const(2 * int(ep.value) // lay.tw), "unroll", out)
+        return ir.For(ta, ir.const(0), ir.const(int(er.value) // lay.th), "unroll", out)
 
     def _ldmatrix(self, body, buf, lay, rv, cv, origin, pair=False):
         """`F[i0, i1] = S[...]` (F an A or B fragment, S shared of the same type,
@@ -368,71 +441,85 @@ class _Registers(Rewriter):
     """Logical (row, col) subscripts of fragments -> register offsets; Alloc
     shapes -> registers per lane; copies from shared into A/B -> ldmatrix."""
 
-    def __init__(self, frags, roles, shapes, simp, element_loops):
+    def __init__(self, frags, roles, shapes, slots, simp, element_loops):
         self.frags, self.roles, self.shapes, self.simp = frags, roles, shapes, simp
-        self.element_loops = element_loops
+        self.slots, self.element_loops = slots, element_loops
 
-    def reg(self, buf, i0, i1):
-        """Register offset of the tile of `buf` whose origin is (i0, i1): its
-        first register (tiles row-major, `per_lane` registers each)."""
+    def logical(self, buf, idx) -> bool:
+        """Whether `idx` are logical subscripts of fragment `buf` (not yet a register)."""
+        return buf in self.frags and len(idx) == (3 if buf in self.slots else 2)
+
+    def slot_base(self, buf, idx):
+        """The first register of the ring slot that `idx` (logical) picks: slots
+        follow one another, each a whole fragment's registers."""
+        if buf not in self.slots:
+            return ir.const(0)
+        rows, cols = self.shapes[buf]
+        return _b("*", idx[0], rows * cols // 32)
+
+    def reg(self, buf, idx):
+        """Register offset of the tile of `buf` whose origin is `idx` (logical):
+        its first register (tiles row-major, `per_lane` registers each)."""
         lay = LAYOUTS[self.roles[buf]]
         rows, cols = self.shapes[buf]
+        i0, i1 = idx[-2:]
         per_row = cols // lay.tw
         tile_r = _b("/", i0, lay.th)
         tile_c = _b("/", i1, lay.tw)
         base = _b("*", _b("+", _b("*", tile_r, per_row), tile_c), lay.per_lane)
-        return base
+        return _b("+", self.slot_base(buf, idx), base)
 
     def stmt_Alloc(self, s: ir.Alloc) -> ir.Stmt:
         body = self.stmt(s.body)
         b = s.buffer
         if b.name in self.frags:
             rows, cols = self.shapes[b.name]
-            b = dataclasses.replace(b, shape=(ir.const(rows * cols // 32),))
+            regs = rows * cols // 32 * self.slots.get(b.name, 1)
+            b = dataclasses.replace(b, shape=(ir.const(regs),))
         return ir.Alloc(b, body)
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         # the per-lane element loops made by _Distribute: `for e: F[...] = ...`
         if s.var in self.element_loops:
-            return self._element_loop(s, self.element_loops[s.var])
+            return self._element_loop(s, *self.element_loops[s.var])
         return self.generic_stmt(s)
 
-    def _element_loop(self, s: ir.For, buf) -> ir.Stmt:
+    def _element_loop(self, s: ir.For, buf, e: ir.Expr) -> ir.Stmt:
         lay = LAYOUTS[self.roles[buf]]
-        e = ir.Var(s.var)
 
         class Sub(Rewriter):
             def expr_Load(inner, x):
                 idx = inner.exprs(x.indices)
-                if x.buffer == buf and len(idx) == 2:
+                if x.buffer == buf and self.logical(buf, idx):
                     return ir.Load(buf, (self._elem(buf, lay, idx, e),), x.dtype)
                 return dataclasses.replace(x, indices=idx)
 
             def stmt_Store(inner, x):
                 idx, v = inner.exprs(x.indices), inner.expr(x.value)
-                if x.buffer == buf and len(idx) == 2:
+                if x.buffer == buf and self.logical(buf, idx):
                     idx = (self._elem(buf, lay, idx, e),)
                 return dataclasses.replace(x, indices=idx, value=v)
         return dataclasses.replace(s, body=self.simp.stmt(Sub().stmt(s.body)))
 
     def _elem(self, buf, lay, idx, e):
-        """Register of this lane's element e of the tile holding (idx)."""
+        """Register of this lane's element e of the tile holding (idx), logical
+        subscripts (a ring slot first, then the tile's two)."""
         rows, cols = self.shapes[buf]
         # idx = 16 ti + r + row(lane, e): the tile is (idx - row) / th; the simplifier
         # folds it as the lane's row is below th
-        tile_r = self.simp.expr(_b("/", idx[0], lay.th))
-        tile_c = self.simp.expr(_b("/", idx[1], lay.tw))
+        tile_r = self.simp.expr(_b("/", idx[-2], lay.th))
+        tile_c = self.simp.expr(_b("/", idx[-1], lay.tw))
         off = _b("+", _b("*", _b("+", _b("*", tile_r, cols // lay.tw), tile_c), lay.per_lane), e)
-        return self.simp.expr(off)
+        return self.simp.expr(_b("+", self.slot_base(buf, idx), off))
 
     def expr_Ref(self, x: ir.Ref) -> ir.Expr:
-        if x.buffer in self.frags and len(x.indices) == 2:
-            for i, t in zip(x.indices, (LAYOUTS[self.roles[x.buffer]].th,
-                                        LAYOUTS[self.roles[x.buffer]].tw)):
+        if self.logical(x.buffer, x.indices):
+            lay = LAYOUTS[self.roles[x.buffer]]
+            for i, t in zip(x.indices[-2:], (lay.th, lay.tw)):
                 if not _multiple(self.simp.linear(i), t):
                     raise LoweringError(f"fragment '{x.buffer}': intrinsic operand at {expr_text(i)}, not "
                                         f"at a tile boundary (a multiple of {t})")
-            return ir.Ref(x.buffer, (self.simp.expr(self.reg(x.buffer, *x.indices)),), x.dtype)
+            return ir.Ref(x.buffer, (self.simp.expr(self.reg(x.buffer, x.indices)),), x.dtype)
         return x
 
 
@@ -449,7 +536,9 @@ class _UnrollRegisters(Rewriter):
         for x in ir.walk(s.body):
             if isinstance(x, (ir.Load, ir.Store, ir.Ref)) and x.buffer in self.frags:
                 used |= ir.free_vars(x.indices[0])
-        if s.var not in used or s.kind in ("unroll", "thread"):
+        # (a vectorized loop stays one: its lanes are consecutive registers, and
+        # targets emit it unrolled when it gets no vector access)
+        if s.var not in used or s.kind in ("unroll", "thread", "vectorize"):
             return s
         if not isinstance(s.extent, ir.Imm):
             raise LoweringError(f"loop '{s.var}' picks fragment registers but runs a number of "

@@ -2,23 +2,25 @@
 
 Pre: storage flattened (one subscript per access); vectorized loops innermost
 with a constant extent (the `unroll` pass checked them).
-Post: a vectorized loop whose body is one unguarded store, starting at 0,
-carries `For.vector` (ir.VectorAccess) when its accesses can move 8 or 16
-bytes of float32, int32, float16 or bfloat16 at a time: every load of the
-body whose offsets are `base + var` with `base` a multiple of the lane count
-is read as one vector (all of one size: the store's when the store is a
-vector too; a per-lane local store may take another type, so 8 bfloat16
-loads widen into float32 registers); the store is written as one vector when
-it is contiguous, aligned and of a vector type and size, else lane by lane —
-but a vector store needs every load that varies with the loop to be a vector
-too (else the loop gets no vector accesses).
+Post: a vectorized loop of 2 or more lanes whose body is one unguarded
+store, starting at 0, carries `For.vector` (ir.VectorAccess) when its
+accesses can move 4, 8 or 16 bytes of float32, int32, float16 or bfloat16 at
+a time (4 bytes: two 16-bit lanes): every load of the body whose offsets are
+`base + var` with `base` a multiple of the lane count is read as one vector
+(each of its own type's size when the store is a vector too, so a float32
+bias read as a float2 feeds a bfloat16x2 store; all of one size when the
+store is per lane, which may take another type, so 8 bfloat16 loads widen
+into float32 registers); the store is written as one vector when it is
+contiguous, aligned and of a vector type and size, else lane by lane — but a
+vector store needs every load that varies with the loop to be a vector too
+(else the loop gets no vector accesses).
 A guard around the body that holds for all lanes or none (a bound check
 `base + var < B` with `base` and `B` multiples of the lane count, or a
 condition not on the loop variable) is moved outside the loop first:
 `for v: if c(v): S` becomes `if c(0): for v: S`, which vectorizes. Local
-arrays are never accessed as vectors: with the loop unrolled their subscripts
-are constants and they stay in registers (a vector access would take their
-address and move them to local memory).
+arrays and fragments are never accessed as vectors: with the loop unrolled
+their subscripts are constants and they stay in registers (a vector access
+would take their address and move them to local memory).
 A loop with no vector access keeps `vector=None` (targets emit it unrolled).
 Nothing else changes: the loop's meaning is its lanes', in order.
 """
@@ -30,7 +32,7 @@ from . import ir
 from .rewriter import Rewriter, substitute, walk_stmts
 from .simplify import Linear, Simplifier
 
-VECTOR_BYTES = (8, 16)
+VECTOR_BYTES = (4, 8, 16)
 VECTOR_TYPES = ("float32", "int32", "float16", "bfloat16")
 
 
@@ -40,7 +42,7 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
     for x in walk_stmts(k.body):
         if isinstance(x, ir.Alloc):
             dtypes.setdefault(x.buffer.name, x.buffer.dtype)
-            if x.buffer.scope == "local":
+            if x.buffer.scope in ("local", "fragment"):  # registers
                 local.add(x.buffer.name)
     return dataclasses.replace(k, body=_Vectorize(dtypes, local).stmt(k.body))
 
@@ -107,6 +109,8 @@ class _Vectorize(Rewriter):
         if not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
             return None
         n = int(s.extent.value)
+        if n < 2:
+            return None  # (one lane: a scalar access)
         st = s.body
         dt = self.dtypes.get(st.buffer)
         if dt is None:
@@ -131,15 +135,16 @@ class _Vectorize(Rewriter):
             ldt = self.dtypes.get(ld.buffer)
             size = None if ldt is None else n * ldt.numpy.itemsize
             if (ldt is not None and ld not in conditional and ldt.name in VECTOR_TYPES
-                    and size in VECTOR_BYTES and (nbytes is None or size == nbytes)
-                    and (sbase is None or ldt == dt)):
+                    and size in VECTOR_BYTES and (sbase is not None or nbytes is None
+                                                  or size == nbytes)):
                 base = self.contiguous(ld.indices[0], s.var, n)
             if base is None:
                 if sbase is not None:
                     return None  # a vector store needs every varying load as a vector
                 continue
             vec_loads[ld] = base
-            nbytes = size
+            if sbase is None:
+                nbytes = size
         if sbase is None and not vec_loads:
             return None
         return ir.VectorAccess(nbytes, tuple(vec_loads), tuple(vec_loads.values()), sbase)

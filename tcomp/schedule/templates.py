@@ -107,7 +107,7 @@ def spread_over_threads(S, f, tx, ty, vec=None):
 
 
 def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pad, pipeline,
-              unroll_k, swizzle=False):
+              unroll_k, swizzle=False, pair_stores=False, fragment_pipeline=0):
     """The tensor-core schedule of tc_gemm on the output stage `C` and its
     fragment accumulator `CF` (C(m, n) += A(m, k) * B(k, n)). `a_shared` and
     `b_shared` make the shared-memory stages of A and B (a cache_read of an
@@ -115,7 +115,14 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     computed at the K-tile loop and read through fragments. Their ldmatrix
     reads are kept free of bank conflicts by `swizzle` (Stage.swizzle: XOR of
     16-byte chunks, no extra memory) or `pad` (rows padded by 16 bytes with
-    storage_align); not both."""
+    storage_align); not both. With `pair_stores`, the output's columns are
+    split by 2 and the inner loop vectorized: each lane's two adjacent
+    accumulator columns are written as one 32-bit (bfloat16x2) or 64-bit
+    (float2) store where the output's rows keep pairs aligned (N even and
+    known at compile time), else element by element. With
+    `fragment_pipeline=n` (2 to 5), the A and B fragments are loaded n-1 k16
+    steps ahead of their mma into a ring of n register sets (`pipeline` on
+    the k16 loop; the loop is then unrolled, so `unroll_k` adds nothing)."""
     if pad and swizzle:
         raise ValueError("tc_tiles: pad and swizzle are two ways to the same end; pick one")
     m, n = C.axes
@@ -128,6 +135,9 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     w = C.fuse(mw, nw)
     C.bind(w, "threadIdx.y")
     CF.compute_at(C, w)
+    if pair_stores:  # the accumulator's layout gives each lane pairs of adjacent columns
+        _, nv = C.split(nf, 2)
+        C.vectorize(nv)
     fm, fn = CF.axes
     (fk,) = CF.reduce_axes
     ko, ki = CF.split(fk, bk)
@@ -161,6 +171,8 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
             S.vectorize(fv)
     if pipeline:
         CF.pipeline(ko, stages=2 if pipeline is True else pipeline)
+    if fragment_pipeline:  # A/B fragments of k16 step k+1 loaded during the mma of step k
+        CF.pipeline(kio, stages=fragment_pipeline)
     if unroll_k:  # the k16 steps of a K tile unrolled: fragment loads overlap earlier mma
         CF.unroll(kio)
 

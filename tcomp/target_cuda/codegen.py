@@ -85,7 +85,7 @@ class _Kernel:
         self.simp = kernel_simplifier(k, options.index_dtype)
         self.lines: list[str] = []
         self.scopes: list[set[str]] = [set()]
-        self.vector_buffers: set[str] = set()  # buffers accessed with 8/16-byte vectors
+        self.vector_buffers: set[str] = set()  # buffers accessed with 4/8/16-byte vectors
         # 16-bit fragments: pairs in 32-bit registers, touched only by intrinsics
         self.packed = {x.buffer.name for x in walk_stmts(k.body) if isinstance(x, ir.Alloc)
                        and x.buffer.scope == "fragment" and x.buffer.dtype.bits == 16}
@@ -284,7 +284,7 @@ class _Kernel:
 
     # ----------------------------------------------------------- vectors
     def vector_loop(self, s: ir.For, d: int) -> None:
-        """Emit a vectorized loop with the 8/16-byte loads and store its
+        """Emit a vectorized loop with the 4/8/16-byte loads and store its
         `vector` annotation names (the vectorize pass decided them): each
         vector load into a register array, then the lanes computed from those,
         stored as one vector or (no vector store) one scalar store per lane."""
@@ -292,7 +292,6 @@ class _Kernel:
         n = int(s.extent.value)
         st = s.body
         dt = self.buffer_dtype(st.buffer)
-        vtype = "float4" if vec.bytes == 16 else "float2"
         v = _c(s.var)
         ct = ctype(dt)
         self.emit("{", d)
@@ -302,6 +301,7 @@ class _Kernel:
             names[ld] = name
             self.emit(f"{ctype(ld.dtype)} {name}[{n}];", d + 1)  # (the load's type: it may
             # be narrower than a per-lane store's, e.g. bfloat16 into float32 registers)
+            vtype = _VECTOR_TYPE[n * self.buffer_dtype(ld.buffer).numpy.itemsize]
             self.emit(f"*reinterpret_cast<{vtype}*>({name}) = *reinterpret_cast<const {vtype}*>"
                       f"(&{ld.buffer}[{self.expr(base)}]);", d + 1)
             self.vector_buffers.add(ld.buffer)
@@ -320,6 +320,7 @@ class _Kernel:
             self.emit(f"for ({self.index_ctype} {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
             self.emit(f"{out}[{v}] = {self.expr(value)};", d + 2)
             self.emit("}", d + 1)
+            vtype = _VECTOR_TYPE[n * dt.numpy.itemsize]
             self.emit(f"*reinterpret_cast<{vtype}*>(&{st.buffer}[{self.expr(vec.store_base)}]) = "
                       f"*reinterpret_cast<const {vtype}*>({out});", d + 1)
             self.vector_buffers.add(st.buffer)
@@ -409,6 +410,9 @@ class _ReplaceLoads:
                 return self.generic_expr(x)
         return R().expr(e)
 
+
+# the type that moves a vector of this many bytes (the bits are copied, never converted)
+_VECTOR_TYPE = {4: "unsigned", 8: "float2", 16: "float4"}
 
 _BUILTIN_VARS = threads.INDEX_VARS  # CUDA's own names of the thread and block indices
 
