@@ -27,6 +27,7 @@ from tcomp.schedule import templates
 
 from ..bench.common import S
 from .bank_conflicts import PHASES, addresses, conflicts, value
+from .util import check_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "swizzle"
 BF = tcomp.op(S.TC_GEMM)
@@ -245,15 +246,7 @@ def test_swizzling_simt_shared_tiles_never_changes_the_result(data):
 
 # ------------------------------------------------------------------ golden text
 def _golden(name: str, text: str, update: bool):
-    path = GOLDEN / name
-    if update:
-        GOLDEN.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text() != text:
-            path.write_text(text)
-    else:
-        assert path.exists(), f"missing golden file {path}; run pytest with --update-golden"
-        assert text == path.read_text(), (f"{name} differs from {path} (rerun with "
-                                          f"--update-golden if intended, and review the diff)")
+    check_golden(GOLDEN / name, text, update)
 
 
 def _small_swizzled():

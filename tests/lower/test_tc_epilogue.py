@@ -25,7 +25,7 @@ from tcomp.lower import ir
 from tcomp.lower.rewriter import walk_stmts
 
 from ..bench.common import S
-from .util import inputs_for
+from .util import check_golden, inputs_for
 
 BF16 = tcomp.lang.dtypes.bfloat16.numpy
 GOLDEN = Path(__file__).parent / "golden" / "tc_epilogue"
@@ -190,15 +190,7 @@ def test_fragment_rings_have_a_slot_per_stage():
 
 # ------------------------------------------------------------------ golden text
 def _golden(name: str, text: str, update: bool):
-    path = GOLDEN / name
-    if update:
-        GOLDEN.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text() != text:
-            path.write_text(text)
-    else:
-        assert path.exists(), f"missing golden file {path}; run pytest with --update-golden"
-        assert text == path.read_text(), (f"{name} differs from {path} (rerun with "
-                                          f"--update-golden if intended, and review the diff)")
+    check_golden(GOLDEN / name, text, update)
 
 
 def test_golden_ir_and_cuda(update_golden):

@@ -80,3 +80,16 @@ def tile_on_blocks_and_threads(stage, a, b, ta, tb):
     stage.bind(ai, "threadIdx.y")
     stage.bind(bi, "threadIdx.x")
     return ao, bo, ai, bi
+
+
+def check_golden(path, text: str, update: bool) -> None:
+    """Compare `text` with the golden file at `path` (a pathlib.Path), or
+    rewrite it with `update` (pytest --update-golden)."""
+    if update:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+    else:
+        assert path.exists(), f"missing golden file {path}; run pytest with --update-golden"
+        assert text == path.read_text(), (f"{path.name} differs from {path} (rerun with "
+                                          f"--update-golden if intended, and review the diff)")
