@@ -302,14 +302,19 @@ def _st_sample(ctx, stage, rng):
     return None
 
 
+def _threads_fit(ctx, tx, ty, lanes) -> bool:
+    """A tx x ty block of register-tile threads within the device's limit,
+    whose warps can be ln x lm lane grids when `lanes` = (ln, lm) is given."""
+    threads = tx * ty
+    return threads <= ctx.limits.threads and not (
+        lanes and (threads % 32 or ty % lanes[1] or tx % lanes[0]))
+
+
 def _st_feasible(ctx, stage, p):
     bm, bn, bk, tm, tn = p["bm"], p["bn"], p["bk"], p["tm"], p["tn"]
     if bm % tm or bn % tn:
         return False
-    ty, tx = bm // tm, bn // tn
-    threads = tx * ty
-    if threads > ctx.limits.threads or (p["lanes"] and (threads % 32 or ty % p["lanes"][1]
-                                                         or tx % p["lanes"][0])):
+    if not _threads_fit(ctx, bn // tn, bm // tm, p["lanes"]):
         return False
     if p["pad"] and not p["vector"]:
         return False
@@ -396,8 +401,7 @@ def _sh_feasible(ctx, stage, p):
         return False
     ty, tx = bm // tm, bn // tn
     threads = tx * ty
-    if threads > ctx.limits.threads or (p["lanes"] and (threads % 32 or ty % p["lanes"][1]
-                                                         or tx % p["lanes"][0])):
+    if not _threads_fit(ctx, tx, ty, p["lanes"]):
         return False
     e = ctx.extents[stage]
     *outer, m, nn = n["spatial"]

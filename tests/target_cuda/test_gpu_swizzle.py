@@ -10,6 +10,7 @@ import pytest
 import tcomp
 
 from ..bench.common import S
+from .gemm_check import rows_match_float64
 
 pytestmark = pytest.mark.cuda
 
@@ -30,15 +31,6 @@ CASES = [
 ]
 
 
-def _rows(A, B, got, ulp, K):
-    """Every output row when small, else 64 sampled rows, against float64."""
-    idx = np.arange(A.shape[0]) if A.shape[0] <= 512 else \
-        np.random.default_rng(0).choice(A.shape[0], 64, replace=False)
-    exact = A[idx].astype(np.float64) @ B.astype(np.float64)
-    g = got[idx].astype(np.float64)
-    assert (np.abs(g - exact) <= np.abs(exact) * ulp + 1e-3 * np.sqrt(K)).all()
-
-
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("sizes, kw", CASES)
 def test_swizzled_gemm_on_gpu(dtype, sizes, kw):
@@ -50,7 +42,7 @@ def test_swizzled_gemm_on_gpu(dtype, sizes, kw):
     swz = tcomp.build(S.tc_gemm(op, **kw, swizzle=True)[1], target="cuda", sizes=sizes)
     assert "^" in swz.source  # the layout is in the addresses
     got = swz(A, B)
-    _rows(A, B, got, 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10, sizes["K"])
+    rows_match_float64(A, B, got, 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10, sizes["K"])
     pad = tcomp.build(S.tc_gemm(op, **kw, pad=True)[1], target="cuda", sizes=sizes)(A, B)
     assert np.array_equal(got, pad)
 
