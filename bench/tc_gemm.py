@@ -72,6 +72,23 @@ VARIANTS = {  # name -> tc_gemm arguments
     "128x128_w64x64_k64_async3_swz_pairs_fpipe": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
                                                       pipeline=3, swizzle=True,
                                                       pair_stores=True, fragment_pipeline=2),
+    # the epilogue through shared memory (smem_epilogue): fragments -> a swizzled bm x bn
+    # bf16 tile (STS), a barrier, then 16-byte coalesced copies to C (STG.E.128, whole
+    # 128-byte lines per warp). Extra shared memory: bm * bn * 2 bytes (no aliasing with
+    # the ring): k64 async3 goes from 96 to 128 KiB (2 -> 1 block per SM); k32 async4
+    # stays at 96 KiB (2 per SM); 128x256 k32 async3 (one block per SM by registers
+    # already) 72 -> 136 KiB
+    "128x128_w64x64_k64_async3_swz_smemepi": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
+                                                  pipeline=3, swizzle=True, smem_epilogue=True),
+    "128x128_w64x64_k64_async3_swz_pairs_smemepi": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
+                                                        pipeline=3, swizzle=True,
+                                                        pair_stores=True, smem_epilogue=True),
+    "128x128_w64x64_k32_async4_swz_pairs_smemepi": dict(bm=128, bn=128, wm=64, wn=64, bk=32,
+                                                        pipeline=4, swizzle=True,
+                                                        pair_stores=True, smem_epilogue=True),
+    "128x256_w64x64_k32_async3_swz_pairs_smemepi": dict(bm=128, bn=256, wm=64, wn=64, bk=32,
+                                                        pipeline=3, swizzle=True,
+                                                        pair_stores=True, smem_epilogue=True),
 }
 
 
@@ -116,6 +133,10 @@ EPILOGUE_VARIANTS = {
     "swz": dict(BEST, swizzle=True),
     "swz_pairs": dict(BEST, swizzle=True, pair_stores=True),  # float2 bias, bf16x2 stores
     "swz_pairs_fpipe": dict(BEST, swizzle=True, pair_stores=True, fragment_pipeline=2),
+    # GELU computed from the fragments, staged in shared memory as bf16, 16-byte stores
+    "swz_pairs_smemepi": dict(BEST, swizzle=True, pair_stores=True, smem_epilogue=True),
+    "k32_async4_swz_pairs_smemepi": dict(BEST, bk=32, pipeline=4, swizzle=True,
+                                         pair_stores=True, smem_epilogue=True),
 }
 
 
