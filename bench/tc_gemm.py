@@ -8,8 +8,9 @@ bfloat16 data (a sample of rows), then timed with CUDA events (median of
 --reps); prints TFLOP/s, the ratio to torch.matmul, and per kernel the
 registers, shared memory, spills and the HMMA, LDSM and STG counts from the
 SASS (when cuobjdump is on the PATH; stg_u16: 16-bit stores, which paired
-stores replace by bf16x2 ones). With --conv (on by default), also the conv2d case of
-bench/tc_conv.py against cuDNN. Writes $OUT/tc_gemm.json when $OUT is set.
+stores replace by bf16x2 ones; stg_128 and sts: the 16-byte stores and the
+shared stores of the epilogue through shared memory). With --conv (on by
+default), also the conv2d case of bench/tc_conv.py against cuDNN. Writes $OUT/tc_gemm.json when $OUT is set.
 """
 from __future__ import annotations
 
@@ -120,7 +121,8 @@ def sass_stats(cubin: bytes) -> dict:
         sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
     m = re.search(r"REG:(\d+).*?SHARED:(\d+).*?LOCAL:(\d+)", res)
     out = {"hmma": sass.count("HMMA"), "ldsm": sass.count("LDSM"),
-           "stg": len(re.findall(r"\bSTG\.", sass)), "stg_u16": sass.count("STG.E.U16")}
+           "stg": len(re.findall(r"\bSTG\.", sass)), "stg_u16": sass.count("STG.E.U16"),
+           "stg_128": sass.count("STG.E.128"), "sts": len(re.findall(r"\bSTS\b", sass))}
     if m:
         out.update(regs=int(m.group(1)), smem=int(m.group(2)), local=int(m.group(3)))
     return out
