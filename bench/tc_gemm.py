@@ -10,7 +10,8 @@ registers, shared memory, spills and the HMMA, LDSM and STG counts from the
 SASS (when cuobjdump is on the PATH; stg_u16: 16-bit stores, which paired
 stores replace by bf16x2 ones; stg_128 and sts: the 16-byte stores and the
 shared stores of the epilogue through shared memory). With --conv (on by
-default), also the conv2d case of bench/tc_conv.py against cuDNN. Writes $OUT/tc_gemm.json when $OUT is set.
+default), also the conv2d case of bench/tc_conv.py against cuDNN. Writes
+$OUT/tc_gemm.json when $OUT is set.
 """
 from __future__ import annotations
 
