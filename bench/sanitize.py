@@ -189,7 +189,14 @@ def tensor_core_kernels():
                    ("bfloat16", dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3,
                                      swizzle=True, pair_stores=True, fragment_pipeline=2)),
                    ("float16", dict(bm=64, bn=64, wm=32, wn=32, bk=32, pipeline=True,
-                                    pair_stores=True, fragment_pipeline=2))):
+                                    pair_stores=True, fragment_pipeline=2)),
+                   # the epilogue through shared memory: fragments -> a staging tile
+                   # (swizzled / padded), a barrier, 16-byte copies out (N = 136: vectors
+                   # only where a row's pieces stay aligned, element copies at N = 300)
+                   ("bfloat16", dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3,
+                                     swizzle=True, pair_stores=True, smem_epilogue=True)),
+                   ("float16", dict(bm=64, bn=64, wm=32, wn=32, bk=32, pipeline=4,
+                                    smem_epilogue=True))):
         op = tcomp.op(S.TC_GEMM.replace("bfloat16", dt))
         op, s = S.tc_gemm(op, **kw)
         npdt = tcomp.lang.dtypes.BY_NAME[dt].numpy
@@ -216,6 +223,18 @@ def tensor_core_kernels():
         want = tcomp.evaluate(op, a, b, bias).astype(np.float64)
         assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
         print(f"tensor cores fused bias + GELU, paired stores {sizes} ok")
+    # the fused epilogue computed from the fragments into the staging tile, copied out in
+    # 16-byte vectors (N = 136) and element by element (N = 135)
+    for sizes in ({"M": 300, "N": 136, "K": 200}, {"M": 129, "N": 135, "K": 72}):
+        op, s = S.tc_gemm(tcomp.op(S.TC_GEMM_GELU), bm=128, bn=128, wm=64, wn=64, bk=32,
+                          pipeline=4, swizzle=True, pair_stores=True, smem_epilogue=True)
+        a = rng.standard_normal((sizes["M"], sizes["K"])).astype(tcomp.lang.dtypes.bfloat16.numpy)
+        b = rng.standard_normal((sizes["K"], sizes["N"])).astype(tcomp.lang.dtypes.bfloat16.numpy)
+        bias = rng.standard_normal(sizes["N"]).astype(np.float32)
+        got = tcomp.build(s, target="cuda", sizes=sizes)(a, b, bias).astype(np.float64)
+        want = tcomp.evaluate(op, a, b, bias).astype(np.float64)
+        assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
+        print(f"tensor cores fused bias + GELU through shared memory {sizes} ok")
     # a float32 output: each pair is one 64-bit (float2) store
     op = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
                   "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")

@@ -266,7 +266,7 @@ TC_GEMM_GELU = """def gemm_bias_gelu(bfloat16(M,K) A, bfloat16(K,N) B, float(N) 
 
 def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=None,
             pipeline=False, unroll_k=False, swizzle=False, pair_stores=False,
-            fragment_pipeline=0):
+            fragment_pipeline=0, smem_epilogue=False):
     """Tensor-core GEMM (mma.sync m16n8k16): blocks of bm x bn outputs, warps
     of wm x wn (threadIdx.y, 32 lanes along threadIdx.x), K tiles of bk in
     shared memory copied by all threads (16-byte pieces with `vector`), per
@@ -291,7 +291,11 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
     by one). With `fragment_pipeline=2`, the A and B fragments of k16 step
     k+1 are loaded (ldmatrix) before the mma of step k, into a second set of
     fragment registers (`Stage.pipeline` on the k16 loop); it unrolls that
-    loop, so it replaces `unroll_k`."""
+    loop, so it replaces `unroll_k`. With `smem_epilogue`, the block's output
+    tile is staged in shared memory (in the output's type; a fused epilogue
+    computed from the fragments on the way in) and copied to global memory
+    by all threads in 16-byte vectors (templates.tc_tiles documents it; it
+    costs bm * bn output elements of shared memory).'"""
     op = op or tcomp.op(TC_GEMM)
     s = tcomp.Schedule(op)
     if len(s.stages) == 1:
@@ -303,7 +307,8 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
     _tc_tiles(s, C, CF, lambda: s.cache_read("A", "shared", [CF]),
               lambda: s.cache_read("B", "shared", [CF]), bm, bn, wm, wn, bk, lanes, vector,
               not swizzle if pad is None else pad, pipeline, unroll_k, swizzle=swizzle,
-              pair_stores=pair_stores, fragment_pipeline=fragment_pipeline)
+              pair_stores=pair_stores, fragment_pipeline=fragment_pipeline,
+              smem_epilogue=smem_epilogue)
     return op, s
 
 
@@ -317,7 +322,7 @@ TC_CONV2D = """def conv2d(float16(N, H, W, C) X, float16(R, K) Wt) -> (O) {
 
 def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=None,
               pipeline=False, unroll_k=False, swizzle=False, pair_stores=False,
-              fragment_pipeline=0):
+              fragment_pipeline=0, smem_epilogue=False):
     """Tensor-core 3x3 convolution, stride 1, padding 1, NHWC (TC_CONV2D) as
     a GEMM over an explicit im2col stage: O(p, k), the output pixels p = (n,
     h, w) by the filters k, sums Acol(p, r) Wt(r, k) over r = (kh, kw, c),
@@ -329,7 +334,7 @@ def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=Tru
     rest); with `vector`, in pieces of 8 consecutive channels, which become
     16-byte cp.async copies with zero-fill in the padding when pipelined
     (pipeline=3..5) and C is a multiple of 8. `pad`, `swizzle`,
-    `pair_stores` and `fragment_pipeline` as in tc_gemm."""
+    `pair_stores`, `fragment_pipeline` and `smem_epilogue` as in tc_gemm."""
     op = op or tcomp.op(TC_CONV2D)
     s = tcomp.Schedule(op)
     O = s["O"]
@@ -341,7 +346,8 @@ def tc_conv2d(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=Tru
         return A
     _tc_tiles(s, O, OF, gather, lambda: s.cache_read("Wt", "shared", [OF]), bm, bn, wm, wn, bk,
               lanes, vector, not swizzle if pad is None else pad, pipeline, unroll_k,
-              swizzle=swizzle, pair_stores=pair_stores, fragment_pipeline=fragment_pipeline)
+              swizzle=swizzle, pair_stores=pair_stores, fragment_pipeline=fragment_pipeline,
+              smem_epilogue=smem_epilogue)
     return op, s
 
 

@@ -8,8 +8,10 @@ bfloat16 data (a sample of rows), then timed with CUDA events (median of
 --reps); prints TFLOP/s, the ratio to torch.matmul, and per kernel the
 registers, shared memory, spills and the HMMA, LDSM and STG counts from the
 SASS (when cuobjdump is on the PATH; stg_u16: 16-bit stores, which paired
-stores replace by bf16x2 ones). With --conv (on by default), also the conv2d case of
-bench/tc_conv.py against cuDNN. Writes $OUT/tc_gemm.json when $OUT is set.
+stores replace by bf16x2 ones; stg_128 and sts: the 16-byte stores and the
+shared stores of the epilogue through shared memory). With --conv (on by
+default), also the conv2d case of bench/tc_conv.py against cuDNN. Writes
+$OUT/tc_gemm.json when $OUT is set.
 """
 from __future__ import annotations
 
@@ -72,6 +74,23 @@ VARIANTS = {  # name -> tc_gemm arguments
     "128x128_w64x64_k64_async3_swz_pairs_fpipe": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
                                                       pipeline=3, swizzle=True,
                                                       pair_stores=True, fragment_pipeline=2),
+    # the epilogue through shared memory (smem_epilogue): fragments -> a swizzled bm x bn
+    # bf16 tile (STS), a barrier, then 16-byte coalesced copies to C (STG.E.128, whole
+    # 128-byte lines per warp). Extra shared memory: bm * bn * 2 bytes (no aliasing with
+    # the ring): k64 async3 goes from 96 to 128 KiB (2 -> 1 block per SM); k32 async4
+    # stays at 96 KiB (2 per SM); 128x256 k32 async3 (one block per SM by registers
+    # already) 72 -> 136 KiB
+    "128x128_w64x64_k64_async3_swz_smemepi": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
+                                                  pipeline=3, swizzle=True, smem_epilogue=True),
+    "128x128_w64x64_k64_async3_swz_pairs_smemepi": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
+                                                        pipeline=3, swizzle=True,
+                                                        pair_stores=True, smem_epilogue=True),
+    "128x128_w64x64_k32_async4_swz_pairs_smemepi": dict(bm=128, bn=128, wm=64, wn=64, bk=32,
+                                                        pipeline=4, swizzle=True,
+                                                        pair_stores=True, smem_epilogue=True),
+    "128x256_w64x64_k32_async3_swz_pairs_smemepi": dict(bm=128, bn=256, wm=64, wn=64, bk=32,
+                                                        pipeline=3, swizzle=True,
+                                                        pair_stores=True, smem_epilogue=True),
 }
 
 
@@ -103,7 +122,8 @@ def sass_stats(cubin: bytes) -> dict:
         sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
     m = re.search(r"REG:(\d+).*?SHARED:(\d+).*?LOCAL:(\d+)", res)
     out = {"hmma": sass.count("HMMA"), "ldsm": sass.count("LDSM"),
-           "stg": len(re.findall(r"\bSTG\.", sass)), "stg_u16": sass.count("STG.E.U16")}
+           "stg": len(re.findall(r"\bSTG\.", sass)), "stg_u16": sass.count("STG.E.U16"),
+           "stg_128": sass.count("STG.E.128"), "sts": len(re.findall(r"\bSTS\b", sass))}
     if m:
         out.update(regs=int(m.group(1)), smem=int(m.group(2)), local=int(m.group(3)))
     return out
@@ -116,6 +136,10 @@ EPILOGUE_VARIANTS = {
     "swz": dict(BEST, swizzle=True),
     "swz_pairs": dict(BEST, swizzle=True, pair_stores=True),  # float2 bias, bf16x2 stores
     "swz_pairs_fpipe": dict(BEST, swizzle=True, pair_stores=True, fragment_pipeline=2),
+    # GELU computed from the fragments, staged in shared memory as bf16, 16-byte stores
+    "swz_pairs_smemepi": dict(BEST, swizzle=True, pair_stores=True, smem_epilogue=True),
+    "k32_async4_swz_pairs_smemepi": dict(BEST, bk=32, pipeline=4, swizzle=True,
+                                         pair_stores=True, smem_epilogue=True),
 }
 
 

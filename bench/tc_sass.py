@@ -69,7 +69,10 @@ def stats(cubin: bytes) -> dict:
         out.update(regs=int(m.group(1)), static_smem=int(m.group(2)), local=int(m.group(3)))
     ops = collections.Counter(op for _, op, _ in insts)
     out.update(HMMA=ops["HMMA"], LDSM=ops["LDSM"], LDGSTS=ops["LDGSTS"], STG=ops["STG"],
-               STG_U16=sum(1 for _, op, _ in full if op == "STG.E.U16"))
+               STG_U16=sum(1 for _, op, _ in full if op == "STG.E.U16"),
+               STG_128=sum(1 for _, op, _ in full if op == "STG.E.128"), STS=ops["STS"],
+               STS_128=sum(1 for _, op, _ in full if op == "STS.128"), LDS=ops["LDS"],
+               BAR=ops["BAR"])
     loop = []
     for addr, op, rest in insts:
         t = re.search(r"0x([0-9a-f]+)", rest) if op == "BRA" else None

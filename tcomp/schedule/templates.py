@@ -107,7 +107,8 @@ def spread_over_threads(S, f, tx, ty, vec=None):
 
 
 def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pad, pipeline,
-              unroll_k, swizzle=False, pair_stores=False, fragment_pipeline=0):
+              unroll_k, swizzle=False, pair_stores=False, fragment_pipeline=0,
+              smem_epilogue=False):
     """The tensor-core schedule of tc_gemm on the output stage `C` and its
     fragment accumulator `CF` (C(m, n) += A(m, k) * B(k, n)). `a_shared` and
     `b_shared` make the shared-memory stages of A and B (a cache_read of an
@@ -122,22 +123,51 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     known at compile time), else element by element. With
     `fragment_pipeline=n` (2 to 5), the A and B fragments are loaded n-1 k16
     steps ahead of their mma into a ring of n register sets (`pipeline` on
-    the k16 loop; the loop is then unrolled, so `unroll_k` adds nothing)."""
+    the k16 loop; the loop is then unrolled, so `unroll_k` adds nothing).
+
+    With `smem_epilogue`, the output goes out through shared memory (the
+    CUTLASS epilogue): `cache_write(C, "shared")` puts a stage between the
+    fragments and C, which holds the block's bm x bn output tile in shared
+    memory in C's type. Each warp stores its accumulators into that tile by
+    their (lane, register) layout (a fused elementwise output, e.g. GELU, is
+    computed from the fragments on the way; pairs with `pair_stores`), a
+    barrier follows, and then C is an ordinary copy spread over all threads
+    in 16-byte vectors (8 bfloat16 per access: a warp writes whole 128-byte
+    lines of global memory, where the fragment layout writes scattered
+    4-byte pieces). The staging tile is swizzled with `swizzle`, padded by
+    16 bytes a row with `pad`, so the fragment stores and the vector reads
+    are free of bank conflicts. It is extra shared memory (bm * bn elements
+    of C's type, plus the padding) on top of the A/B tiles: the IR does not
+    alias the pipeline ring's buffers with it. Returns the staging stage
+    (or None)."""
     if pad and swizzle:
         raise ValueError("tc_tiles: pad and swizzle are two ways to the same end; pick one")
+    CS = s.cache_write(C, "shared") if smem_epilogue else None  # (before C's loops change)
     m, n = C.axes
     mo, no, mi, ni = C.tile(m, n, bm, bn)
-    mw, mf = C.split(mi, wm)
-    nw, nf = C.split(ni, wn)
-    C.reorder(mo, no, mw, nw, mf, nf)
     C.bind(mo, "blockIdx.y")
     C.bind(no, "blockIdx.x")
-    w = C.fuse(mw, nw)
-    C.bind(w, "threadIdx.y")
-    CF.compute_at(C, w)
+    warps = (bm // wm) * (bn // wn)
+    if CS is None:
+        W, wmi, wni = C, mi, ni  # the warps store their fragments straight to C
+    else:
+        CS.compute_at(C, no)
+        W, (wmi, wni) = CS, CS.axes
+        if swizzle:
+            CS.swizzle()
+        elif pad:
+            CS.storage_align(wmi, 2 * bn, bn + 16 // _itemsize(s, CS.tensor))
+        vec = 16 // _itemsize(s, C.tensor)  # 16-byte pieces of the output's rows
+        spread_block_copy(C, C.fuse(mi, ni), vec, lanes, warps, vector=bm * bn % vec == 0)
+    mw, mf = W.split(wmi, wm)
+    nw, nf = W.split(wni, wn)
+    W.reorder(mw, nw, mf, nf)
+    w = W.fuse(mw, nw)
+    W.bind(w, "threadIdx.y")
+    CF.compute_at(W, w)
     if pair_stores:  # the accumulator's layout gives each lane pairs of adjacent columns
-        _, nv = C.split(nf, 2)
-        C.vectorize(nv)
+        _, nv = W.split(nf, 2)
+        W.vectorize(nv)
     fm, fn = CF.axes
     (fk,) = CF.reduce_axes
     ko, ki = CF.split(fk, bk)
@@ -154,27 +184,38 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     AF.compute_at(CF, kio)
     BF = s.cache_read(BS, "fragment", [CF])
     BF.compute_at(CF, kio)
-    warps = (bm // wm) * (bn // wn)
     for S, width in ((AS, bk), (BS, bn)):
         a0, a1 = S.axes
         if swizzle:
             S.swizzle()
         elif pad:
             S.storage_align(a0, 2 * width, width + 8)
-        f = S.fuse(a0, a1)
-        fo, fv = S.split(f, 8)
-        fo2, tx = S.split(fo, lanes)
-        fo3, ty = S.split(fo2, warps)
-        S.bind(tx, "threadIdx.x")
-        S.bind(ty, "threadIdx.y")
-        if vector:
-            S.vectorize(fv)
+        spread_block_copy(S, S.fuse(a0, a1), 8, lanes, warps, vector)
     if pipeline:
         CF.pipeline(ko, stages=2 if pipeline is True else pipeline)
     if fragment_pipeline:  # A/B fragments of k16 step k+1 loaded during the mma of step k
         CF.pipeline(kio, stages=fragment_pipeline)
     if unroll_k:  # the k16 steps of a K tile unrolled: fragment loads overlap earlier mma
         CF.unroll(kio)
+    return CS
+
+
+def spread_block_copy(S, f, vec, lanes, warps, vector=True):
+    """Spread the fused copy loop `f` of stage S over a block of `lanes` x
+    `warps` threads (threadIdx.x, threadIdx.y): pieces of `vec` consecutive
+    elements (vectorized with `vector`), consecutive pieces to consecutive
+    lanes, then warps, then an outer serial loop."""
+    fo, fv = S.split(f, vec)
+    fo2, tx = S.split(fo, lanes)
+    _, ty = S.split(fo2, warps)
+    S.bind(tx, "threadIdx.x")
+    S.bind(ty, "threadIdx.y")
+    if vector:
+        S.vectorize(fv)
+
+
+def _itemsize(s, tensor):
+    return s.tensors[tensor][0].bits // 8
 
 
 def row_slices(stage, axis, threads, vec, tag="threadIdx.x"):

@@ -123,9 +123,33 @@ class Variant:
     module: object = None
 
 
+# The most shared memory one block may opt into, by compute capability (CUDA C++
+# Programming Guide, technical specifications per compute capability): a kernel above it
+# compiles but can never launch there, so it is refused at build, with its figure.
+SHARED_PER_BLOCK = {"sm_70": 96 * 1024, "sm_72": 96 * 1024, "sm_75": 64 * 1024,
+                    "sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_87": 163 * 1024,
+                    "sm_89": 99 * 1024, "sm_90": 227 * 1024, "sm_100": 227 * 1024,
+                    "sm_103": 227 * 1024, "sm_120": 99 * 1024}
+
+
+def check_shared_memory(smem: dict, arch: str) -> None:
+    """Raise CudaError when a kernel's dynamic shared memory (`smem`: per
+    kernel, program_source's figures) exceeds what `arch` lets one block use
+    (an arch not in SHARED_PER_BLOCK is checked at load, against the device)."""
+    limit = SHARED_PER_BLOCK.get(arch.rstrip("af"))
+    for name, k in smem.items():
+        if limit is not None and k["dynamic_smem"] > limit:
+            raise CudaError(f"kernel {name} needs {k['dynamic_smem']} bytes of shared memory "
+                            f"per block ({k['dynamic_smem'] / 1024:.1f} KiB), more than {arch} "
+                            f"allows ({limit // 1024} KiB); use smaller shared tiles or fewer "
+                            f"pipeline stages (a shared-memory epilogue's staging tile counts "
+                            f"too: its bm x bn output elements)")
+
+
 def compile_variant(prog: ir.Program, arch: str, index_bits: int) -> tuple[dict, Variant]:
     """Generate and compile `prog` with `index_bits`-bit indices: (meta, variant)."""
     src, smem = program_source(prog, CodegenOptions(index_bits))
+    check_shared_memory(smem, arch)
     c = compile_source(src, prog.name, CompileOptions(arch))
     meta = describe_program(prog, smem, arch)
     meta["index_bits"] = index_bits

@@ -109,3 +109,91 @@ QUARTERS = [range(8 * q, 8 * q + 8) for q in range(4)]
 PHASES = {"ldmatrix_x4": QUARTERS, "ldmatrix_x4_trans": QUARTERS,
           "ldmatrix_x2": QUARTERS[:2], "ldmatrix_x2_trans": QUARTERS[:2],
           "cp_async": QUARTERS, "vector_store": QUARTERS}
+
+
+def shared_accesses(k: ir.Kernel, buffer: str) -> dict:
+    """{(statement, "load" | "store", loop values, warp): (bytes per lane, [element offset
+    per lane])} of every access to the shared buffer `buffer` (flat, after the final
+    passes): element loads and stores, and the vectors of vectorized loops (one access
+    of `VectorAccess.bytes` per lane, at its lane-0 offset). Lanes whose guard fails
+    are None."""
+    bx, by, bz = (int(d.value) for d in k.block)
+    itemsize = {x.buffer.name: x.buffer.dtype.numpy.itemsize for x in ir.walk(k.body)
+                if isinstance(x, ir.Alloc)}[buffer]
+    out: dict = {}
+
+    def note(node, kind, loops, warp, lane, width, offset):
+        entry = out.setdefault((id(node), kind, loops, warp), (width, [None] * 32))
+        entry[1][lane] = offset
+
+    def walk(s, env, loops, warp, lane):
+        if isinstance(s, ir.Seq):
+            for x in s.stmts:
+                walk(x, env, loops, warp, lane)
+        elif isinstance(s, ir.For) and s.vector is not None and (
+                s.vector.store_base is not None or s.vector.loads):
+            v = s.vector
+            for ld, base in zip(v.loads, v.load_bases):
+                if ld.buffer == buffer:
+                    note(ld, "load", loops, warp, lane, v.bytes, value(base, env))
+            if s.vector.store_base is not None and s.body.buffer == buffer:
+                note(s, "store", loops, warp, lane, v.bytes, value(v.store_base, env))
+            if s.vector.store_base is None:  # stored lane by lane: walk the lanes
+                lo = value(s.lo, env)
+                for i in range(lo, lo + value(s.extent, env)):
+                    walk_stores(s.body, {**env, s.var: i}, loops + (i,), warp, lane)
+        elif isinstance(s, ir.For):
+            lo = value(s.lo, env)
+            for i in range(lo, lo + value(s.extent, env)):
+                walk(s.body, {**env, s.var: i}, loops + (i,), warp, lane)
+        elif isinstance(s, ir.Let):
+            walk(s.body, {**env, s.var: value(s.value, env)}, loops, warp, lane)
+        elif isinstance(s, ir.If):
+            if value(s.cond, env):
+                walk(s.then, env, loops, warp, lane)
+            elif s.else_ is not None:
+                walk(s.else_, env, loops, warp, lane)
+        elif isinstance(s, ir.Alloc):
+            walk(s.body, env, loops, warp, lane)
+        elif isinstance(s, ir.Store):
+            walk_stores(s, env, loops, warp, lane)
+            for x in ir.walk(s.value):
+                if isinstance(x, ir.Load) and x.buffer == buffer:
+                    note(x, "load", loops, warp, lane, itemsize, value(x.indices[0], env))
+
+    def walk_stores(s, env, loops, warp, lane):
+        if isinstance(s, ir.Store) and s.buffer == buffer:
+            note(s, "store", loops, warp, lane, itemsize, value(s.indices[0], env))
+
+    for tz, ty, tx in itertools.product(range(bz), range(by), range(bx)):
+        env = {"threadIdx.x": tx, "threadIdx.y": ty, "threadIdx.z": tz,
+               "blockIdx.x": 0, "blockIdx.y": 0, "blockIdx.z": 0}
+        t = (tz * by + ty) * bx + tx
+        walk(k.body, env, (), t // 32, t % 32)
+    return out, itemsize
+
+
+def wavefront_conflicts(k: ir.Kernel, buffer: str) -> list[str]:
+    """Every warp-wide access to shared `buffer` that takes more wavefronts than
+    its bytes need: the hardware serves accesses of up to 4 bytes a lane by the
+    whole warp, 8-byte ones by half warps, 16-byte ones by quarter warps; within
+    one such group, two distinct 4-byte words in one bank ((byte / 4) % 32) are
+    a conflict (lanes reading or writing the same word are not). Empty when
+    conflict-free."""
+    accesses, itemsize = shared_accesses(k, buffer)
+    bad = []
+    for (_, kind, loops, warp), (width, lanes) in accesses.items():
+        group = 32 if width <= 4 else 128 // width
+        for g0 in range(0, 32, group):
+            words = {}
+            for ln in range(g0, g0 + group):
+                if lanes[ln] is None:
+                    continue
+                byte = lanes[ln] * itemsize
+                for w in range(byte // 4, (byte + width - 1) // 4 + 1):
+                    words.setdefault(w % 32, set()).add(w)
+            worst = max((len(ws) for ws in words.values()), default=1)
+            if worst > 1:
+                bad.append(f"{width}-byte {kind} of {buffer} at loops {loops}, warp {warp}, "
+                           f"lanes {g0}..{g0 + group - 1}: {worst}-way bank conflict")
+    return bad
