@@ -31,7 +31,7 @@ from tcomp.lower.rewriter import walk_stmts
 
 from ..bench.common import S
 from .bank_conflicts import shared_accesses, wavefront_conflicts
-from .util import inputs_for
+from .util import check_golden, inputs_for
 
 GOLDEN = Path(__file__).parent / "golden" / "tc_epilogue"
 F16 = S.TC_GEMM.replace("bfloat16", "float16")
@@ -184,15 +184,7 @@ def test_shared_memory_is_the_ring_plus_the_staging_tile():
 
 # ------------------------------------------------------------------ golden text
 def _golden(name: str, text: str, update: bool):
-    path = GOLDEN / name
-    if update:
-        GOLDEN.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text() != text:
-            path.write_text(text)
-    else:
-        assert path.exists(), f"missing golden file {path}; run pytest with --update-golden"
-        assert text == path.read_text(), (f"{name} differs from {path} (rerun with "
-                                          f"--update-golden if intended, and review the diff)")
+    check_golden(GOLDEN / name, text, update)
 
 
 def test_golden_ir_and_cuda(update_golden):

@@ -15,6 +15,7 @@ import pytest
 import tcomp
 
 from ..bench.common import S
+from .gemm_check import rows_match_float64
 
 pytestmark = pytest.mark.cuda
 
@@ -34,15 +35,6 @@ CASES = [
 ]
 
 
-def _rows(A, B, got, ulp, K):
-    """Every output row when small, else 64 sampled rows, against float64."""
-    idx = np.arange(A.shape[0]) if A.shape[0] <= 512 else \
-        np.random.default_rng(0).choice(A.shape[0], 64, replace=False)
-    exact = A[idx].astype(np.float64) @ B.astype(np.float64)
-    g = got[idx].astype(np.float64)
-    assert (np.abs(g - exact) <= np.abs(exact) * ulp + 1e-3 * np.sqrt(K)).all()
-
-
 @pytest.mark.parametrize("options", OPTIONS, ids=["plain", "pairs", "pairs_fpipe"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("sizes, kw", CASES)
@@ -57,7 +49,7 @@ def test_staged_gemm_on_gpu(dtype, sizes, kw, options):
     if sizes["N"] % 8 == 0:
         assert "*reinterpret_cast<float4*>(&C[" in k.source  # 16-byte copies out
     got = k(A, B)
-    _rows(A, B, got, 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10, sizes["K"])
+    rows_match_float64(A, B, got, 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10, sizes["K"])
     plain = tcomp.build(S.tc_gemm(op, **kw, **options)[1], target="cuda", sizes=sizes)(A, B)
     assert np.array_equal(got, plain)
 
@@ -102,4 +94,4 @@ def test_staged_float32_output_on_gpu(sizes):
     got = k(A, B)
     plain = tcomp.build(S.tc_gemm(op, **kw)[1], target="cuda", sizes=sizes)(A, B)
     assert np.array_equal(got, plain)
-    _rows(A, B, got, 2.0 ** -20, sizes["K"])
+    rows_match_float64(A, B, got, 2.0 ** -20, sizes["K"])
