@@ -37,6 +37,15 @@ VARIANTS = {  # name -> tc_conv2d arguments
     "256x128_w64x64_k32_async3": dict(bm=256, bn=128, wm=64, wn=64, bk=32, pipeline=3),
     "128x128_w64x64_k64_async3_unrollk": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3,
                                               unroll_k=True),
+    # swizzled shared tiles (the GEMM's best form on the H200: 377 vs 320 TFLOP/s padded),
+    # with paired epilogue stores, and with the epilogue staged in shared memory
+    "128x128_w64x64_k64_async3_swz": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3,
+                                          swizzle=True),
+    "128x128_w64x64_k64_async3_swz_pairs": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
+                                                pipeline=3, swizzle=True, pair_stores=True),
+    "128x128_w64x64_k32_async4_swz_pairs_smemepi": dict(bm=128, bn=128, wm=64, wn=64, bk=32,
+                                                        pipeline=4, swizzle=True,
+                                                        pair_stores=True, smem_epilogue=True),
 }
 
 
