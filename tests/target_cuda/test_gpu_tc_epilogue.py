@@ -14,7 +14,7 @@ import pytest
 import tcomp
 
 from ..bench.common import S
-from .gemm_check import rows_match_float64
+from .gemm_check import gelu_inputs, gelu_rows_match, random_ab, rows_match_float64
 
 pytestmark = pytest.mark.cuda
 
@@ -40,10 +40,7 @@ CASES = [
 @pytest.mark.parametrize("sizes, kw", CASES)
 def test_gemm_on_gpu(dtype, sizes, kw, options):
     op = tcomp.op(MM.format(t=dtype))
-    rng = np.random.default_rng(3)
-    npdt = tcomp.lang.dtypes.BY_NAME[dtype].numpy
-    A = rng.standard_normal((sizes["M"], sizes["K"])).astype(npdt)
-    B = rng.standard_normal((sizes["K"], sizes["N"])).astype(npdt)
+    A, B = random_ab(sizes, dtype, 3)
     k = tcomp.build(S.tc_gemm(op, **kw, **options)[1], target="cuda", sizes=sizes)
     if options.get("pair_stores") and sizes["N"] % 2 == 0:
         assert "*reinterpret_cast<unsigned*>(&C[" in k.source  # the pairs are vectors
@@ -58,20 +55,13 @@ def test_gemm_on_gpu(dtype, sizes, kw, options):
                                    {"M": 129, "N": 135, "K": 72}])
 def test_fused_bias_gelu_on_gpu(sizes):
     op = tcomp.op(S.TC_GEMM_GELU)
-    rng = np.random.default_rng(5)
-    npdt = tcomp.lang.dtypes.bfloat16.numpy
-    args = (rng.standard_normal((sizes["M"], sizes["K"])).astype(npdt),
-            rng.standard_normal((sizes["K"], sizes["N"])).astype(npdt),
-            rng.standard_normal(sizes["N"]).astype(np.float32))
+    args = gelu_inputs(sizes)
     k = tcomp.build(S.tc_gemm(op, **BEST, pair_stores=True, fragment_pipeline=2)[1],
                     target="cuda", sizes=sizes)
     got = k(*args)
     plain = tcomp.build(S.tc_gemm(op, **BEST)[1], target="cuda", sizes=sizes)(*args)
     assert np.array_equal(got, plain)
-    rows = slice(None) if sizes["M"] <= 512 else slice(0, 64)
-    want = tcomp.evaluate(op, args[0][rows], args[1], args[2]).astype(np.float64)
-    g = got[rows].astype(np.float64)
-    assert (np.abs(g - want) <= np.abs(want) * 2 ** -6 + 2e-2).all()
+    gelu_rows_match(op, args, got)
 
 
 @pytest.mark.parametrize("sizes", [{"M": 1024, "N": 1024, "K": 512},
@@ -80,10 +70,7 @@ def test_float32_output_pairs_on_gpu(sizes):
     """float32 outputs: each pair is one 64-bit (float2) store (N even)."""
     op = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
                   "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
-    rng = np.random.default_rng(6)
-    npdt = tcomp.lang.dtypes.bfloat16.numpy
-    A = rng.standard_normal((sizes["M"], sizes["K"])).astype(npdt)
-    B = rng.standard_normal((sizes["K"], sizes["N"])).astype(npdt)
+    A, B = random_ab(sizes, "bfloat16", 6)
     kw = dict(bm=64, bn=64, wm=32, wn=32, bk=32, pipeline=3)
     k = tcomp.build(S.tc_gemm(op, **kw, pair_stores=True)[1], target="cuda", sizes=sizes)
     if sizes["N"] % 2 == 0:

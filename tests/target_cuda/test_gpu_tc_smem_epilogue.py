@@ -15,7 +15,7 @@ import pytest
 import tcomp
 
 from ..bench.common import S
-from .gemm_check import rows_match_float64
+from .gemm_check import gelu_inputs, gelu_rows_match, random_ab, rows_match_float64
 
 pytestmark = pytest.mark.cuda
 
@@ -40,10 +40,7 @@ CASES = [
 @pytest.mark.parametrize("sizes, kw", CASES)
 def test_staged_gemm_on_gpu(dtype, sizes, kw, options):
     op = tcomp.op(MM.format(t=dtype))
-    rng = np.random.default_rng(3)
-    npdt = tcomp.lang.dtypes.BY_NAME[dtype].numpy
-    A = rng.standard_normal((sizes["M"], sizes["K"])).astype(npdt)
-    B = rng.standard_normal((sizes["K"], sizes["N"])).astype(npdt)
+    A, B = random_ab(sizes, dtype, 3)
     k = tcomp.build(S.tc_gemm(op, **kw, **options, smem_epilogue=True)[1], target="cuda",
                     sizes=sizes)
     if sizes["N"] % 8 == 0:
@@ -62,19 +59,12 @@ def test_staged_gemm_on_gpu(dtype, sizes, kw, options):
                                    {"M": 129, "N": 135, "K": 72}])
 def test_staged_fused_bias_gelu_on_gpu(sizes, kw):
     op = tcomp.op(S.TC_GEMM_GELU)
-    rng = np.random.default_rng(5)
-    npdt = tcomp.lang.dtypes.bfloat16.numpy
-    args = (rng.standard_normal((sizes["M"], sizes["K"])).astype(npdt),
-            rng.standard_normal((sizes["K"], sizes["N"])).astype(npdt),
-            rng.standard_normal(sizes["N"]).astype(np.float32))
+    args = gelu_inputs(sizes)
     k = tcomp.build(S.tc_gemm(op, **kw, smem_epilogue=True)[1], target="cuda", sizes=sizes)
     got = k(*args)
     plain = tcomp.build(S.tc_gemm(op, **kw)[1], target="cuda", sizes=sizes)(*args)
     assert np.array_equal(got, plain)
-    rows = slice(None) if sizes["M"] <= 512 else slice(0, 64)
-    want = tcomp.evaluate(op, args[0][rows], args[1], args[2]).astype(np.float64)
-    g = got[rows].astype(np.float64)
-    assert (np.abs(g - want) <= np.abs(want) * 2 ** -6 + 2e-2).all()
+    gelu_rows_match(op, args, got)
 
 
 @pytest.mark.parametrize("sizes", [{"M": 1024, "N": 1024, "K": 512},
@@ -83,10 +73,7 @@ def test_staged_float32_output_on_gpu(sizes):
     """float32 outputs: a float32 staging tile, copied out 4 floats at a time."""
     op = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
                   "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
-    rng = np.random.default_rng(6)
-    npdt = tcomp.lang.dtypes.bfloat16.numpy
-    A = rng.standard_normal((sizes["M"], sizes["K"])).astype(npdt)
-    B = rng.standard_normal((sizes["K"], sizes["N"])).astype(npdt)
+    A, B = random_ab(sizes, "bfloat16", 6)
     kw = dict(bm=64, bn=64, wm=32, wn=32, bk=32, pipeline=3, pair_stores=True)
     k = tcomp.build(S.tc_gemm(op, **kw, smem_epilogue=True)[1], target="cuda", sizes=sizes)
     if sizes["N"] % 4 == 0:
