@@ -27,26 +27,19 @@ import tcomp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schedules as S  # noqa: E402
+from tc_gemm import VARIANTS as GEMM_VARIANTS  # noqa: E402
 from tc_gemm import sass_stats, timed  # noqa: E402
 
-VARIANTS = {  # name -> tc_conv2d arguments
-    "128x128_w64x64_k32_async3": dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=3),
-    "128x128_w64x64_k32_async4": dict(bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=4),
-    "128x128_w64x64_k64_async3": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3),
-    "128x256_w64x64_k32_async3": dict(bm=128, bn=256, wm=64, wn=64, bk=32, pipeline=3),
-    "256x128_w64x64_k32_async3": dict(bm=256, bn=128, wm=64, wn=64, bk=32, pipeline=3),
-    "128x128_w64x64_k64_async3_unrollk": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3,
-                                              unroll_k=True),
-    # swizzled shared tiles (the GEMM's best form on the H200: 377 vs 320 TFLOP/s padded),
-    # with paired epilogue stores, and with the epilogue staged in shared memory
-    "128x128_w64x64_k64_async3_swz": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3,
-                                          swizzle=True),
-    "128x128_w64x64_k64_async3_swz_pairs": dict(bm=128, bn=128, wm=64, wn=64, bk=64,
-                                                pipeline=3, swizzle=True, pair_stores=True),
-    "128x128_w64x64_k32_async4_swz_pairs_smemepi": dict(bm=128, bn=128, wm=64, wn=64, bk=32,
-                                                        pipeline=4, swizzle=True,
-                                                        pair_stores=True, smem_epilogue=True),
-}
+# name -> tc_conv2d arguments: the GEMM's variants of the same name (bench/tc_gemm.py), the
+# conv being that GEMM over an im2col stage, plus one block shape the GEMM bench lacks
+VARIANTS = {n: GEMM_VARIANTS[n] for n in (
+    "128x128_w64x64_k32_async3", "128x128_w64x64_k32_async4", "128x128_w64x64_k64_async3",
+    "128x256_w64x64_k32_async3", "128x128_w64x64_k64_async3_unrollk",
+    # swizzled tiles (the GEMM's best form on the H200: 377 vs 320 TFLOP/s padded), paired
+    # epilogue stores, the epilogue staged in shared memory
+    "128x128_w64x64_k64_async3_swz", "128x128_w64x64_k64_async3_swz_pairs",
+    "128x128_w64x64_k32_async4_swz_pairs_smemepi")}
+VARIANTS["256x128_w64x64_k32_async3"] = dict(bm=256, bn=128, wm=64, wn=64, bk=32, pipeline=3)
 
 
 def exact_at(X, Wt, pixels):
