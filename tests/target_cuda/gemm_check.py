@@ -41,3 +41,12 @@ def gelu_rows_match(op, args, got):
     want = tcomp.evaluate(op, args[0][rows], args[1], args[2]).astype(np.float64)
     g = got[rows].astype(np.float64)
     assert (np.abs(g - want) <= np.abs(want) * 2 ** -6 + 2e-2).all()
+
+
+def assert_same_as_plain(got, op, kw, sizes, args):
+    """`got` (a kernel built with an option on top of tc_gemm(op, **kw)) is
+    bit-equal to what the plain tc_gemm(op, **kw) kernel computes on the GPU."""
+    import tcomp
+    from ..bench.common import S
+    plain = tcomp.build(S.tc_gemm(op, **kw)[1], target="cuda", sizes=sizes)(*args)
+    assert np.array_equal(got, plain)

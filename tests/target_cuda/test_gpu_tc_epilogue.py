@@ -8,13 +8,13 @@ and at awkward ones (odd N: a pair's second column outside the tensor, so
 pairs are stored element by element under the column guard)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import tcomp
 
 from ..bench.common import S
-from .gemm_check import gelu_inputs, gelu_rows_match, random_ab, rows_match_float64
+from .gemm_check import (assert_same_as_plain, gelu_inputs, gelu_rows_match, random_ab,
+                         rows_match_float64)
 
 pytestmark = pytest.mark.cuda
 
@@ -46,8 +46,7 @@ def test_gemm_on_gpu(dtype, sizes, kw, options):
         assert "*reinterpret_cast<unsigned*>(&C[" in k.source  # the pairs are vectors
     got = k(A, B)
     rows_match_float64(A, B, got, 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10, sizes["K"])
-    plain = tcomp.build(S.tc_gemm(op, **kw)[1], target="cuda", sizes=sizes)(A, B)
-    assert np.array_equal(got, plain)
+    assert_same_as_plain(got, op, kw, sizes, (A, B))
 
 
 @pytest.mark.parametrize("sizes", [{"M": 4096, "N": 4096, "K": 1024},
@@ -59,8 +58,7 @@ def test_fused_bias_gelu_on_gpu(sizes):
     k = tcomp.build(S.tc_gemm(op, **BEST, pair_stores=True, fragment_pipeline=2)[1],
                     target="cuda", sizes=sizes)
     got = k(*args)
-    plain = tcomp.build(S.tc_gemm(op, **BEST)[1], target="cuda", sizes=sizes)(*args)
-    assert np.array_equal(got, plain)
+    assert_same_as_plain(got, op, BEST, sizes, args)
     gelu_rows_match(op, args, got)
 
 
@@ -76,6 +74,5 @@ def test_float32_output_pairs_on_gpu(sizes):
     if sizes["N"] % 2 == 0:
         assert "*reinterpret_cast<float2*>(&C[" in k.source
     got = k(A, B)
-    plain = tcomp.build(S.tc_gemm(op, **kw)[1], target="cuda", sizes=sizes)(A, B)
-    assert np.array_equal(got, plain)
+    assert_same_as_plain(got, op, kw, sizes, (A, B))
     rows_match_float64(A, B, got, 2.0 ** -20, sizes["K"])

@@ -9,13 +9,13 @@ bfloat16 and float16, cp.async rings of 3 and 4, the fused bias + GELU and a
 float32 output (16-byte copies of 4 floats)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import tcomp
 
 from ..bench.common import S
-from .gemm_check import gelu_inputs, gelu_rows_match, random_ab, rows_match_float64
+from .gemm_check import (assert_same_as_plain, gelu_inputs, gelu_rows_match, random_ab,
+                         rows_match_float64)
 
 pytestmark = pytest.mark.cuda
 
@@ -47,8 +47,7 @@ def test_staged_gemm_on_gpu(dtype, sizes, kw, options):
         assert "*reinterpret_cast<float4*>(&C[" in k.source  # 16-byte copies out
     got = k(A, B)
     rows_match_float64(A, B, got, 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10, sizes["K"])
-    plain = tcomp.build(S.tc_gemm(op, **kw, **options)[1], target="cuda", sizes=sizes)(A, B)
-    assert np.array_equal(got, plain)
+    assert_same_as_plain(got, op, {**kw, **options}, sizes, (A, B))
 
 
 @pytest.mark.parametrize("kw", [dict(BEST, pair_stores=True),
@@ -62,8 +61,7 @@ def test_staged_fused_bias_gelu_on_gpu(sizes, kw):
     args = gelu_inputs(sizes)
     k = tcomp.build(S.tc_gemm(op, **kw, smem_epilogue=True)[1], target="cuda", sizes=sizes)
     got = k(*args)
-    plain = tcomp.build(S.tc_gemm(op, **kw)[1], target="cuda", sizes=sizes)(*args)
-    assert np.array_equal(got, plain)
+    assert_same_as_plain(got, op, kw, sizes, args)
     gelu_rows_match(op, args, got)
 
 
@@ -79,6 +77,5 @@ def test_staged_float32_output_on_gpu(sizes):
     if sizes["N"] % 4 == 0:
         assert "*reinterpret_cast<float4*>(&C[" in k.source
     got = k(A, B)
-    plain = tcomp.build(S.tc_gemm(op, **kw)[1], target="cuda", sizes=sizes)(A, B)
-    assert np.array_equal(got, plain)
+    assert_same_as_plain(got, op, kw, sizes, (A, B))
     rows_match_float64(A, B, got, 2.0 ** -20, sizes["K"])
