@@ -154,7 +154,8 @@ def case_cross_entropy(n, v, chunk=16384, threads=1024, one_kernel=None):
     """`one_kernel=(threads, per_thread, exp2)`: R.cross_entropy_one_kernel
     instead of the two-kernel chunked form (chunk, threads)."""
     build = ((lambda: R.cross_entropy(chunk, threads)) if one_kernel is None else
-             (lambda: R.cross_entropy_one_kernel(*one_kernel)))
+             (lambda: R.cross_entropy_one_kernel(one_kernel[0], one_kernel[1],
+                                                 exp2=one_kernel[2])))
     def make():
         return (torch.randn(n, v, device="cuda", dtype=torch.bfloat16) * 4,
                 torch.randint(0, v, (n,), device="cuda", dtype=torch.int64))

@@ -47,7 +47,9 @@ def _gemm_fp32():
 
 
 def _gemm_bf16():
-    op, hand = S.tc_gemm(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3)
+    # the best hand schedule (BENCHMARKS.md, 2026-11-30: 404 TFLOP/s at 4096^3)
+    op, hand = S.tc_gemm(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3, swizzle=True,
+                         pair_stores=True)
     sizes = {"M": 4096, "N": 4096, "K": 4096}
     A = torch.randn(4096, 4096, device="cuda").bfloat16()
     B = torch.randn(4096, 4096, device="cuda").bfloat16()

@@ -449,7 +449,10 @@ def _tc_sample(ctx, stage, rng):
              "wm": pick(rng, [16, 32, 64]), "wn": pick(rng, [16, 32, 64]),
              "bk": pick(rng, pow2_upto(e[k], 16, 64)), "pad": bool(rng.integers(4) > 0),
              "vector": True, "pipeline": pick(rng, [0, 2, 3, 3, 4, 5]),
-             "unroll_k": bool(rng.integers(2)), "swizzle": bool(rng.integers(2))}
+             "unroll_k": bool(rng.integers(2)), "swizzle": bool(rng.integers(2)),
+             # paired stores: +5% at 4096^3, +40% at 8192x8192x512 (H200, bench/tc_gemm.py);
+             # the shared-memory epilogue: best at 8192x8192x512 with bk=32, 4 stages
+             "pair_stores": bool(rng.integers(4) > 0), "smem_epilogue": bool(rng.integers(4) == 0)}
         p["wm"], p["wn"] = min(p["wm"], p["bm"]), min(p["wn"], p["bn"])
         if p["swizzle"]:  # (H200: 377 TFLOP/s swizzled against 320 padded, 4096^3)
             p["pad"] = False
@@ -468,6 +471,8 @@ def _tc_feasible(ctx, stage, p):
     copies = max(2 if p["pipeline"] else 1, p["pipeline"] or 1)
     pad = 8 if p["pad"] else 0
     shared = copies * (bm * (bk + pad) + bk * (bn + pad)) * 2
+    if p.get("smem_epilogue"):  # the output tile staged in shared memory (C's type, <= 4 bytes)
+        shared += bm * (bn + pad) * ctx.op.tensors[stage].dtype.numpy.itemsize
     regs = wm * wn // 32 + (wm // 16) * 4 + (wn // 8) * 2 + 40  # accumulators + A, B fragments
     return (32 * warps <= ctx.limits.threads and shared <= ctx.limits.shared_bytes
             and regs <= 220 and p["pipeline"] in (0, 2, 3, 4, 5))
@@ -481,7 +486,9 @@ def _tc_apply(s, ctx, stage, p):
     templates.tc_tiles(s, C, CF, lambda: s.cache_read(a_name, "shared", [CF]),
                        lambda: s.cache_read(b_name, "shared", [CF]), p["bm"], p["bn"], p["wm"],
                        p["wn"], p["bk"], 32, p["vector"], p["pad"], p["pipeline"], p["unroll_k"],
-                       swizzle=p.get("swizzle", False))  # (plans recorded before it: padded)
+                       swizzle=p.get("swizzle", False),  # (plans recorded before: padded)
+                       pair_stores=p.get("pair_stores", False),
+                       smem_epilogue=p.get("smem_epilogue", False))
 
 
 # ------------------------------------------------------------------- row
