@@ -130,6 +130,8 @@ def sass_stats(cubin: bytes) -> dict:
 
 
 BEST = dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3)
+# the best measured (H200, 2026-11-30: 404 TFLOP/s at 4096^3): the fp16 case's schedule
+BEST_SWZ = dict(BEST, swizzle=True, pair_stores=True)
 # the fused GEMM + bias + GELU case is timed with each of these (--epilogue-variants)
 EPILOGUE_VARIANTS = {
     "best": BEST,
@@ -149,7 +151,7 @@ def run_fp16(args):
     B = torch.randn(K, N, device="cuda").half()
     lib = timed(lambda: torch.matmul(A, B), args.reps)
     op = tcomp.op(S.TC_GEMM.replace("bfloat16", "float16"))
-    op, s = S.tc_gemm(op, **BEST)
+    op, s = S.tc_gemm(op, **BEST_SWZ)
     k = tcomp.build(s, target="cuda", sizes={"M": M, "N": N, "K": K})
     sample = torch.randint(0, M, (64,), device="cuda")
     exact = A[sample].double() @ B.double()
@@ -158,7 +160,7 @@ def run_fp16(args):
     flop = 2 * M * N * K
     print(f"fp16 {M}x{N}x{K}: torch.matmul {lib:.3f} ms, tcomp {t:.3f} ms {flop / t / 1e9:.0f} "
           f"TFLOP/s ratio {lib / t:.2f} (err {err:.1e})", flush=True)
-    return [dict(M=M, N=N, K=K, variant="fp16 " + str(BEST), ms=t, lib_ms=lib, ratio=lib / t,
+    return [dict(M=M, N=N, K=K, variant="fp16 " + str(BEST_SWZ), ms=t, lib_ms=lib, ratio=lib / t,
                  err=err, ok=err < 2e-2)]
 
 

@@ -5,6 +5,7 @@ same run, after a float64 check.
     PYTHONPATH=. python3 bench/tune_targets.py gemm_fp32 --trials 300 --minutes 9
     PYTHONPATH=. python3 bench/tune_targets.py softmax layernorm --trials 200 --minutes 4
     PYTHONPATH=. python3 bench/tune_targets.py gemm_bf16 --trials 300 --minutes 9
+    PYTHONPATH=. python3 bench/tune_targets.py conv2d --trials 300 --minutes 5
     python3 bench/tune_targets.py --plot $OUT/tune_targets.json curve.png
 
 Records go to $OUT/tune_<case>.jsonl (or ./tune_<case>.jsonl), a rerun resumes
@@ -91,8 +92,30 @@ def _bmm_bt():
         lambda: torch.bmm(X.double(), Y.double().transpose(1, 2))
 
 
+def _conv2d():
+    """conv2d fp16 N32 C256 56x56 K256 3x3 pad 1 (bench/tc_conv.py's case, NHWC, an im2col
+    temporary the search inlines) against cuDNN on channels-last tensors, its faster form."""
+    from tc_conv import VARIANTS as CONV_VARIANTS
+    op = tcomp.op(S.TC_CONV2D)
+    N, H, W, C, K = 32, 56, 56, 256, 256
+    sizes = {"N": N, "H": H, "W": W, "C": C, "K": K, "R": 9 * C}
+    torch.backends.cudnn.benchmark = True
+    X = torch.randn(N, H, W, C, device="cuda").half()
+    Wt = torch.randn(9 * C, K, device="cuda").half()
+    x_cl = X.permute(0, 3, 1, 2)
+    filt = Wt.reshape(3, 3, C, K).permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+    F = torch.nn.functional
+
+    def exact():
+        o = F.conv2d(x_cl.double(), filt.double(), padding=1)
+        return o.permute(0, 2, 3, 1).reshape(N * H * W, K)
+    hand = S.tc_conv2d(**CONV_VARIANTS["128x128_w64x64_k64_async3_swz_pairs"])[1]
+    return op, sizes, (X, Wt), lambda: F.conv2d(x_cl, filt, padding=1), \
+        "cuDNN conv2d fp16 channels-last", hand, exact
+
+
 CASES = {"gemm_fp32": _gemm_fp32, "gemm_bf16": _gemm_bf16, "softmax": _row("softmax"),
-         "layernorm": _row("layernorm"), "bmm_bt": _bmm_bt}
+         "layernorm": _row("layernorm"), "bmm_bt": _bmm_bt, "conv2d": _conv2d}
 
 
 def check(k, args, exact) -> float:
