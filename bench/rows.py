@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 import traceback
@@ -57,6 +56,7 @@ import torch.nn.functional as F  # noqa: E402
 import row_schedules as R  # noqa: E402
 import schedules as S  # noqa: E402
 import tcomp  # noqa: E402
+from timing import Timer  # noqa: E402
 
 TORCH_DT = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 TOL = {"float32": 1e-5, "bfloat16": 1e-2}  # relative (Frobenius) error against float64
@@ -263,29 +263,7 @@ def _tag(c, tag):
 
 
 # ----------------------------------------------------------------------- measuring
-class Timer:
-    """Median of `reps` calls timed with CUDA events, the L2 cache flushed
-    (a 256 MiB buffer zeroed, ~70 us of GPU time: the host queues the timed
-    call meanwhile) before each call, after 3 warm-up calls."""
-
-    def __init__(self, reps):
-        self.reps = reps
-        self.flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-
-    def __call__(self, fn, args):
-        for _ in range(3):
-            fn(*args)
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(self.reps)]
-        for a, b in ev:
-            self.flush.zero_()
-            a.record()
-            fn(*args)
-            b.record()
-        torch.cuda.synchronize()
-        return statistics.median(a.elapsed_time(b) for a, b in ev)
-
-
+# (Timer: bench/timing.py, the one timing method of the bench scripts)
 def rel_err(outs, refs) -> float:
     outs = outs if isinstance(outs, (tuple, list)) else (outs,)
     if len(outs) != len(refs):

@@ -7,9 +7,9 @@ machine:
 
 (bench/tc_gemm.py runs the same case with its GEMMs, --conv.) Each tcomp
 kernel is first checked against a float64 convolution at a sample of output
-pixels, then timed with CUDA events (median of --reps); cuDNN is timed on
-NCHW and on channels-last tensors (cudnn.benchmark on: its best algorithm)
-and the faster is the peer. Prints TFLOP/s, the ratio to cuDNN and the SASS
+pixels, then timed by bench/timing.py (CUDA events, L2 flushed, median of
+--reps); cuDNN is timed on NCHW and on channels-last tensors
+(cudnn.benchmark on: its best algorithm) and the faster is the peer. Prints TFLOP/s, the ratio to cuDNN and the SASS
 figures of each kernel (registers, shared memory, spills, HMMA count, when
 cuobjdump is on the PATH); writes $OUT/tc_conv.json when $OUT is set.
 """
@@ -28,7 +28,8 @@ import tcomp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schedules as S  # noqa: E402
 from tc_gemm import VARIANTS as GEMM_VARIANTS  # noqa: E402
-from tc_gemm import sass_stats, timed  # noqa: E402
+from tc_gemm import sass_stats  # noqa: E402
+from timing import timed  # noqa: E402
 
 # name -> tc_conv2d arguments: the GEMM's variants of the same name (bench/tc_gemm.py), the
 # conv being that GEMM over an im2col stage, plus one block shape the GEMM bench lacks

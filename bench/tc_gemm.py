@@ -4,8 +4,8 @@
     PYTHONPATH=. python3 bench/tc_gemm.py [--sizes 4096,4096,4096 ...] [--variants ...]
 
 Each tcomp kernel is first checked against a float64 product on random
-bfloat16 data (a sample of rows), then timed with CUDA events (median of
---reps); prints TFLOP/s, the ratio to torch.matmul, and per kernel the
+bfloat16 data (a sample of rows), then timed by bench/timing.py (CUDA
+events, L2 flushed before each call, median of --reps); prints TFLOP/s, the ratio to torch.matmul, and per kernel the
 registers, shared memory, spills and the HMMA, LDSM and STG counts from the
 SASS (when cuobjdump is on the PATH; stg_u16: 16-bit stores, which paired
 stores replace by bf16x2 ones; stg_128 and sts: the 16-byte stores and the
@@ -30,6 +30,7 @@ import tcomp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schedules as S  # noqa: E402
+from timing import timed  # noqa: E402
 
 VARIANTS = {  # name -> tc_gemm arguments
     "128x128_w64x64_k64_pipe2": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=2),
@@ -92,22 +93,6 @@ VARIANTS = {  # name -> tc_gemm arguments
                                                         pipeline=3, swizzle=True,
                                                         pair_stores=True, smem_epilogue=True),
 }
-
-
-def timed(fn, reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    out = []
-    for _ in range(reps):
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        out.append(s.elapsed_time(e))
-    out.sort()
-    return out[len(out) // 2]
 
 
 def sass_stats(cubin: bytes) -> dict:

@@ -27,7 +27,7 @@ from tcomp.search import LocalRunner
 
 sys.path.insert(0, os.path.dirname(__file__))
 import schedules as S  # noqa: E402
-from tc_gemm import timed  # noqa: E402  (CUDA events, L2 flushed, median)
+from timing import timed  # noqa: E402  (CUDA events, L2 flushed, median)
 
 BMM_BT = ("def bmm_bt(float(B, M, K) X, float(B, N, K) Y) -> (O) "
           "{ O(b, m, n) +=! X(b, m, k) * Y(b, n, k) }")
