@@ -1,0 +1,87 @@
+"""The GPU bench scripts' cases build, without a GPU or torch (CI has neither).
+
+bench/rows.py, bench/tc_gemm.py, bench/tc_conv.py and bench/tune_targets.py
+import torch at the top and run only on the GPU machine, so a case whose
+schedule call is wrong surfaced there, after device time was spent (the
+one-kernel cross-entropy cases passed `exp2` as the dtype). Here each script
+is imported with a stand-in `torch` module (dtypes, and stand-ins for the
+tensors some cases make eagerly), and every case's schedule is built and
+lowered for the sim at the case's own sizes (the tensor-core variants at
+small ones).
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from unittest import mock
+
+import pytest
+
+import tcomp
+
+from .common import BENCH
+
+
+def _stub_torch():
+    torch = types.ModuleType("torch")
+    torch.float32, torch.bfloat16, torch.float16 = "float32", "bfloat16", "float16"
+    torch.finfo = lambda dt: types.SimpleNamespace(bits={"float32": 32}.get(dt, 16))
+    torch.__getattr__ = lambda name: mock.MagicMock(name=f"torch.{name}")  # tensors made eagerly
+    nn = types.ModuleType("torch.nn")
+    functional = types.ModuleType("torch.nn.functional")
+    torch.nn, nn.functional = nn, functional
+    return {"torch": torch, "torch.nn": nn, "torch.nn.functional": functional}
+
+
+def _load(name: str, monkeypatch):
+    for mod, stub in _stub_torch().items():
+        monkeypatch.setitem(sys.modules, mod, stub)
+    monkeypatch.syspath_prepend(str(BENCH))
+    for dep in ("timing", "tc_gemm", "tc_conv"):  # imported by name by the scripts: fresh copies
+        monkeypatch.delitem(sys.modules, dep, raising=False)
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _lowered(s, sizes):
+    """Lowered for the sim (every schedule and lowering check), not run."""
+    assert tcomp.build(s, target="sim", sizes=sizes) is not None
+
+
+def test_rows_cases_build(monkeypatch):
+    rows = _load("rows", monkeypatch)
+    cases = [make() for make in rows.cases(sweep=True)]
+    names = [c["name"] for c in cases]
+    assert len(names) == len(set(names)), "two cases of bench/rows.py share a name"
+    assert any("1 kernel" in n for n in names)
+    for c in cases:
+        op, s = c["build"]()
+        _lowered(s, c["sizes"])
+
+
+def test_tc_gemm_and_conv_variants_build(monkeypatch):
+    tc = _load("tc_gemm", monkeypatch)
+    S = sys.modules["schedules"]
+    sizes = {"M": 256, "N": 264, "K": 192}
+    for name, kw in tc.VARIANTS.items():
+        _lowered(S.tc_gemm(**kw)[1], sizes)
+    for name, kw in tc.EPILOGUE_VARIANTS.items():
+        _lowered(S.tc_gemm(tcomp.op(S.TC_GEMM_GELU), **kw)[1], sizes)
+    fp16 = tcomp.op(S.TC_GEMM.replace("bfloat16", "float16"))
+    _lowered(S.tc_gemm(fp16, **tc.BEST_SWZ)[1], sizes)
+    conv = _load("tc_conv", monkeypatch)
+    csizes = {"N": 2, "H": 6, "W": 5, "C": 16, "K": 24, "R": 144}
+    for name, kw in conv.VARIANTS.items():
+        _lowered(S.tc_conv2d(**kw)[1], csizes)
+
+
+def test_tune_targets_cases_are_known(monkeypatch):
+    tt = _load("tune_targets", monkeypatch)
+    assert set(tt.CASES) >= {"gemm_fp32", "gemm_bf16", "softmax", "layernorm", "bmm_bt",
+                             "conv2d"}
+    with pytest.raises(SystemExit):  # an unknown case is refused by argparse
+        monkeypatch.setattr(sys, "argv", ["tune_targets.py", "nope"])
+        tt.main()
