@@ -453,6 +453,9 @@ def _tc_sample(ctx, stage, rng):
              # paired stores: +5% at 4096^3, +40% at 8192x8192x512 (H200, bench/tc_gemm.py);
              # the shared-memory epilogue: best at 8192x8192x512 with bk=32, 4 stages
              "pair_stores": bool(rng.integers(4) > 0), "smem_epilogue": bool(rng.integers(4) == 0)}
+        for key, operand in zip(("a_stage", "b_stage"), n["operands"]):
+            if operand in ctx.inlined:  # a temporary (conv2d's im2col): kept as its own stage?
+                p[key] = bool(rng.integers(2))
         p["wm"], p["wn"] = min(p["wm"], p["bm"]), min(p["wn"], p["bn"])
         if p["swizzle"]:  # (H200: 377 TFLOP/s swizzled against 320 padded, 4096^3)
             p["pad"] = False
@@ -478,13 +481,32 @@ def _tc_feasible(ctx, stage, p):
             and regs <= 220 and p["pipeline"] in (0, 2, 3, 4, 5))
 
 
+def _tc_keeps(ctx, stage, p) -> set:
+    """The operands `p` keeps as stages of their own (not inlined)."""
+    a_name, b_name = ctx.node(stage)["operands"]
+    return {name for key, name in (("a_stage", a_name), ("b_stage", b_name)) if p.get(key)}
+
+
 def _tc_apply(s, ctx, stage, p):
-    """bench/schedules.py `tc_gemm` (the shared template, lanes=32)."""
+    """bench/schedules.py `tc_gemm` (the shared template, lanes=32). An operand
+    that is a temporary is either inlined and its expression copied into
+    shared memory (cache_read of the inlined stage), or, with `a_stage` /
+    `b_stage`, kept as its own stage and placed in shared memory at the
+    K-tile loop (schedules.tc_conv2d's im2col: whole 16-byte pieces of its
+    rows, copied by cp.async with zero-fill where it has a guard)."""
     a_name, b_name = ctx.node(stage)["operands"]
     C = s[stage]
     CF = s.cache_write(C, "fragment")
-    templates.tc_tiles(s, C, CF, lambda: s.cache_read(a_name, "shared", [CF]),
-                       lambda: s.cache_read(b_name, "shared", [CF]), p["bm"], p["bn"], p["wm"],
+
+    def operand(name, key):
+        if p.get(key):
+            def own():
+                s[name].set_scope("shared")
+                return s[name]
+            return own
+        return lambda: s.cache_read(name, "shared", [CF])
+    templates.tc_tiles(s, C, CF, operand(a_name, "a_stage"), operand(b_name, "b_stage"),
+                       p["bm"], p["bn"], p["wm"],
                        p["wn"], p["bk"], 32, p["vector"], p["pad"], p["pipeline"], p["unroll_k"],
                        swizzle=p.get("swizzle", False),  # (plans recorded before: padded)
                        pair_stores=p.get("pair_stores", False),
@@ -617,11 +639,13 @@ class Rule:
     feasible: object
     apply: object
     claims: object = None  # (ctx, stage) -> producers the rule schedules at the stage
+    keeps: object = None  # (ctx, stage, params) -> inlinable producers it keeps as stages
     weight: float = 1.0
 
 
 RULES = {r.name: r for r in (
-    Rule("tc_tile", _tc_applies, _tc_sample, _tc_feasible, _tc_apply, weight=4.0),
+    Rule("tc_tile", _tc_applies, _tc_sample, _tc_feasible, _tc_apply, keeps=_tc_keeps,
+         weight=4.0),
     Rule("simt_tile", _st_applies, _st_sample, _st_feasible, _st_apply, weight=3.0),
     Rule("shared_tile", _sh_applies, _sh_sample, _sh_feasible, _sh_apply, weight=3.0),
     Rule("reg_tile", _rt_applies, _rt_sample, _rt_feasible, _rt_apply, weight=2.0),

@@ -118,8 +118,14 @@ class Space:
         """Apply `plan` to a fresh Schedule (ScheduleError when a primitive
         refuses it)."""
         s = Schedule(self.op)
+        kept = set()  # inlinable producers a stage's rule keeps as stages (tc_tile's a_stage)
+        for st, p in plan["stages"].items():
+            rule = RULES[p["rule"]]
+            if rule.keeps is not None:
+                kept |= rule.keeps(self.ctx, st, {k: v for k, v in p.items() if k != "rule"})
         for st in plan.get("inline", ()):
-            s[st].compute_inline()
+            if st not in kept:
+                s[st].compute_inline()
         for st, p in plan["stages"].items():
             params = {k: v for k, v in p.items() if k != "rule"}
             RULES[p["rule"]].apply(s, self.ctx, st, params)

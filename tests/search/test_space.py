@@ -14,6 +14,7 @@ import tcomp
 from tcomp.lang.evaluate import bind_inputs
 from tcomp.search import RULES, Limits, SearchError, Space, generate, mutate, validate
 from tests.bench.common import S
+from tests.lower.util import assert_matches, inputs_for
 from tests.lang.programs import CASES
 
 GEMM_SIZES = {"M": 4096, "N": 4096, "K": 4096}
@@ -73,6 +74,8 @@ GEMM_BEST = dict(bm=128, bn=128, bk=8, tm=8, tn=8, fragments=True, pipeline=True
 TC_BEST = dict(bm=128, bn=128, wm=64, wn=64, bk=64, pad=True, vector=True, pipeline=3,
                unroll_k=False, swizzle=False)  # the cp.async ring of 3, 0.50x torch.matmul
 TC_SWZ = dict(TC_BEST, pad=False, swizzle=True)  # the same swizzled: 0.59x (H200, one run)
+TC_PAIRS = dict(TC_SWZ, pair_stores=True)  # and paired stores: 404 TFLOP/s (the best, 0.55x)
+CONV_SIZES = {"N": 32, "H": 56, "W": 56, "C": 256, "K": 256, "R": 2304}
 
 
 def hand_cases():
@@ -91,6 +94,17 @@ def hand_cases():
         ("tc_gemm 128x128 w64x64 k64 ring of 3 swizzled",
          lambda: S.tc_gemm(bk=64, pipeline=3, swizzle=True), GEMM_SIZES, "C",
          {"rule": "tc_tile", **TC_SWZ}),
+        ("tc_gemm swizzled, paired stores",
+         lambda: S.tc_gemm(bk=64, pipeline=3, swizzle=True, pair_stores=True), GEMM_SIZES, "C",
+         {"rule": "tc_tile", **TC_PAIRS}),
+        ("tc_gemm k32 ring of 4, swizzled, pairs, epilogue through shared memory",
+         lambda: S.tc_gemm(bk=32, pipeline=4, swizzle=True, pair_stores=True,
+                           smem_epilogue=True), GEMM_SIZES, "C",
+         {"rule": "tc_tile", **TC_PAIRS, "bk": 32, "pipeline": 4, "smem_epilogue": True}),
+        # conv2d: the im2col temporary kept as its own stage in shared memory (a_stage)
+        ("tc_conv2d swizzled, pairs", lambda: S.tc_conv2d(bk=64, pipeline=3, swizzle=True,
+                                                          pair_stores=True), CONV_SIZES, "O",
+         {"rule": "tc_tile", **TC_PAIRS, "a_stage": True}),
         ("softmax 512 threads shared row vec4", lambda: S.softmax({}, threads=512, vec=4),
          {"N": 32768, "D": 4096}, "O",
          {"rule": "row", "threads": 512, "vec": 4, "shared_row": True, "local": True}),
@@ -244,3 +258,29 @@ def test_a_tensor_core_plan_is_padded_or_swizzled_not_both():
     ctx = Space(tcomp.op(S.TC_GEMM), GEMM_SIZES).ctx
     assert _tc_feasible(ctx, "C", TC_BEST) and _tc_feasible(ctx, "C", TC_SWZ)
     assert not _tc_feasible(ctx, "C", dict(TC_SWZ, pad=True))
+
+
+def test_a_kept_operand_is_not_inlined_and_the_default_inlines_it():
+    """tc_tile on conv2d: with a_stage the im2col temporary stays a stage of
+    its own, placed in shared memory (the hand schedule); without it, the
+    plan's inline list applies and its expression is copied into shared
+    memory by a cache_read. Both compute the convolution (sim, small sizes)."""
+    op = tcomp.op(S.TC_CONV2D)
+    space = Space(op, CONV_SIZES)
+    assert "Acol" in space.ctx.inlined
+    small = {"N": 2, "H": 6, "W": 5, "C": 16, "K": 24, "R": 144}
+    args = inputs_for(op, small, seed=3)
+    want = tcomp.evaluate(op, *args)
+    texts = {}
+    for kept in (True, False):
+        params = {"rule": "tc_tile", **TC_PAIRS, "a_stage": kept}
+        cand = space.build({"inline": ["Acol"], "stages": {"O": params}})
+        sched = json.loads(cand.schedule)
+        texts[kept] = cand.schedule
+        assert space.validate(cand).ok
+        assert_matches(op, tcomp.build(cand.replay(op), target="sim", sizes=small)(*args), want)
+        inlined = "ComputeInline" in json.dumps(sched)
+        assert inlined is (not kept), sched
+    assert texts[True] != texts[False]
+    hand = S.tc_conv2d(bk=64, pipeline=3, swizzle=True, pair_stores=True)[1]
+    assert json.loads(texts[True]) == json.loads(hand.to_json())
