@@ -226,3 +226,24 @@ def test_row_in_registers_needs_a_row():
         templates.row_in_registers(s, "O", 32, 4)
     assert str(e.value) == ("row_in_registers: stage 'O' needs two or more axes (out(n, d): "
                             "the rows, then a row's elements); it has 1")
+
+
+PTX_CASES = [("softmax", S.SOFTMAX, "O", {"N": 4096, "D": 32768}, 1024, False, 8),
+             ("softmax", S.SOFTMAX, "O", {"N": 4096, "D": 32768}, 256, False, 32),
+             ("layernorm", S.LAYERNORM, "Y", {"N": 32768, "D": 4096}, 256, True, 4 + 2 * 4)]
+
+
+@pytest.mark.parametrize("name,src,stage,sizes,threads,weights,loads", PTX_CASES,
+                         ids=[f"{c[0]} {c[4]}t" for c in PTX_CASES])
+def test_candidates_compile_to_16_byte_accesses_without_local_memory(
+        name, src, stage, sizes, threads, weights, loads):
+    """Through NVRTC (no GPU needed): the row's loads (and gamma's, beta's)
+    and the output's stores are 16-byte vectors, and nothing is in local
+    memory (the row is in registers)."""
+    import re
+    space = _space(src, sizes)
+    cand = space.build(_plan(stage, threads=threads, vec=4, shared_weights=weights))
+    k = tcomp.build(cand.replay(space.op), target="cuda", sizes=sizes)
+    assert ".local" not in k.ptx
+    assert len(re.findall(r"ld\.global(?:\.nc)?\.v4\.\w32", k.ptx)) == loads
+    assert len(re.findall(r"st\.global\.v4", k.ptx)) == sizes["D"] // (4 * threads)
