@@ -50,22 +50,47 @@ class _Access:
     hi: int = 0
     base: int = 0  # the constant part with every lane variable at 0
     lanes: tuple = ()  # (variable, coefficient, extent)
+    copies: tuple = ()  # (variable, coefficient, lo, extent): unrolled loops still to expand
 
 
 def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
     scan = _Scan(set(k.sizes))
     scan.stmt(k.body, {}, {})
+    plans = _plans(scan)
+    if not plans:
+        return k
+    return dataclasses.replace(k, body=_Compact(plans, scan).stmt(k.body))
+
+
+def kept(k: ir.Kernel) -> dict[str, int]:
+    """{local buffer: elements each thread keeps} for the buffers this pass
+    will compact in `k`, predicted before `unroll` has expanded the unrolled
+    loops (their copies enumerated; see the module docstring); buffers not
+    listed keep their declared size. Exact where `simplify` after `unroll`
+    removes no access; otherwise an upper bound (the pass sees fewer
+    accesses). A buffer whose accesses the ownership check refuses is not
+    listed: the full lowering reports the error."""
+    scan = _Scan(set(k.sizes), expand=True)
+    scan.stmt(k.body, {}, {})
+    return {name: plan["size"] for name, plan in _plans(scan, strict=False).items()}
+
+
+def _plans(scan, strict=True) -> dict:
+    """{buffer: slot map} of the local buffers to compact; `strict`: raise
+    the ownership check's error (otherwise leave that buffer out)."""
     plans = {}
     for name, buf in scan.local.items():
         if name in scan.twice:
             continue
-        accs = scan.accesses.get(name, [])
-        plan = _plan(name, buf, accs)
+        try:
+            plan = _plan(name, buf, scan.accesses.get(name, []))
+        except LoweringError:
+            if strict:
+                raise
+            continue
         if plan is not None:
             plans[name] = plan
-    if not plans:
-        return k
-    return dataclasses.replace(k, body=_Compact(plans, scan).stmt(k.body))
+    return plans
 
 
 def _is_invariant(name: str, sizes: set) -> bool:
@@ -75,10 +100,16 @@ def _is_invariant(name: str, sizes: set) -> bool:
 
 class _Scan:
     """Every access to a local buffer with its subscripts split into a
-    thread-invariant offset and a constant (plus vector lanes)."""
+    thread-invariant offset and a constant (plus vector lanes). With
+    `expand`, the variables of unrolled loops of constant bounds are kept as
+    `copies` of the access (what `unroll` will expand), and a local buffer
+    allocated inside such a loop counts as allocated more than once."""
 
-    def __init__(self, sizes: set):
+    def __init__(self, sizes: set, expand: bool = False):
         self.sizes = sizes
+        self.expand = expand
+        self.copies: dict[str, tuple[int, int]] = {}  # unrolled variable -> (lo, extent)
+        self.repeated = 0  # enclosing unrolled loops of two or more iterations
         self.simp = Simplifier()
         self.local: dict[str, ir.Buffer] = {}
         self.twice: set[str] = set()
@@ -91,7 +122,7 @@ class _Scan:
         extent."""
         if isinstance(s, ir.Alloc):
             if s.buffer.scope == "local":
-                if s.buffer.name in self.local:
+                if s.buffer.name in self.local or self.repeated:
                     self.twice.add(s.buffer.name)
                 self.local[s.buffer.name] = s.buffer
             self.stmt(s.body, lets, lanes)
@@ -99,7 +130,8 @@ class _Scan:
         if isinstance(s, ir.Let):
             self.exprs((s.value,), lets, lanes)
             value = substitute(s.value, {v: e for v, e in lets.items() if e is not None})
-            ok = all(_is_invariant(v, self.sizes) for v in ir.free_vars(value)) and not any(
+            ok = all(_is_invariant(v, self.sizes) or v in self.copies
+                     for v in ir.free_vars(value)) and not any(
                 isinstance(x, ir.Load) for x in ir.walk_expr(value))
             self.stmt(s.body, {**lets, s.var: value if ok else None}, lanes)
             return
@@ -111,6 +143,18 @@ class _Scan:
                     and isinstance(s.lo, ir.Imm) and s.lo.value == 0):
                 inner_lanes[s.var] = int(s.extent.value)
                 inner_lets.pop(s.var)
+            elif (self.expand and s.kind == "unroll" and isinstance(s.extent, ir.Imm)
+                    and isinstance(s.lo, ir.Imm)):
+                n = int(s.extent.value)
+                inner_lets.pop(s.var)
+                self.copies[s.var] = (int(s.lo.value), n)
+                self.repeated += n > 1
+                try:
+                    self.stmt(s.body, inner_lets, inner_lanes)
+                finally:
+                    del self.copies[s.var]
+                    self.repeated -= n > 1
+                return
             self.stmt(s.body, inner_lets, inner_lanes)
             return
         if isinstance(s, ir.Store):
@@ -148,11 +192,13 @@ class _Scan:
             i = substitute(i, {v: e for v, e in lets.items() if e is not None})
             flat = flat.add(self.simp.linear(i).scale(stride))
             stride *= int(n.value)
-        offset, lane_terms = Linear(), []
+        offset, lane_terms, copy_terms = Linear(), [], []
         for atom, coef in flat.terms.items():
             names = ir.free_vars(atom)
             if isinstance(atom, ir.Var) and atom.name in lanes:
                 lane_terms.append((atom.name, coef, lanes[atom.name]))
+            elif isinstance(atom, ir.Var) and atom.name in self.copies:
+                copy_terms.append((atom.name, coef, *self.copies[atom.name]))
             elif names and all(_is_invariant(v, self.sizes) for v in names) and not any(
                     isinstance(x, ir.Load) for x in ir.walk_expr(atom)):
                 offset = offset.add(Linear({atom: coef}))
@@ -162,7 +208,8 @@ class _Scan:
         for v, coef, n in lane_terms:
             span = coef * (n - 1)
             lo, hi = lo + min(0, span), hi + max(0, span)
-        return _Access(kind, indices, offset, lo, hi, flat.const, tuple(lane_terms))
+        return _Access(kind, indices, offset, lo, hi, flat.const, tuple(lane_terms),
+                       tuple(copy_terms))
 
 
 def _const(e):
@@ -182,6 +229,9 @@ def _plan(name, buf, accs):
     or None when it stays as it is. Raises when a thread reads what others hold."""
     if not accs or any(a.offset is None for a in accs):
         return None
+    if not any(a.offset.terms for a in accs):
+        return None  # already compact
+    accs = [c for a in accs for c in _expanded(a)]
     writes = [a for a in accs if a.kind == "write"]
     owned = [a for a in writes if _thread_dependent(a.offset)]
     if owned:
@@ -232,6 +282,17 @@ def _plan(name, buf, accs):
     if not g.terms:
         return None  # already compact
     return {"gaps": gaps, "size": size, "offset": g}
+
+
+def _expanded(a: _Access) -> list[_Access]:
+    """The accesses `a` becomes once its unrolled loops are expanded: one per
+    combination of their values, the constant part shifted by each."""
+    out = [a]
+    for _, coef, lo, n in a.copies:
+        out = [dataclasses.replace(x, lo=x.lo + coef * (lo + i), hi=x.hi + coef * (lo + i),
+                                   base=x.base + coef * (lo + i), copies=())
+               for x in out for i in range(n)]
+    return out
 
 
 def _elements(a: _Access) -> set:

@@ -5,6 +5,8 @@ search's point with the same parameters are the same directives.
 """
 from __future__ import annotations
 
+from ..errors import ScheduleError
+
 
 def simt_gemm(s, stage, a_name, b_name, bm, bn, bk, tm, tn, fragments=True, pipeline=False,
               vector=True, lanes=None, group=None, pad=False):
@@ -243,7 +245,9 @@ def row_slices(stage, axis, threads, vec, tag="threadIdx.x"):
 
 def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=(), shared=()):
     """One block per row n of `out(n, d)`, the row held in registers across
-    the block: each thread owns the elements `row_slices` gives it.
+    the block: each thread owns the elements `row_slices` gives it. An `out`
+    of more than two dimensions has its leading axes fused into the row loop
+    (`out(b, n, d)`: one block per (b, n)).
 
     cache: input tensors read once into registers (local caches computed at
     the row loop, 16-byte loads); local: the op's temporaries, computed at the
@@ -264,7 +268,13 @@ def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=(), share
     registers). Costs D elements of shared memory per tensor (64 KiB for a
     32768-long bfloat16 row). Returns the stage `out`."""
     O = s[out]
-    n, d = O.axes
+    if len(O.axes) < 2:
+        raise ScheduleError(f"row_in_registers: stage '{out}' needs two or more axes (out(n, d):"
+                            f" the rows, then a row's elements); it has {len(O.axes)}")
+    *lead, d = O.axes
+    n = lead[0]
+    for a in lead[1:]:
+        n = O.fuse(n, a)
     row = n
     if shared:
         n, row = O.split(n, 1)
@@ -287,6 +297,6 @@ def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=(), share
             st.set_scope("local")
         if st.reduce_axes:
             row_slices(st, st.reduce_axes[-1], threads, vec)
-        elif len(st.axes) == 2:
+        elif len(st.axes) == len(lead) + 1:  # row-shaped (n, d), not a per-row scalar
             row_slices(st, st.axes[-1], threads, vec)
     return O

@@ -36,6 +36,12 @@ in a record and mutated later (space.py). The rules:
                row) are computed at its row loop as cross-thread reductions,
                kept in registers, the row optionally read once into shared
                memory (bench/schedules.py softmax / layernorm)
+  row_regs     the stages of `row`, with the row held in registers across the
+               block (templates.row_in_registers; bench/row_schedules.py):
+               the row input read once into local caches in 16-byte pieces,
+               each thread owning the same pieces in every stage, the
+               statistics as cross-thread reductions over them, optionally
+               1-D weights of the row's length staged in shared memory
   cross_thread a reduction: its outputs over blocks (rows per block on
                threadIdx.y), its reduction axes fused and spread over
                threadIdx.x, reduced across threads
@@ -63,6 +69,7 @@ class Limits:
     grid_dims: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
     shared_bytes: int = 227 * 1024
     registers: int = 255  # per thread; the estimate in space.py is rough, so rules stay below
+    block_registers: int = 65536  # 32-bit registers of one block (a thread: this / threads)
 
 
 @dataclass
@@ -631,6 +638,116 @@ def _row_apply(s, ctx, stage, p):
             st.set_scope("local")
 
 
+# -------------------------------------------------------------- row_regs
+VECTOR_BYTES = 16  # one access of a row piece (ld.global.v4.b32 and the like)
+
+
+def _rr_applies(ctx, stage):
+    """`row`'s stages that have a row to hold: an input read by the stage and
+    every statistic (_row_input)."""
+    return _row_applies(ctx, stage) and _row_input(ctx, stage) is not None
+
+
+def _rr_row(ctx, stage):
+    """(row length, bits per element of the row input)."""
+    d = ctx.extents[stage][ctx.node(stage)["spatial"][-1]]
+    return d, ctx.op.tensors[_row_input(ctx, stage)].dtype.bits
+
+
+def _rr_vec(ctx, stage) -> int:
+    """Elements of the row input in one 16-byte piece."""
+    return max(1, VECTOR_BYTES * 8 // _rr_row(ctx, stage)[1])
+
+
+def _rr_threads(ctx, stage, vec) -> list[int]:
+    """Thread counts (whole warps, within the limit) that give every thread
+    the same number of whole pieces of the row; for a row with no such count
+    (a length with no divisor a multiple of 32: 257, 1000), the powers of two
+    up to one piece per thread, whose last pieces row_slices guards (threads
+    past the row's end hold nothing)."""
+    d, _ = _rr_row(ctx, stage)
+    pieces = -(-d // vec)
+    whole = [t for t in range(32, min(ctx.limits.threads, pieces) + 1, 32) if pieces % t == 0]
+    return whole or pow2_upto(pieces, 32, ctx.limits.threads)
+
+
+def _rr_weights(ctx, stage) -> list[str]:
+    """Inputs of one dimension, the row's length, that the stage alone reads
+    (through inlined stages): row_in_registers' `shared` (layernorm's gamma
+    and beta)."""
+    d, _ = _rr_row(ctx, stage)
+    others = set()
+    for n in ctx.graph.nodes:
+        if n != stage and n not in ctx.inlined:
+            others |= _reads_through_inlined(ctx, n)
+    return [t.name for t in ctx.op.inputs
+            if t.name in _reads_through_inlined(ctx, stage) and t.name not in others
+            and t.ndim == 1 and eval_int(t.shape[0], ctx.sizes) == d]
+
+
+def _rr_registers(ctx, stage, p) -> tuple[int, int]:
+    """(registers of the row's slice per thread, the estimate of
+    validate.resources: the slice, each statistic and its accumulator, the
+    fixed overhead)."""
+    from .validate import REGISTER_OVERHEAD
+    d, bits = _rr_row(ctx, stage)
+    pieces = -(-d // p["vec"])
+    elements = -(-pieces // p["threads"]) * p["vec"]
+    row = -(-elements * max(bits, 8) // 32)
+    return row, row + 2 * len(row_producers(ctx, stage)) + REGISTER_OVERHEAD
+
+
+def _rr_feasible(ctx, stage, p):
+    """Whole warps within the block limit; pieces of at most 16 bytes; the
+    register estimate within the per-thread limit, and the row's slice
+    within half of a thread's share of the block's registers (the kernel's
+    __launch_bounds__ caps a thread at block_registers / threads, and what
+    does not fit there spills to local memory); the staged weights within
+    shared memory."""
+    threads, vec = p["threads"], p["vec"]
+    d, bits = _rr_row(ctx, stage)
+    if threads % 32 or not 32 <= threads <= ctx.limits.threads or not (
+            1 <= vec and vec * bits <= VECTOR_BYTES * 8):
+        return False
+    row, estimate = _rr_registers(ctx, stage, p)
+    if estimate > ctx.limits.registers or 2 * row > ctx.limits.block_registers // threads:
+        return False
+    if p["shared_weights"]:
+        weights = _rr_weights(ctx, stage)
+        staged = -(-d // (vec * threads)) * vec * threads  # the row's pieces, the last padded
+        size = sum(staged * ctx.op.tensors[w].dtype.bits // 8 for w in weights)
+        return bool(weights) and size <= ctx.limits.shared_bytes
+    return True
+
+
+def _rr_sample(ctx, stage, rng):
+    vec = _rr_vec(ctx, stage)
+    options = [t for t in _rr_threads(ctx, stage, vec)
+               if _rr_feasible(ctx, stage, {"threads": t, "vec": vec, "shared_weights": False})]
+    if not options:
+        return None  # a row too long for registers at any thread count
+    p = {"threads": pick(rng, options), "vec": vec,
+         "shared_weights": bool(_rr_weights(ctx, stage)) and bool(rng.integers(2))}
+    if not _rr_feasible(ctx, stage, p):
+        p["shared_weights"] = False
+    return p
+
+
+def _rr_apply(s, ctx, stage, p):
+    """templates.row_in_registers with the arguments bench/row_schedules.py
+    gives by hand, read from the stage graph: the row input cached, the
+    statistics that are temporaries in registers (local), those that are
+    outputs computed at the row (outputs), the weights in shared memory with
+    `shared_weights`."""
+    prods = row_producers(ctx, stage)
+    temps = {t.name for t in ctx.op.temporaries}
+    local = tuple(t for t in prods if ctx.node(t)["tensor"] in temps)
+    templates.row_in_registers(
+        s, stage, p["threads"], p["vec"], cache=(_row_input(ctx, stage),), local=local,
+        outputs=tuple(t for t in prods if t not in local),
+        shared=tuple(_rr_weights(ctx, stage)) if p["shared_weights"] else ())
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -651,6 +768,8 @@ RULES = {r.name: r for r in (
     Rule("reg_tile", _rt_applies, _rt_sample, _rt_feasible, _rt_apply, weight=2.0),
     Rule("row", _row_applies, _row_sample, _row_feasible, _row_apply, claims=row_producers,
          weight=3.0),
+    Rule("row_regs", _rr_applies, _rr_sample, _rr_feasible, _rr_apply, claims=row_producers,
+         weight=2.0),
     Rule("cross_thread", _reduction, _ct_sample, _ct_feasible, _ct_apply, weight=2.0),
     Rule("rfactor", _rf_applies, _rf_sample, _rf_feasible, _rf_apply, weight=1.0),
     Rule("flat", _flat_applies, _flat_sample, _flat_feasible, _flat_apply, weight=1.0),

@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import LoweringError, ScheduleError, TcompError
-from ..lower import ir, unroll
-from ..lower.pipeline import lower, run_passes
+from ..lower import ir, registers, unroll
+from ..lower.pipeline import PASSES, lower, run_passes
 from ..lower.rewriter import walk_stmts
 from ..schedule import Schedule
 
@@ -41,7 +41,9 @@ ANALYSIS_UNTIL = "unroll"  # the pass a search's lowering stops before
 class Resources:
     """What one kernel launch needs (sizes bound): grid and block dimensions,
     static shared memory bytes, and an estimate of 32-bit registers per thread
-    (its local and fragment buffers plus a fixed overhead for indices)."""
+    (its local and fragment buffers plus a fixed overhead for indices; a
+    local buffer that the `registers` pass compacts counts the elements each
+    thread keeps, not its declared size)."""
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int
@@ -108,7 +110,8 @@ def validate(op, candidate, sizes: dict, target: str = "cuda", limits=None,
         return Invalid("schedule", str(e))
     except TcompError as e:
         return Invalid("error", f"{type(e).__name__}: {e}")
-    res = tuple(resources(k, sizes) for k in prog.kernels)
+    compacted = _ran(REGISTERS_PASS, until)
+    res = tuple(resources(k, sizes, compacted) for k in prog.kernels)
     for k, r in zip(prog.kernels, res):
         why = _over(r, limits)
         if why:
@@ -116,9 +119,25 @@ def validate(op, candidate, sizes: dict, target: str = "cuda", limits=None,
     return Valid(s, prog, res, until)
 
 
-def resources(k: ir.Kernel, sizes: dict) -> Resources:
+REGISTERS_PASS = "registers"  # the pass that compacts per-thread slices of local arrays
+
+
+def _ran(name: str, until: str | None) -> bool:
+    """Whether pass `name` has run on a program lowered up to `until`."""
+    names = [n for n, _ in PASSES]
+    return until is None or names.index(name) < names.index(until)
+
+
+def resources(k: ir.Kernel, sizes: dict, compacted: bool = False) -> Resources:
+    """What kernel `k` (lowered at `sizes`) needs. `compacted`: the
+    `registers` pass has run on `k`; otherwise the local buffers it will
+    compact count what it keeps per thread (registers.kept: the pass's own
+    rule, applied before `unroll` as that pass will expand the loops), so a
+    row held in registers across a block counts its slice per thread, not
+    the row."""
     # One entry per buffer: an unrolled loop allocates the same buffer once per copy
     # of its body, one after the other, not all at once.
+    kept = {} if compacted else registers.kept(k)
     shared, regs = {}, {}
     for st in walk_stmts(k.body):
         if isinstance(st, ir.Alloc):
@@ -129,6 +148,7 @@ def resources(k: ir.Kernel, sizes: dict) -> Resources:
             if b.scope == "shared":
                 shared[b.name] = max(shared.get(b.name, 0), n * max(1, b.dtype.bits // 8))
             elif b.scope in ("local", "fragment"):
+                n = kept.get(b.name, n) if b.scope == "local" else n
                 regs[b.name] = max(regs.get(b.name, 0), -(-n * max(b.dtype.bits, 8) // 32))
     return Resources(tuple(_int(g, sizes) for g in k.grid), tuple(_int(b, sizes) for b in k.block),
                      sum(shared.values()), sum(regs.values()) + REGISTER_OVERHEAD)
