@@ -236,8 +236,7 @@ def tensor_core_kernels():
         assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
         print(f"tensor cores fused bias + GELU through shared memory {sizes} ok")
     # a float32 output: each pair is one 64-bit (float2) store
-    op = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
-                  "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
+    op = tcomp.op(S.TC_GEMM_F32_OUT)
     op, s = S.tc_gemm(op, bm=64, bn=64, wm=32, wn=32, bk=32, pipeline=3, pair_stores=True)
     for sizes in ({"M": 128, "N": 96, "K": 64}, {"M": 70, "N": 33, "K": 40}):
         check_tc(s, tcomp.lang.dtypes.bfloat16.numpy, sizes, rng, "bfloat16 -> float32",

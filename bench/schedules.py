@@ -256,6 +256,9 @@ def fma(sizes=None, threads=256):
 
 
 TC_GEMM = "def gemm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+# bfloat16 in, float32 out (accumulated in float32 and stored as is)
+TC_GEMM_F32_OUT = ("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
+                   "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
 
 
 TC_GEMM_GELU = """def gemm_bias_gelu(bfloat16(M,K) A, bfloat16(K,N) B, float(N) bias) -> (D) {

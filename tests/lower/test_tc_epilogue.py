@@ -29,8 +29,7 @@ from .util import check_golden, inputs_for
 
 BF16 = tcomp.lang.dtypes.bfloat16.numpy
 GOLDEN = Path(__file__).parent / "golden" / "tc_epilogue"
-F32_OUT = ("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
-           "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
+F32_OUT = S.TC_GEMM_F32_OUT
 SMALL = dict(bm=64, bn=64, wm=32, wn=32, bk=32, pipeline=3)
 
 

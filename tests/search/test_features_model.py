@@ -13,11 +13,11 @@ import pytest
 import tcomp
 from tcomp.search import CostModel, SearchError, Space, validate
 from tcomp.search import features as F
+from tests.bench.common import S
 from tcomp.search import model as M
 
 MM = "def mm(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
-MM_BF16 = ("def mm(bfloat16(M, K) A, bfloat16(K, N) B) -> (C) "
-           "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
+MM_BF16 = S.TC_GEMM_F32_OUT
 
 
 def feats(op, s, sizes):

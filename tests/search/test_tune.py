@@ -12,6 +12,7 @@ import pytest
 import tcomp
 from tcomp.search import MeasureInput, MeasureResult, Records, Runner, SearchError, best
 from tcomp.search import features as F
+from tests.bench.common import S
 from tcomp.search.tuner import canonical, tune
 
 MM = "def mm(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
@@ -338,8 +339,7 @@ def test_gpu_short_tune_of_a_small_gemm_with_the_local_runner(mm, tmp_path):
 
 @pytest.mark.cuda
 def test_gpu_tune_of_a_bf16_gemm_finds_a_tensor_core_schedule(tmp_path):
-    op = tcomp.op("def mm(bfloat16(M, K) A, bfloat16(K, N) B) -> (C) "
-                  "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
+    op = tcomp.op(S.TC_GEMM_F32_OUT)
     sizes = {"M": 1024, "N": 1024, "K": 1024}
     res = tcomp.tune(op, sizes, trials=24, records=str(tmp_path / "bf.jsonl"), target="cuda",
                      batch=8)

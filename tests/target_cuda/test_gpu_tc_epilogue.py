@@ -66,8 +66,7 @@ def test_fused_bias_gelu_on_gpu(sizes):
                                    {"M": 70, "N": 33, "K": 40}])
 def test_float32_output_pairs_on_gpu(sizes):
     """float32 outputs: each pair is one 64-bit (float2) store (N even)."""
-    op = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
-                  "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
+    op = tcomp.op(S.TC_GEMM_F32_OUT)
     A, B = random_ab(sizes, "bfloat16", 6)
     kw = dict(bm=64, bn=64, wm=32, wn=32, bk=32, pipeline=3)
     k = tcomp.build(S.tc_gemm(op, **kw, pair_stores=True)[1], target="cuda", sizes=sizes)

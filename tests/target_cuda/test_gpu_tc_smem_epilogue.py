@@ -69,8 +69,7 @@ def test_staged_fused_bias_gelu_on_gpu(sizes, kw):
                                    {"M": 70, "N": 33, "K": 40}])
 def test_staged_float32_output_on_gpu(sizes):
     """float32 outputs: a float32 staging tile, copied out 4 floats at a time."""
-    op = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
-                  "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
+    op = tcomp.op(S.TC_GEMM_F32_OUT)
     A, B = random_ab(sizes, "bfloat16", 6)
     kw = dict(bm=64, bn=64, wm=32, wn=32, bk=32, pipeline=3, pair_stores=True)
     k = tcomp.build(S.tc_gemm(op, **kw, smem_epilogue=True)[1], target="cuda", sizes=sizes)

@@ -47,8 +47,7 @@ def test_ptx_of_the_fused_epilogue():
 
 
 def test_ptx_of_a_float32_output_pairs_is_float2():
-    op = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
-                  "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
+    op = tcomp.op(S.TC_GEMM_F32_OUT)
     assert _ptx_stores(_build(op, pair_stores=True).ptx) == {"st.global.v2.f32": 64}
 
 
