@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from ..lang.symbolic import eval_int
 from ..schedule import templates, tiling
 from . import graph as G
+from . import row_group as RG
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Context:
     extents: dict  # stage -> {var: int}
     limits: Limits = field(default_factory=Limits)
     inlined: frozenset = frozenset()
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # rules' graph readings
 
     def node(self, stage):
         return self.graph.nodes[stage]
@@ -522,31 +524,12 @@ def _tc_apply(s, ctx, stage, p):
 
 # ------------------------------------------------------------------- row
 def row_producers(ctx, stage) -> list[str]:
-    """The reductions `row` computes at `stage`'s row loop: single-writer,
-    one reduction axis, spatial axes the same extents as `stage`'s leading
-    ones, and read (directly or through inlined stages) by `stage` alone."""
-    g, n = ctx.graph, ctx.node(stage)
-    if n["kind"] not in ("elementwise", "injective") or len(n["spatial"]) < 2:
-        return []
-    lead = [ctx.extents[stage][v] for v in n["spatial"][:-1]]
-    out = [p for p in G.producers(g, stage)
-           if p not in ctx.inlined and g.nodes[p]["reduce"] and len(g.nodes[p]["reduce"]) == 1
-           and g.nodes[p]["writers"] == 1 and g.nodes[p]["origin"] == "statement"
-           and [ctx.extents[p][v] for v in g.nodes[p]["spatial"]] == lead]
-    # Each must feed only `stage`, stages inlined into it, or another of them
-    # (layernorm's var reads mean): drop offenders until none is left.
-    while True:
-        keep = [p for p in out if all(_only_feeds(ctx, c, stage, out) for c in G.consumers(g, p))]
-        if keep == out:
-            return out
-        out = keep
-
-
-def _only_feeds(ctx, c, stage, group) -> bool:
-    if c == stage or c in group:
-        return True
-    return c in ctx.inlined and all(_only_feeds(ctx, x, stage, group)
-                                    for x in G.consumers(ctx.graph, c))
+    """The reductions `row` computes at `stage`'s row loop (its statistics,
+    row_group.statistics): single-writer, one reduction axis, spatial axes
+    the same extents as `stage`'s leading ones, read by `stage` directly or
+    through inlined elementwise temporaries (softmax's e and rs), and feeding
+    only `stage`, one another, or stages inlined into those."""
+    return RG.statistics(ctx, stage)
 
 
 def _row_applies(ctx, stage):
@@ -567,11 +550,7 @@ def _row_input(ctx, stage):
 
 
 def _reads_through_inlined(ctx, stage) -> set:
-    out = set()
-    for p in G.producers(ctx.graph, stage):
-        if p in ctx.inlined:
-            out |= _reads_through_inlined(ctx, p)
-    return out | set(ctx.node(stage)["reads"])
+    return RG.reads(ctx, stage, ctx.inlined)
 
 
 def _row_sample(ctx, stage, rng):
@@ -642,16 +621,55 @@ def _row_apply(s, ctx, stage, p):
 VECTOR_BYTES = 16  # one access of a row piece (ld.global.v4.b32 and the like)
 
 
+def _rr_group(ctx, stage) -> tuple:
+    """(statistics, sibling outputs, per-row scalar temporaries, row-shaped
+    temporaries) of `stage` (row_group.py), computed once per Context."""
+    key = ("row_regs group", stage)
+    if key not in ctx.memo:
+        stats = row_producers(ctx, stage)
+        sibs = RG.siblings(ctx, stage, stats)
+        scalars, rows = RG.temporaries(ctx, stage, [stage, *stats, *sibs])
+        ctx.memo[key] = (stats, sibs, scalars, rows)
+    return ctx.memo[key]
+
+
+def _rr_claims(ctx, stage) -> list[str]:
+    """The statistics and the sibling outputs, scheduled at the row loop."""
+    stats, sibs, _, _ = _rr_group(ctx, stage)
+    return stats + sibs
+
+
+def _rr_keeps(ctx, stage, p) -> set:
+    """The temporaries kept as stages in registers: the per-row scalars
+    always (computed once per thread, not once per element), the row-shaped
+    ones with `keep_rows` (softmax's e: the exponentials computed once)."""
+    _, _, scalars, rows = _rr_group(ctx, stage)
+    return set(scalars) | (set(rows) if p.get("keep_rows") else set())
+
+
+def _rr_cache(ctx, stage, kept) -> list[str]:
+    """The inputs read once into registers, given the kept temporaries."""
+    key = ("row_regs cache", stage, frozenset(kept))
+    if key not in ctx.memo:
+        stats, sibs, _, _ = _rr_group(ctx, stage)
+        ctx.memo[key] = RG.cached_inputs(ctx, stage, [stage, *stats, *sibs, *sorted(kept)],
+                                         ctx.inlined - kept)
+    return ctx.memo[key]
+
+
 def _rr_applies(ctx, stage):
-    """`row`'s stages that have a row to hold: an input read by the stage and
-    every statistic (_row_input)."""
-    return _row_applies(ctx, stage) and _row_input(ctx, stage) is not None
+    """`row`'s stages that have a row to hold: with the row-shaped
+    temporaries inlined, an input of the row's shape read by two or more of
+    the stages at the row loop, each at its own row indices (row_group.py)."""
+    return _row_applies(ctx, stage) and bool(_rr_cache(ctx, stage, _rr_keeps(ctx, stage, {})))
 
 
 def _rr_row(ctx, stage):
-    """(row length, bits per element of the row input)."""
+    """(row length, bits per element of the widest row input: 16-byte pieces
+    of it bound the vector width)."""
     d = ctx.extents[stage][ctx.node(stage)["spatial"][-1]]
-    return d, ctx.op.tensors[_row_input(ctx, stage)].dtype.bits
+    cached = _rr_cache(ctx, stage, _rr_keeps(ctx, stage, {}))
+    return d, max(ctx.op.tensors[t].dtype.bits for t in cached)
 
 
 def _rr_vec(ctx, stage) -> int:
@@ -671,35 +689,45 @@ def _rr_threads(ctx, stage, vec) -> list[int]:
     return whole or pow2_upto(pieces, 32, ctx.limits.threads)
 
 
-def _rr_weights(ctx, stage) -> list[str]:
+def _rr_weights(ctx, stage, kept=frozenset()) -> list[str]:
     """Inputs of one dimension, the row's length, that the stage alone reads
-    (through inlined stages): row_in_registers' `shared` (layernorm's gamma
-    and beta)."""
+    (through the stages inlined, all but `kept`): row_in_registers' `shared`
+    (layernorm's gamma and beta)."""
     d, _ = _rr_row(ctx, stage)
+    inlined = ctx.inlined - kept
     others = set()
     for n in ctx.graph.nodes:
-        if n != stage and n not in ctx.inlined:
-            others |= _reads_through_inlined(ctx, n)
+        if n != stage and n not in inlined:
+            others |= RG.reads(ctx, n, inlined)
+    mine = RG.reads(ctx, stage, inlined)
     return [t.name for t in ctx.op.inputs
-            if t.name in _reads_through_inlined(ctx, stage) and t.name not in others
+            if t.name in mine and t.name not in others
             and t.ndim == 1 and eval_int(t.shape[0], ctx.sizes) == d]
 
 
 def _rr_registers(ctx, stage, p) -> tuple[int, int]:
-    """(registers of the row's slice per thread, the estimate of
-    validate.resources: the slice, each statistic and its accumulator, the
-    fixed overhead)."""
+    """(registers of the row's slices per thread, the estimate of
+    validate.resources: the slices, each statistic and its accumulator, each
+    kept per-row scalar, the fixed overhead). The slices held are those of
+    the cached inputs or, when larger, of the kept row-shaped temporaries
+    (computed from the inputs' slices, which are dead after them)."""
     from .validate import REGISTER_OVERHEAD
-    d, bits = _rr_row(ctx, stage)
+    d, _ = _rr_row(ctx, stage)
+    stats, _, scalars, rows = _rr_group(ctx, stage)
+    kept = _rr_keeps(ctx, stage, p)
     pieces = -(-d // p["vec"])
     elements = -(-pieces // p["threads"]) * p["vec"]
-    row = -(-elements * max(bits, 8) // 32)
-    return row, row + 2 * len(row_producers(ctx, stage)) + REGISTER_OVERHEAD
+
+    def regs(tensors):
+        return sum(-(-elements * max(ctx.op.tensors[t].dtype.bits, 8) // 32) for t in tensors)
+    row = max(regs(_rr_cache(ctx, stage, kept)),
+              regs(ctx.node(t)["tensor"] for t in rows if t in kept))
+    return row, row + 2 * len(stats) + len(scalars) + REGISTER_OVERHEAD
 
 
 def _rr_feasible(ctx, stage, p):
     """Whole warps within the block limit; pieces of at most 16 bytes; the
-    register estimate within the per-thread limit, and the row's slice
+    register estimate within the per-thread limit, and the row's slices
     within half of a thread's share of the block's registers (the kernel's
     __launch_bounds__ caps a thread at block_registers / threads, and what
     does not fit there spills to local memory); the staged weights within
@@ -713,7 +741,7 @@ def _rr_feasible(ctx, stage, p):
     if estimate > ctx.limits.registers or 2 * row > ctx.limits.block_registers // threads:
         return False
     if p["shared_weights"]:
-        weights = _rr_weights(ctx, stage)
+        weights = _rr_weights(ctx, stage, frozenset(_rr_keeps(ctx, stage, p)))
         staged = -(-d // (vec * threads)) * vec * threads  # the row's pieces, the last padded
         size = sum(staged * ctx.op.tensors[w].dtype.bits // 8 for w in weights)
         return bool(weights) and size <= ctx.limits.shared_bytes
@@ -721,13 +749,26 @@ def _rr_feasible(ctx, stage, p):
 
 
 def _rr_sample(ctx, stage, rng):
+    """16-byte pieces; a thread count of _rr_threads within the registers;
+    `keep_rows` (drawn only where there are row-shaped temporaries to keep;
+    the other value when no thread count fits with the one drawn);
+    `shared_weights` where there are weights and they fit."""
     vec = _rr_vec(ctx, stage)
-    options = [t for t in _rr_threads(ctx, stage, vec)
-               if _rr_feasible(ctx, stage, {"threads": t, "vec": vec, "shared_weights": False})]
-    if not options:
+    rows = _rr_group(ctx, stage)[3]
+    keeps = [{}]
+    if rows:
+        first = bool(rng.integers(2))
+        keeps = [{"keep_rows": first}, {"keep_rows": not first}]
+    for keep in keeps:
+        options = [t for t in _rr_threads(ctx, stage, vec) if _rr_feasible(
+            ctx, stage, {"threads": t, "vec": vec, "shared_weights": False, **keep})]
+        if options:
+            break
+    else:
         return None  # a row too long for registers at any thread count
-    p = {"threads": pick(rng, options), "vec": vec,
-         "shared_weights": bool(_rr_weights(ctx, stage)) and bool(rng.integers(2))}
+    p = {"threads": pick(rng, options), "vec": vec, **keep,
+         "shared_weights": bool(_rr_weights(ctx, stage, frozenset(_rr_keeps(ctx, stage, keep))))
+         and bool(rng.integers(2))}
     if not _rr_feasible(ctx, stage, p):
         p["shared_weights"] = False
     return p
@@ -735,17 +776,20 @@ def _rr_sample(ctx, stage, rng):
 
 def _rr_apply(s, ctx, stage, p):
     """templates.row_in_registers with the arguments bench/row_schedules.py
-    gives by hand, read from the stage graph: the row input cached, the
-    statistics that are temporaries in registers (local), those that are
-    outputs computed at the row (outputs), the weights in shared memory with
-    `shared_weights`."""
-    prods = row_producers(ctx, stage)
+    gives by hand, read from the stage graph: the row inputs cached (those
+    two or more stages read), the statistics and the kept temporaries that
+    are temporaries in registers (local), those that are outputs and the
+    sibling outputs computed at the row (outputs), the weights in shared
+    memory with `shared_weights`."""
+    stats, sibs, _, _ = _rr_group(ctx, stage)
+    kept = frozenset(_rr_keeps(ctx, stage, p))
+    members = sorted({*stats, *sibs, *kept}, key=lambda t: ctx.node(t)["order"])
     temps = {t.name for t in ctx.op.temporaries}
-    local = tuple(t for t in prods if ctx.node(t)["tensor"] in temps)
+    local = tuple(t for t in members if ctx.node(t)["tensor"] in temps)
     templates.row_in_registers(
-        s, stage, p["threads"], p["vec"], cache=(_row_input(ctx, stage),), local=local,
-        outputs=tuple(t for t in prods if t not in local),
-        shared=tuple(_rr_weights(ctx, stage)) if p["shared_weights"] else ())
+        s, stage, p["threads"], p["vec"], cache=tuple(_rr_cache(ctx, stage, kept)), local=local,
+        outputs=tuple(t for t in members if t not in local),
+        shared=tuple(_rr_weights(ctx, stage, kept)) if p["shared_weights"] else ())
 
 
 @dataclass(frozen=True)
@@ -768,8 +812,8 @@ RULES = {r.name: r for r in (
     Rule("reg_tile", _rt_applies, _rt_sample, _rt_feasible, _rt_apply, weight=2.0),
     Rule("row", _row_applies, _row_sample, _row_feasible, _row_apply, claims=row_producers,
          weight=3.0),
-    Rule("row_regs", _rr_applies, _rr_sample, _rr_feasible, _rr_apply, claims=row_producers,
-         weight=2.0),
+    Rule("row_regs", _rr_applies, _rr_sample, _rr_feasible, _rr_apply, claims=_rr_claims,
+         keeps=_rr_keeps, weight=2.0),
     Rule("cross_thread", _reduction, _ct_sample, _ct_feasible, _ct_apply, weight=2.0),
     Rule("rfactor", _rf_applies, _rf_sample, _rf_feasible, _rf_apply, weight=1.0),
     Rule("flat", _flat_applies, _flat_sample, _flat_feasible, _flat_apply, weight=1.0),
