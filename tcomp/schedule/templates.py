@@ -243,6 +243,23 @@ def row_slices(stage, axis, threads, vec, tag="threadIdx.x"):
     return k, t, v
 
 
+def readers_for(s, tensor, stages) -> list[str]:
+    """The stages that read `tensor` on behalf of `stages` (names): those of
+    `stages` that read it, and inlined stages that read it and are
+    substituted only into `stages` (directly or through other inlined
+    stages; softmax's inlined e(n, d) = exp(X(n, d) - mx(n)) reads X for sm
+    and O). A cache of `tensor` for `stages` must be read by all of them."""
+    stages = set(stages)
+
+    def serves(name):
+        if name in stages:
+            return True
+        st = s.states[name]
+        users = [r for r in s.readers(st.tensor) if r != name]
+        return st.attach == ("inline",) and bool(users) and all(serves(r) for r in users)
+    return [r for r in s.readers(tensor) if serves(r)]
+
+
 def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=(), shared=()):
     """One block per row n of `out(n, d)`, the row held in registers across
     the block: each thread owns the elements `row_slices` gives it. An `out`
@@ -250,7 +267,8 @@ def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=(), share
     (`out(b, n, d)`: one block per (b, n)).
 
     cache: input tensors read once into registers (local caches computed at
-    the row loop, 16-byte loads); local: the op's temporaries, computed at the
+    the row loop, 16-byte loads), for the stages below and the inlined stages
+    substituted into them (`readers_for`); local: the op's temporaries, computed at the
     row loop in registers — row-shaped ones (n, d) sliced like the row,
     reductions over d (row statistics) as cross-thread reductions (warp
     shuffles and one shared-memory step), per-row scalars once per thread;
@@ -282,7 +300,7 @@ def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=(), share
     row_slices(O, d, threads, vec)
     names = list(local) + list(outputs)
     for name in cache:
-        readers = [s[r] for r in s.readers(name) if r in names + [out]]
+        readers = [s[r] for r in readers_for(s, name, names + [out])]
         C = s.cache_read(name, "local", readers)
         C.compute_at(O, row)
         row_slices(C, C.axes[-1], threads, vec)

@@ -196,17 +196,41 @@ def temporaries(ctx, stage, group) -> tuple[list[str], list[str]]:
             [t for t in order if len(ctx.node(t)["spatial"]) == len(lead) + 1])
 
 
+def serves(ctx, name, group, inlined) -> bool:
+    """Whether stage `name` computes only for `group`: a member, or a stage
+    in `inlined` substituted only into members (directly or through other
+    such stages): what templates.readers_for lets read a cache."""
+    if name in group:
+        return True
+    users = G.consumers(ctx.graph, name)
+    return name in inlined and bool(users) and all(serves(ctx, c, group, inlined) for c in users)
+
+
+def cacheable(ctx, tensor, group, inlined) -> bool:
+    """Whether a cache of `tensor` serves every read of it by `group`: each
+    stage reading it that is substituted into a member (through `inlined`)
+    is substituted only into members (a temporary also inlined into a stage
+    outside the group would read the cache from outside the row loop)."""
+    g = ctx.graph
+    for r in g.nodes:
+        if tensor in g.nodes[r]["reads"] and not serves(ctx, r, group, inlined) and \
+                r in inlined and nx.descendants(g, r) & set(group):
+            return False
+    return True
+
+
 def cached_inputs(ctx, stage, group, inlined) -> list[str]:
     """The row-shaped inputs `row_regs` reads once into registers: read, with
     `inlined` substituted, by two or more of the group's stages, every one of
-    them reading it at its own row indices."""
+    them reading it at its own row indices, and `cacheable`."""
     shape, lead = row_extents(ctx, stage), len(lead_extents(ctx, stage))
     out = []
     for t in ctx.op.inputs:
         if _shape(ctx, t) != shape:
             continue
         readers = [m for m in group if t.name in reads(ctx, m, inlined)]
-        if len(readers) >= 2 and all(aligned(ctx, m, t.name, len(shape), lead, inlined)
-                                     for m in readers):
+        if (len(readers) >= 2 and all(aligned(ctx, m, t.name, len(shape), lead, inlined)
+                                      for m in readers)
+                and cacheable(ctx, t.name, set(group), inlined)):
             out.append(t.name)
     return out

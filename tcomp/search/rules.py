@@ -537,15 +537,18 @@ def _row_applies(ctx, stage):
 
 
 def _row_input(ctx, stage):
-    """An input read by the stage and by every row producer (the row itself)."""
+    """An input read by the stage and by every row producer (the row itself),
+    through inlined stages that feed only those (row_group.cacheable)."""
     s_reads = _reads_through_inlined(ctx, stage)
     common = None
     for p in row_producers(ctx, stage):
         r = _reads_through_inlined(ctx, p)
         common = r if common is None else common & r
     inputs = {t.name: t for t in ctx.op.inputs}
+    group = {stage, *row_producers(ctx, stage)}
     cands = sorted(t for t in (common or set()) & s_reads
-                   if t in inputs and inputs[t].ndim == len(ctx.node(stage)["spatial"]))
+                   if t in inputs and inputs[t].ndim == len(ctx.node(stage)["spatial"])
+                   and RG.cacheable(ctx, t, group, ctx.inlined))
     return cands[0] if cands else None
 
 
@@ -590,7 +593,7 @@ def _row_apply(s, ctx, stage, p):
     prods = row_producers(ctx, stage)
     if p["shared_row"]:
         X = _row_input(ctx, stage)
-        XS = s.cache_read(X, "shared", [s[t] for t in prods] + [O])
+        XS = s.cache_read(X, "shared", [s[t] for t in templates.readers_for(s, X, [*prods, stage])])
         XS.compute_at(O, row)
         *xl, a1 = XS.axes
         a1o, a1v = XS.split(a1, 4)
