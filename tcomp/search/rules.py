@@ -571,8 +571,11 @@ def _row_feasible(ctx, stage, p):
     if p["shared_row"]:
         n = ctx.node(stage)
         d = ctx.extents[stage][n["spatial"][-1]]
-        item = 8 if ctx.op.tensors[_row_input(ctx, stage)].dtype.name == "float64" else 4
-        return _row_input(ctx, stage) is not None and d * item <= ctx.limits.shared_bytes
+        x = _row_input(ctx, stage)
+        if x is None:
+            return False  # no row to stage (fused add + layernorm: h also feeds S)
+        item = 8 if ctx.op.tensors[x].dtype.name == "float64" else 4
+        return d * item <= ctx.limits.shared_bytes
     return True
 
 
