@@ -712,11 +712,13 @@ def _rr_weights(ctx, stage, kept=frozenset()) -> list[str]:
 
 
 def _rr_registers(ctx, stage, p) -> tuple[int, int]:
-    """(registers of the row's slices per thread, the estimate of
-    validate.resources: the slices, each statistic and its accumulator, each
-    kept per-row scalar, the fixed overhead). The slices held are those of
-    the cached inputs or, when larger, of the kept row-shaped temporaries
-    (computed from the inputs' slices, which are dead after them)."""
+    """(registers of the row's slices live at once per thread, the estimate
+    of validate.resources). The estimate counts every local buffer: the
+    slices of the cached inputs and of the kept row-shaped temporaries, each
+    statistic and its accumulator, each kept per-row scalar, the fixed
+    overhead. Live at once are the cached inputs' slices or, when larger,
+    the kept temporaries' (computed from the inputs' slices, which are dead
+    after them: softmax's X, then e)."""
     from .validate import REGISTER_OVERHEAD
     d, _ = _rr_row(ctx, stage)
     stats, _, scalars, rows = _rr_group(ctx, stage)
@@ -726,15 +728,15 @@ def _rr_registers(ctx, stage, p) -> tuple[int, int]:
 
     def regs(tensors):
         return sum(-(-elements * max(ctx.op.tensors[t].dtype.bits, 8) // 32) for t in tensors)
-    row = max(regs(_rr_cache(ctx, stage, kept)),
-              regs(ctx.node(t)["tensor"] for t in rows if t in kept))
-    return row, row + 2 * len(stats) + len(scalars) + REGISTER_OVERHEAD
+    inputs = regs(_rr_cache(ctx, stage, kept))
+    temps = regs(ctx.node(t)["tensor"] for t in rows if t in kept)
+    return max(inputs, temps), inputs + temps + 2 * len(stats) + len(scalars) + REGISTER_OVERHEAD
 
 
 def _rr_feasible(ctx, stage, p):
     """Whole warps within the block limit; pieces of at most 16 bytes; the
-    register estimate within the per-thread limit, and the row's slices
-    within half of a thread's share of the block's registers (the kernel's
+    register estimate within the per-thread limit, and the row's slices live
+    at once within half of a thread's share of the block's registers (the kernel's
     __launch_bounds__ caps a thread at block_registers / threads, and what
     does not fit there spills to local memory); the staged weights within
     shared memory."""

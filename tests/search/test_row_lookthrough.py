@@ -284,3 +284,32 @@ def test_generate_draws_row_regs_candidates_that_validate(name, src, stage):
         assert regs, [c.sketch for c in cands]
         space = Space(op, sizes)
         assert all(space.validate(c).ok for c in regs)
+
+
+@pytest.mark.parametrize("sizes", SIZES, ids=lambda z: f"{z['N']}x{z['D']}")
+def test_the_register_estimate_is_the_validators(sizes):
+    """Every thread count the rule finds feasible, with and without
+    keep_rows, validates, and the rule's estimate is validate.resources'
+    (so the sampler proposes nothing the checks then reject: at 256 threads
+    and 32768 floats, X and e of 128 floats each are past 255 registers)."""
+    from tcomp.search.rules import _rr_registers, _rr_threads
+    for src, stage, dt in ((R.softmax_src("float32"), "O", "float32"),
+                           (R.add_layernorm_src("bfloat16"), "Y", "bfloat16"),
+                           (R.layernorm_src("bfloat16"), "Y", "bfloat16")):
+        space = Space(tcomp.op(src), sizes)
+        ctx, vec = space.ctx, R.vec_of(dt)
+        checked = 0
+        for t in _rr_threads(ctx, stage, vec):
+            for keep in (False, True):
+                p = {"threads": t, "vec": vec, "shared_weights": False, "keep_rows": keep}
+                if not RR.feasible(ctx, stage, p):
+                    continue
+                v = space.validate(space.build(_plan(space, stage, **p)))
+                assert v.ok, (src, p, v)
+                assert v.resources[0].registers == _rr_registers(ctx, stage, p)[1], p
+                checked += 1
+        assert checked >= 4
+    ctx = Space(tcomp.op(R.softmax_src("float32")), {"N": 4, "D": 32768}).ctx
+    p = {"threads": 256, "vec": 4, "shared_weights": False}
+    assert RR.feasible(ctx, "O", {**p, "keep_rows": False})
+    assert not RR.feasible(ctx, "O", {**p, "keep_rows": True})
