@@ -33,15 +33,19 @@ in a record and mutated later (space.py). The rules:
                last two spatial axes, a register accumulator, the outer
                reduction axis split by bk, outer spatial axes on blockIdx.z
   row          an elementwise stage whose row statistics (reductions over the
-               row) are computed at its row loop as cross-thread reductions,
-               kept in registers, the row optionally read once into shared
-               memory (bench/schedules.py softmax / layernorm)
+               row, read directly or through inlined elementwise temporaries:
+               row_group.py) are computed at its row loop as cross-thread
+               reductions, kept in registers, the row optionally read once
+               into shared memory (bench/schedules.py softmax / layernorm)
   row_regs     the stages of `row`, with the row held in registers across the
                block (templates.row_in_registers; bench/row_schedules.py):
-               the row input read once into local caches in 16-byte pieces,
+               the row inputs read once into local caches in 16-byte pieces,
                each thread owning the same pieces in every stage, the
-               statistics as cross-thread reductions over them, optionally
-               1-D weights of the row's length staged in shared memory
+               statistics as cross-thread reductions over them; the per-row
+               scalar temporaries (rstd) kept as stages in registers, the
+               row-shaped ones (softmax's e) too with `keep_rows`; other
+               row-shaped outputs (add + layernorm's S) stored at the row;
+               optionally 1-D weights of the row's length in shared memory
   cross_thread a reduction: its outputs over blocks (rows per block on
                threadIdx.y), its reduction axes fused and spread over
                threadIdx.x, reduced across threads
