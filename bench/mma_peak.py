@@ -88,6 +88,57 @@ ldsm_mma_loop(float* out, int iters) {
     for (int j = 0; j < 8; ++j) s += c[i][j][0] + c[i][j][1] + c[i][j][2] + c[i][j][3];
   out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
+// ldmatrix_mma_loop with the fragments of step it+1 loaded (into a second
+// register set) before the mma of step it: fragment double buffering
+extern "C" __global__ void __launch_bounds__(256)
+ldsm_mma_pipe(float* out, int iters) {
+  extern __shared__ __align__(16) unsigned short tile[];
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int i = threadIdx.x; i < blockDim.x / 32 * 1024; i += blockDim.x)
+    tile[i] = (unsigned short)(i * 2654435761u >> 20);
+  __syncthreads();
+  unsigned base = (unsigned)__cvta_generic_to_shared(tile + warp * 1024) +
+                  ((lane % 16) * 64 + (lane / 16) * 16);
+  float c[4][8][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) c[i][j][0] = c[i][j][1] = c[i][j][2] = c[i][j][3] = 0.f;
+  unsigned a[2][4][4], b[2][4][4];
+#define LOAD(buf, step)                                                              \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                                    \
+    unsigned addr = base ^ ((((step) + i) & 3) << 4);                                \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"    \
+                 : "=r"(a[buf][i][0]), "=r"(a[buf][i][1]), "=r"(a[buf][i][2]),        \
+                   "=r"(a[buf][i][3]) : "r"(addr));                                  \
+    unsigned addr2 = (base + 1024) ^ ((((step) + i) & 3) << 4);                      \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n" \
+                 : "=r"(b[buf][i][0]), "=r"(b[buf][i][1]), "=r"(b[buf][i][2]),        \
+                   "=r"(b[buf][i][3]) : "r"(addr2));                                 \
+  }
+#define MMA(buf)                                                                     \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i)                                      \
+  _Pragma("unroll") for (int j = 0; j < 8; ++j)                                      \
+    asm volatile(                                                                    \
+      "mma.sync.aligned.m16n8k16.row.col.f32." DT "." DT ".f32 "                     \
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                      \
+      : "+f"(c[i][j][0]), "+f"(c[i][j][1]), "+f"(c[i][j][2]), "+f"(c[i][j][3])      \
+      : "r"(a[buf][i][0]), "r"(a[buf][i][1]), "r"(a[buf][i][2]), "r"(a[buf][i][3]),  \
+        "r"(b[buf][j / 2][(j % 2) * 2]), "r"(b[buf][j / 2][(j % 2) * 2 + 1]));
+  LOAD(0, 0)
+  for (int it = 0; it < iters; it += 2) {
+    LOAD(1, it + 1)
+    MMA(0)
+    LOAD(0, it + 2)
+    MMA(1)
+  }
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s += c[i][j][0] + c[i][j][1] + c[i][j][2] + c[i][j][3];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
 """
 
 
@@ -136,14 +187,16 @@ def main(argv=None):
         if dt == "bf16":
             mod = cp.RawModule(code='#define ACC 1\n#define DT "bf16"\n' + SRC,
                                options=("--gpu-architecture=sm_90a", "-std=c++17"))
-            fn = mod.get_function("ldsm_mma_loop")
-            for warps, blocks in ((4, 1), (8, 1), (4, 2), (4, 3)):
-                ms, tf = run(fn, warps, blocks, 32, smem=warps * 2048 + 1024)
-                rows.append(dict(kernel="ldmatrix+mma (64x64 warp tile)", dtype=dt,
-                                 acc=32, warps_per_sm=warps * blocks, ms=round(ms, 4),
-                                 tflops=round(tf, 1)))
-                print(f"ldmatrix+mma {dt} 64x64 warp tile warps/SM={warps * blocks:2d} "
-                      f"({blocks} block(s)): {tf:6.1f} TFLOP/s", flush=True)
+            for kname, label in (("ldsm_mma_loop", "ldmatrix+mma"),
+                                 ("ldsm_mma_pipe", "ldmatrix+mma, fragments double-buffered")):
+                fn = mod.get_function(kname)
+                for warps, blocks in ((4, 1), (8, 1), (4, 2), (4, 3)):
+                    ms, tf = run(fn, warps, blocks, 32, smem=warps * 2048 + 1024)
+                    rows.append(dict(kernel=f"{label} (64x64 warp tile)", dtype=dt,
+                                     acc=32, warps_per_sm=warps * blocks, ms=round(ms, 4),
+                                     tflops=round(tf, 1)))
+                    print(f"{label} {dt} 64x64 warp tile warps/SM={warps * blocks:2d} "
+                          f"({blocks} block(s)): {tf:6.1f} TFLOP/s", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(0), sms=sms, rows=rows), f,

@@ -6,6 +6,7 @@ same run, after a float64 check.
     PYTHONPATH=. python3 bench/tune_targets.py softmax layernorm --trials 200 --minutes 4
     PYTHONPATH=. python3 bench/tune_targets.py gemm_bf16 --trials 300 --minutes 9
     PYTHONPATH=. python3 bench/tune_targets.py conv2d --trials 300 --minutes 5
+    PYTHONPATH=. python3 bench/tune_targets.py softmax_bf16_wide layernorm_fp32_wide
     python3 bench/tune_targets.py --plot $OUT/tune_targets.json curve.png
 
 Records go to $OUT/tune_<case>.jsonl (or ./tune_<case>.jsonl), a rerun resumes
@@ -114,8 +115,31 @@ def _conv2d():
         "cuDNN conv2d fp16 channels-last", hand, exact
 
 
+def _rows(kind, dt, n, d):
+    """bench/row_schedules.py's ops (the row in registers, issue 14) at n x d in `dt`; the
+    hand schedule is row_schedules' kernel (softmax with exp2), the library torch's."""
+    import row_schedules as R
+    tdt = getattr(torch, dt)
+    X = torch.randn(n, d, device="cuda").to(tdt)
+    sizes = {"N": n, "D": d}
+    if kind == "softmax":
+        op, hand = R.softmax(d, dt, exp2=True)
+        return op, sizes, (X,), lambda: torch.softmax(X, -1), "torch.softmax", hand, \
+            lambda: torch.softmax(X.double(), -1)
+    g = torch.randn(d, device="cuda").to(tdt)
+    b = torch.randn(d, device="cuda").to(tdt)
+    op, hand = R.layernorm(d, dt)
+    f = torch.nn.functional.layer_norm
+    return op, sizes, (X, g, b), lambda: f(X, (d,), g, b), "torch layer_norm", hand, \
+        lambda: f(X.double(), (d,), g.double(), b.double())
+
+
 CASES = {"gemm_fp32": _gemm_fp32, "gemm_bf16": _gemm_bf16, "softmax": _row("softmax"),
-         "layernorm": _row("layernorm"), "bmm_bt": _bmm_bt, "conv2d": _conv2d}
+         "layernorm": _row("layernorm"), "bmm_bt": _bmm_bt, "conv2d": _conv2d,
+         # the row-in-registers kernels of issue 14 (the row_regs rule)
+         "softmax_bf16_wide": lambda: _rows("softmax", "bfloat16", 4096, 32768),
+         "layernorm_fp32_wide": lambda: _rows("layernorm", "float32", 4096, 32768),
+         "layernorm_bf16": lambda: _rows("layernorm", "bfloat16", 32768, 4096)}
 
 
 def check(k, args, exact) -> float:

@@ -30,6 +30,7 @@ def _stub_torch():
     torch.__getattr__ = lambda name: mock.MagicMock(name=f"torch.{name}")  # tensors made eagerly
     nn = types.ModuleType("torch.nn")
     functional = types.ModuleType("torch.nn.functional")
+    functional.__getattr__ = lambda name: mock.MagicMock(name=f"F.{name}")
     torch.nn, nn.functional = nn, functional
     return {"torch": torch, "torch.nn": nn, "torch.nn.functional": functional}
 
@@ -85,3 +86,11 @@ def test_tune_targets_cases_are_known(monkeypatch):
     with pytest.raises(SystemExit):  # an unknown case is refused by argparse
         monkeypatch.setattr(sys, "argv", ["tune_targets.py", "nope"])
         tt.main()
+
+
+@pytest.mark.parametrize("case", ["softmax_bf16_wide", "layernorm_fp32_wide", "layernorm_bf16"])
+def test_tune_targets_row_cases_build(monkeypatch, case):
+    tt = _load("tune_targets", monkeypatch)
+    op, sizes, args, lib, lib_name, hand, exact = tt.CASES[case]()
+    assert op.name in ("softmax", "layernorm") and lib_name.startswith("torch")
+    _lowered(hand, sizes)
