@@ -22,6 +22,7 @@ class _Sync(Rewriter):
     def __init__(self, shared: set[str]):
         self.shared = shared
         self._rw: dict[int, tuple] = {}  # id(stmt) -> (stmt, reads, writes)
+        self._async: dict[int, tuple] = {}  # id(stmt) -> (stmt, buffers only cp_async writes)
 
     def _access(self, s: ir.Stmt):
         """(reads, writes) of `s`, as accesses(s) says. Remembered per
@@ -48,6 +49,26 @@ class _Sync(Rewriter):
         self._rw[id(s)] = (s, r, w)
         return r, w
 
+    def _async_only(self, s: ir.Stmt) -> frozenset:
+        """The buffers `s` writes only by cp_async (no ordinary store to them
+        in `s`); remembered per statement as `_access`."""
+        hit = self._async.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        if isinstance(s, ir.Evaluate) and s.call.fn == "cp_async":
+            out = frozenset({s.call.args[0].buffer})
+        elif isinstance(s, ir.Store):
+            out = frozenset()
+        else:
+            cp, stored = set(), set()
+            for c in ir.children(s):
+                if isinstance(c, ir.Stmt):
+                    cp |= self._async_only(c)
+                    stored |= self._access(c)[1] - self._async_only(c)
+            out = frozenset(cp - stored)
+        self._async[id(s)] = (s, out)
+        return out
+
     def stmt_Seq(self, s: ir.Seq) -> ir.Stmt:
         out, pending = [], set()
         for child in s.stmts:
@@ -59,20 +80,30 @@ class _Sync(Rewriter):
             if isinstance(child, ir.Barrier):
                 pending = set()
             out.append(child)
-            pending |= w & self.shared
+            pending |= (w - self._async_only(child)) & self.shared
         return ir.seq(*out)
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         body = self.stmt(s.body)
         r, w = self._access(body)
         if (w & self.shared) and (r & self.shared) and s.kind != "vectorize":
-            first = body.stmts[0] if isinstance(body, ir.Seq) and body.stmts else body
-            last = body.stmts[-1] if isinstance(body, ir.Seq) and body.stmts else body
-            # A barrier ending the body already separates one iteration's reads
-            # from the next iteration's writes.
-            if not isinstance(first, ir.Barrier) and not isinstance(last, ir.Barrier):
+            stmts = body.stmts if isinstance(body, ir.Seq) else (body,)
+            # A barrier ending the body, or one before which no statement touches
+            # a shared buffer, already separates one iteration's reads from the
+            # next iteration's writes (and its writes from the next one's reads).
+            if not self._leading_barrier(stmts) and not (
+                    stmts and isinstance(stmts[-1], ir.Barrier)):
                 body = ir.seq(ir.Barrier(), body)
         return dataclasses.replace(s, body=body)
+
+    def _leading_barrier(self, stmts) -> bool:
+        for x in stmts:
+            if isinstance(x, ir.Barrier):
+                return True
+            r, w = self._access(x)
+            if (r | w) & self.shared:
+                return False
+        return False
 
 
 class _Dedupe(Rewriter):

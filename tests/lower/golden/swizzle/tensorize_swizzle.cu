@@ -56,7 +56,6 @@ extern "C" __global__ void __launch_bounds__(64) mm_C(const __nv_bfloat16* __res
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(&B_shared[B_shared_ax0_ax1_f_o_o_o * 512 + B_shared_ax0_ax1_f_o_o_i * 256 + B_shared_ax0_ax1_f_o_i / 4 * 32 + ((B_shared_ax0_ax1_f_o_i % 4) ^ ((B_shared_ax0_ax1_f_o_i / 4) >> 1)) * 8 + 1024]))), "l"(&B[B_shared_ax0_ax1_f_o_o_o * 512 + B_shared_ax0_ax1_f_o_o_i * 256 + n_o * 32 + B_shared_ax0_ax1_f_o_i * 8 + 1024]), "r"((int)(16)) : "memory");
   }
   asm volatile("cp.async.commit_group;\n" ::);
-  __syncthreads();
   for (int k_o = 0; k_o < 2; ++k_o) {
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");
     __syncthreads();

@@ -56,7 +56,6 @@ extern "C" __global__ void __launch_bounds__(64) gemm_bias_gelu_D(const __nv_bfl
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(&B_shared[B_shared_ax0_ax1_f_o_o_o * 512 + B_shared_ax0_ax1_f_o_o_i * 256 + B_shared_ax0_ax1_f_o_i / 4 * 32 + ((B_shared_ax0_ax1_f_o_i % 4) ^ ((B_shared_ax0_ax1_f_o_i / 4) >> 1)) * 8 + 1024]))), "l"(&B[B_shared_ax0_ax1_f_o_o_o * 512 + B_shared_ax0_ax1_f_o_o_i * 256 + n_o * 32 + B_shared_ax0_ax1_f_o_i * 8 + 1024]), "r"((int)(16)) : "memory");
   }
   asm volatile("cp.async.commit_group;\n" ::);
-  __syncthreads();
   for (int k_o = 0; k_o < 2; ++k_o) {
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");
     __syncthreads();
@@ -78,91 +77,91 @@ extern "C" __global__ void __launch_bounds__(64) gemm_bias_gelu_D(const __nv_bfl
   }
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
   {
-    float tc_vec69_0[2];
-    *reinterpret_cast<float2*>(tc_vec69_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2]);
-    __nv_bfloat16 tc_out71[2];
+    float tc_vec68_0[2];
+    *reinterpret_cast<float2*>(tc_vec68_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2]);
+    __nv_bfloat16 tc_out70[2];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 2; ++n_i_i_i) {
-      tc_out71[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i] + tc_vec69_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i] + tc_vec69_0[n_i_i_i]) * 0.7071067690849304f))));
+      tc_out70[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i] + tc_vec68_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i] + tc_vec68_0[n_i_i_i]) * 0.7071067690849304f))));
     }
-    *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2]) = *reinterpret_cast<const unsigned*>(tc_out71);
+    *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2]) = *reinterpret_cast<const unsigned*>(tc_out70);
   }
   if (m_o * 32 + m_i_o_n_i_o_f * 16 + threadIdx.x / 4 + 8 < 30) {
     {
-      float tc_vec80_0[2];
-      *reinterpret_cast<float2*>(tc_vec80_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2]);
-      __nv_bfloat16 tc_out82[2];
+      float tc_vec79_0[2];
+      *reinterpret_cast<float2*>(tc_vec79_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2]);
+      __nv_bfloat16 tc_out81[2];
       #pragma unroll
       for (int n_i_i_i = 0; n_i_i_i < 2; ++n_i_i_i) {
-        tc_out82[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 2] + tc_vec80_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 2] + tc_vec80_0[n_i_i_i]) * 0.7071067690849304f))));
+        tc_out81[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 2] + tc_vec79_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 2] + tc_vec79_0[n_i_i_i]) * 0.7071067690849304f))));
       }
-      *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 256]) = *reinterpret_cast<const unsigned*>(tc_out82);
+      *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 256]) = *reinterpret_cast<const unsigned*>(tc_out81);
     }
   }
   {
-    float tc_vec91_0[2];
-    *reinterpret_cast<float2*>(tc_vec91_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 8]);
-    __nv_bfloat16 tc_out93[2];
+    float tc_vec90_0[2];
+    *reinterpret_cast<float2*>(tc_vec90_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 8]);
+    __nv_bfloat16 tc_out92[2];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 2; ++n_i_i_i) {
-      tc_out93[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 4] + tc_vec91_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 4] + tc_vec91_0[n_i_i_i]) * 0.7071067690849304f))));
+      tc_out92[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 4] + tc_vec90_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 4] + tc_vec90_0[n_i_i_i]) * 0.7071067690849304f))));
     }
-    *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 8]) = *reinterpret_cast<const unsigned*>(tc_out93);
+    *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 8]) = *reinterpret_cast<const unsigned*>(tc_out92);
   }
   if (m_o * 32 + m_i_o_n_i_o_f * 16 + threadIdx.x / 4 + 8 < 30) {
     {
-      float tc_vec102_0[2];
-      *reinterpret_cast<float2*>(tc_vec102_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 8]);
-      __nv_bfloat16 tc_out104[2];
+      float tc_vec101_0[2];
+      *reinterpret_cast<float2*>(tc_vec101_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 8]);
+      __nv_bfloat16 tc_out103[2];
       #pragma unroll
       for (int n_i_i_i = 0; n_i_i_i < 2; ++n_i_i_i) {
-        tc_out104[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 6] + tc_vec102_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 6] + tc_vec102_0[n_i_i_i]) * 0.7071067690849304f))));
+        tc_out103[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 6] + tc_vec101_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 6] + tc_vec101_0[n_i_i_i]) * 0.7071067690849304f))));
       }
-      *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 264]) = *reinterpret_cast<const unsigned*>(tc_out104);
+      *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 264]) = *reinterpret_cast<const unsigned*>(tc_out103);
     }
   }
   {
-    float tc_vec113_0[2];
-    *reinterpret_cast<float2*>(tc_vec113_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 16]);
-    __nv_bfloat16 tc_out115[2];
+    float tc_vec112_0[2];
+    *reinterpret_cast<float2*>(tc_vec112_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 16]);
+    __nv_bfloat16 tc_out114[2];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 2; ++n_i_i_i) {
-      tc_out115[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 8] + tc_vec113_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 8] + tc_vec113_0[n_i_i_i]) * 0.7071067690849304f))));
+      tc_out114[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 8] + tc_vec112_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 8] + tc_vec112_0[n_i_i_i]) * 0.7071067690849304f))));
     }
-    *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 16]) = *reinterpret_cast<const unsigned*>(tc_out115);
+    *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 16]) = *reinterpret_cast<const unsigned*>(tc_out114);
   }
   if (m_o * 32 + m_i_o_n_i_o_f * 16 + threadIdx.x / 4 + 8 < 30) {
     {
-      float tc_vec124_0[2];
-      *reinterpret_cast<float2*>(tc_vec124_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 16]);
-      __nv_bfloat16 tc_out126[2];
+      float tc_vec123_0[2];
+      *reinterpret_cast<float2*>(tc_vec123_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 16]);
+      __nv_bfloat16 tc_out125[2];
       #pragma unroll
       for (int n_i_i_i = 0; n_i_i_i < 2; ++n_i_i_i) {
-        tc_out126[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 10] + tc_vec124_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 10] + tc_vec124_0[n_i_i_i]) * 0.7071067690849304f))));
+        tc_out125[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 10] + tc_vec123_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 10] + tc_vec123_0[n_i_i_i]) * 0.7071067690849304f))));
       }
-      *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 272]) = *reinterpret_cast<const unsigned*>(tc_out126);
+      *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 272]) = *reinterpret_cast<const unsigned*>(tc_out125);
     }
   }
   {
-    float tc_vec135_0[2];
-    *reinterpret_cast<float2*>(tc_vec135_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 24]);
-    __nv_bfloat16 tc_out137[2];
+    float tc_vec134_0[2];
+    *reinterpret_cast<float2*>(tc_vec134_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 24]);
+    __nv_bfloat16 tc_out136[2];
     #pragma unroll
     for (int n_i_i_i = 0; n_i_i_i < 2; ++n_i_i_i) {
-      tc_out137[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 12] + tc_vec135_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 12] + tc_vec135_0[n_i_i_i]) * 0.7071067690849304f))));
+      tc_out136[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 12] + tc_vec134_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 12] + tc_vec134_0[n_i_i_i]) * 0.7071067690849304f))));
     }
-    *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 24]) = *reinterpret_cast<const unsigned*>(tc_out137);
+    *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 24]) = *reinterpret_cast<const unsigned*>(tc_out136);
   }
   if (m_o * 32 + m_i_o_n_i_o_f * 16 + threadIdx.x / 4 + 8 < 30) {
     {
-      float tc_vec146_0[2];
-      *reinterpret_cast<float2*>(tc_vec146_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 24]);
-      __nv_bfloat16 tc_out148[2];
+      float tc_vec145_0[2];
+      *reinterpret_cast<float2*>(tc_vec145_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 24]);
+      __nv_bfloat16 tc_out147[2];
       #pragma unroll
       for (int n_i_i_i = 0; n_i_i_i < 2; ++n_i_i_i) {
-        tc_out148[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 14] + tc_vec146_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 14] + tc_vec146_0[n_i_i_i]) * 0.7071067690849304f))));
+        tc_out147[n_i_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i_i + 14] + tc_vec145_0[n_i_i_i]) * (1.0f + erff((C[n_i_i_i + 14] + tc_vec145_0[n_i_i_i]) * 0.7071067690849304f))));
       }
-      *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 280]) = *reinterpret_cast<const unsigned*>(tc_out148);
+      *reinterpret_cast<unsigned*>(&D[m_o * 1024 + m_i_o_n_i_o_f * 512 + threadIdx.x / 4 * 32 + n_o * 32 + threadIdx.x % 4 * 2 + 280]) = *reinterpret_cast<const unsigned*>(tc_out147);
     }
   }
 }

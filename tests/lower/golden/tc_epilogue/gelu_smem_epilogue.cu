@@ -57,7 +57,6 @@ extern "C" __global__ void __launch_bounds__(64) gemm_bias_gelu_D(const __nv_bfl
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(&B_shared[B_shared_ax0_ax1_f_o_o_o * 512 + B_shared_ax0_ax1_f_o_o_i * 256 + B_shared_ax0_ax1_f_o_i / 4 * 32 + ((B_shared_ax0_ax1_f_o_i % 4) ^ ((B_shared_ax0_ax1_f_o_i / 4) >> 1)) * 8 + 1024]))), "l"(&B[B_shared_ax0_ax1_f_o_o_o * 512 + B_shared_ax0_ax1_f_o_o_i * 256 + n_o * 32 + B_shared_ax0_ax1_f_o_i * 8 + 1024]), "r"((int)(16)) : "memory");
   }
   asm volatile("cp.async.commit_group;\n" ::);
-  __syncthreads();
   for (int k_o = 0; k_o < 2; ++k_o) {
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");
     __syncthreads();
@@ -74,91 +73,91 @@ extern "C" __global__ void __launch_bounds__(64) gemm_bias_gelu_D(const __nv_bfl
   }
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
   {
-    float tc_vec65_0[2];
-    *reinterpret_cast<float2*>(tc_vec65_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2]);
-    __nv_bfloat16 tc_out67[2];
+    float tc_vec64_0[2];
+    *reinterpret_cast<float2*>(tc_vec64_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2]);
+    __nv_bfloat16 tc_out66[2];
     #pragma unroll
     for (int n_i_i = 0; n_i_i < 2; ++n_i_i) {
-      tc_out67[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i] + tc_vec65_0[n_i_i]) * (1.0f + erff((C[n_i_i] + tc_vec65_0[n_i_i]) * 0.7071067690849304f))));
+      tc_out66[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i] + tc_vec64_0[n_i_i]) * (1.0f + erff((C[n_i_i] + tc_vec64_0[n_i_i]) * 0.7071067690849304f))));
     }
-    *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + ((threadIdx.x / 4) >> 1) * 8 + threadIdx.x % 4 * 2]) = *reinterpret_cast<const unsigned*>(tc_out67);
+    *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + ((threadIdx.x / 4) >> 1) * 8 + threadIdx.x % 4 * 2]) = *reinterpret_cast<const unsigned*>(tc_out66);
   }
   if (m_o * 32 + m_o_n_o_f * 16 + threadIdx.x / 4 + 8 < 30) {
     {
-      float tc_vec76_0[2];
-      *reinterpret_cast<float2*>(tc_vec76_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2]);
-      __nv_bfloat16 tc_out78[2];
+      float tc_vec75_0[2];
+      *reinterpret_cast<float2*>(tc_vec75_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2]);
+      __nv_bfloat16 tc_out77[2];
       #pragma unroll
       for (int n_i_i = 0; n_i_i < 2; ++n_i_i) {
-        tc_out78[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 2] + tc_vec76_0[n_i_i]) * (1.0f + erff((C[n_i_i + 2] + tc_vec76_0[n_i_i]) * 0.7071067690849304f))));
+        tc_out77[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 2] + tc_vec75_0[n_i_i]) * (1.0f + erff((C[n_i_i + 2] + tc_vec75_0[n_i_i]) * 0.7071067690849304f))));
       }
-      *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + ((threadIdx.x / 4) >> 1) * 8 + threadIdx.x % 4 * 2 + 256]) = *reinterpret_cast<const unsigned*>(tc_out78);
+      *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + ((threadIdx.x / 4) >> 1) * 8 + threadIdx.x % 4 * 2 + 256]) = *reinterpret_cast<const unsigned*>(tc_out77);
     }
   }
   {
-    float tc_vec87_0[2];
-    *reinterpret_cast<float2*>(tc_vec87_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 8]);
-    __nv_bfloat16 tc_out89[2];
+    float tc_vec86_0[2];
+    *reinterpret_cast<float2*>(tc_vec86_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 8]);
+    __nv_bfloat16 tc_out88[2];
     #pragma unroll
     for (int n_i_i = 0; n_i_i < 2; ++n_i_i) {
-      tc_out89[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 4] + tc_vec87_0[n_i_i]) * (1.0f + erff((C[n_i_i + 4] + tc_vec87_0[n_i_i]) * 0.7071067690849304f))));
+      tc_out88[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 4] + tc_vec86_0[n_i_i]) * (1.0f + erff((C[n_i_i + 4] + tc_vec86_0[n_i_i]) * 0.7071067690849304f))));
     }
-    *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (1 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2]) = *reinterpret_cast<const unsigned*>(tc_out89);
+    *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (1 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2]) = *reinterpret_cast<const unsigned*>(tc_out88);
   }
   if (m_o * 32 + m_o_n_o_f * 16 + threadIdx.x / 4 + 8 < 30) {
     {
-      float tc_vec98_0[2];
-      *reinterpret_cast<float2*>(tc_vec98_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 8]);
-      __nv_bfloat16 tc_out100[2];
+      float tc_vec97_0[2];
+      *reinterpret_cast<float2*>(tc_vec97_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 8]);
+      __nv_bfloat16 tc_out99[2];
       #pragma unroll
       for (int n_i_i = 0; n_i_i < 2; ++n_i_i) {
-        tc_out100[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 6] + tc_vec98_0[n_i_i]) * (1.0f + erff((C[n_i_i + 6] + tc_vec98_0[n_i_i]) * 0.7071067690849304f))));
+        tc_out99[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 6] + tc_vec97_0[n_i_i]) * (1.0f + erff((C[n_i_i + 6] + tc_vec97_0[n_i_i]) * 0.7071067690849304f))));
       }
-      *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (1 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2 + 256]) = *reinterpret_cast<const unsigned*>(tc_out100);
+      *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (1 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2 + 256]) = *reinterpret_cast<const unsigned*>(tc_out99);
     }
   }
   {
-    float tc_vec109_0[2];
-    *reinterpret_cast<float2*>(tc_vec109_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 16]);
-    __nv_bfloat16 tc_out111[2];
+    float tc_vec108_0[2];
+    *reinterpret_cast<float2*>(tc_vec108_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 16]);
+    __nv_bfloat16 tc_out110[2];
     #pragma unroll
     for (int n_i_i = 0; n_i_i < 2; ++n_i_i) {
-      tc_out111[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 8] + tc_vec109_0[n_i_i]) * (1.0f + erff((C[n_i_i + 8] + tc_vec109_0[n_i_i]) * 0.7071067690849304f))));
+      tc_out110[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 8] + tc_vec108_0[n_i_i]) * (1.0f + erff((C[n_i_i + 8] + tc_vec108_0[n_i_i]) * 0.7071067690849304f))));
     }
-    *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (2 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2]) = *reinterpret_cast<const unsigned*>(tc_out111);
+    *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (2 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2]) = *reinterpret_cast<const unsigned*>(tc_out110);
   }
   if (m_o * 32 + m_o_n_o_f * 16 + threadIdx.x / 4 + 8 < 30) {
     {
-      float tc_vec120_0[2];
-      *reinterpret_cast<float2*>(tc_vec120_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 16]);
-      __nv_bfloat16 tc_out122[2];
+      float tc_vec119_0[2];
+      *reinterpret_cast<float2*>(tc_vec119_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 16]);
+      __nv_bfloat16 tc_out121[2];
       #pragma unroll
       for (int n_i_i = 0; n_i_i < 2; ++n_i_i) {
-        tc_out122[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 10] + tc_vec120_0[n_i_i]) * (1.0f + erff((C[n_i_i + 10] + tc_vec120_0[n_i_i]) * 0.7071067690849304f))));
+        tc_out121[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 10] + tc_vec119_0[n_i_i]) * (1.0f + erff((C[n_i_i + 10] + tc_vec119_0[n_i_i]) * 0.7071067690849304f))));
       }
-      *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (2 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2 + 256]) = *reinterpret_cast<const unsigned*>(tc_out122);
+      *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (2 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2 + 256]) = *reinterpret_cast<const unsigned*>(tc_out121);
     }
   }
   {
-    float tc_vec131_0[2];
-    *reinterpret_cast<float2*>(tc_vec131_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 24]);
-    __nv_bfloat16 tc_out133[2];
+    float tc_vec130_0[2];
+    *reinterpret_cast<float2*>(tc_vec130_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 24]);
+    __nv_bfloat16 tc_out132[2];
     #pragma unroll
     for (int n_i_i = 0; n_i_i < 2; ++n_i_i) {
-      tc_out133[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 12] + tc_vec131_0[n_i_i]) * (1.0f + erff((C[n_i_i + 12] + tc_vec131_0[n_i_i]) * 0.7071067690849304f))));
+      tc_out132[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 12] + tc_vec130_0[n_i_i]) * (1.0f + erff((C[n_i_i + 12] + tc_vec130_0[n_i_i]) * 0.7071067690849304f))));
     }
-    *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (3 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2]) = *reinterpret_cast<const unsigned*>(tc_out133);
+    *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (3 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2]) = *reinterpret_cast<const unsigned*>(tc_out132);
   }
   if (m_o * 32 + m_o_n_o_f * 16 + threadIdx.x / 4 + 8 < 30) {
     {
-      float tc_vec142_0[2];
-      *reinterpret_cast<float2*>(tc_vec142_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 24]);
-      __nv_bfloat16 tc_out144[2];
+      float tc_vec141_0[2];
+      *reinterpret_cast<float2*>(tc_vec141_0) = *reinterpret_cast<const float2*>(&bias[n_o * 32 + threadIdx.x % 4 * 2 + 24]);
+      __nv_bfloat16 tc_out143[2];
       #pragma unroll
       for (int n_i_i = 0; n_i_i < 2; ++n_i_i) {
-        tc_out144[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 14] + tc_vec142_0[n_i_i]) * (1.0f + erff((C[n_i_i + 14] + tc_vec142_0[n_i_i]) * 0.7071067690849304f))));
+        tc_out143[n_i_i] = __float2bfloat16_rn((float)(0.5f * (C[n_i_i + 14] + tc_vec141_0[n_i_i]) * (1.0f + erff((C[n_i_i + 14] + tc_vec141_0[n_i_i]) * 0.7071067690849304f))));
       }
-      *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (3 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2 + 256]) = *reinterpret_cast<const unsigned*>(tc_out144);
+      *reinterpret_cast<unsigned*>(&D_shared[m_o_n_o_f * 512 + threadIdx.x / 4 * 32 + (3 ^ ((threadIdx.x / 4) >> 1)) * 8 + threadIdx.x % 4 * 2 + 256]) = *reinterpret_cast<const unsigned*>(tc_out143);
     }
   }
   __syncthreads();
@@ -167,14 +166,14 @@ extern "C" __global__ void __launch_bounds__(64) gemm_bias_gelu_D(const __nv_bfl
     const int m_i_n_i_f_o_i = threadIdx.x;
     if (m_o * 32 + m_i_n_i_f_o_o_o * 16 + m_i_n_i_f_o_o_i * 8 + m_i_n_i_f_o_i / 4 < 30) {
       {
-        __nv_bfloat16 tc_vec158_0[8];
-        *reinterpret_cast<float4*>(tc_vec158_0) = *reinterpret_cast<const float4*>(&D_shared[m_i_n_i_f_o_o_o * 512 + m_i_n_i_f_o_o_i * 256 + m_i_n_i_f_o_i / 4 * 32 + ((m_i_n_i_f_o_i % 4) ^ ((m_i_n_i_f_o_i / 4) >> 1)) * 8]);
-        __nv_bfloat16 tc_out160[8];
+        __nv_bfloat16 tc_vec157_0[8];
+        *reinterpret_cast<float4*>(tc_vec157_0) = *reinterpret_cast<const float4*>(&D_shared[m_i_n_i_f_o_o_o * 512 + m_i_n_i_f_o_o_i * 256 + m_i_n_i_f_o_i / 4 * 32 + ((m_i_n_i_f_o_i % 4) ^ ((m_i_n_i_f_o_i / 4) >> 1)) * 8]);
+        __nv_bfloat16 tc_out159[8];
         #pragma unroll
         for (int m_i_n_i_f_i = 0; m_i_n_i_f_i < 8; ++m_i_n_i_f_i) {
-          tc_out160[m_i_n_i_f_i] = tc_vec158_0[m_i_n_i_f_i];
+          tc_out159[m_i_n_i_f_i] = tc_vec157_0[m_i_n_i_f_i];
         }
-        *reinterpret_cast<float4*>(&D[m_o * 1024 + m_i_n_i_f_o_o_o * 512 + m_i_n_i_f_o_o_i * 256 + n_o * 32 + m_i_n_i_f_o_i * 8]) = *reinterpret_cast<const float4*>(tc_out160);
+        *reinterpret_cast<float4*>(&D[m_o * 1024 + m_i_n_i_f_o_o_o * 512 + m_i_n_i_f_o_o_i * 256 + n_o * 32 + m_i_n_i_f_o_i * 8]) = *reinterpret_cast<const float4*>(tc_out159);
       }
     }
   }
