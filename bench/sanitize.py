@@ -2,7 +2,7 @@
 vector accesses, memory accumulation) so that compute-sanitizer can check them:
 
     compute-sanitizer --tool memcheck python3 bench/sanitize.py
-    compute-sanitizer --tool racecheck python3 bench/sanitize.py
+    compute-sanitizer --tool racecheck python3 bench/sanitize.py [tensor_core_kernels ...]
 """
 import os
 import sys
@@ -334,7 +334,10 @@ def row_kernels():
 
 
 if __name__ == "__main__":
-    main()
-    new_kernels()
-    tensor_core_kernels()
-    row_kernels()
+    # `python3 bench/sanitize.py [GROUP ...]`: only those groups (default: all)
+    groups = {"main": main, "new_kernels": new_kernels,
+              "tensor_core_kernels": tensor_core_kernels, "row_kernels": row_kernels}
+    for name in sys.argv[1:] or list(groups):
+        if name not in groups:
+            sys.exit(f"sanitize.py: unknown group {name!r} (groups: {', '.join(groups)})")
+        groups[name]()
