@@ -89,6 +89,16 @@ VARIANTS = {  # name -> tc_gemm arguments
     "128x128_w64x64_k32_async4_swz_pairs_smemepi": dict(bm=128, bn=128, wm=64, wn=64, bk=32,
                                                         pipeline=4, swizzle=True,
                                                         pair_stores=True, smem_epilogue=True),
+    # K tile 32, ring of 4 (a power of two: the ring index is an AND), with and without
+    # the shared epilogue and fragment double buffering
+    "128x128_w64x64_k32_async4_swz_pairs": dict(bm=128, bn=128, wm=64, wn=64, bk=32,
+                                                pipeline=4, swizzle=True, pair_stores=True),
+    "128x128_w64x64_k32_async4_swz_pairs_fpipe": dict(bm=128, bn=128, wm=64, wn=64, bk=32,
+                                                      pipeline=4, swizzle=True,
+                                                      pair_stores=True, fragment_pipeline=2),
+    "128x128_w64x64_k32_async4_swz_pairs_smemepi_fpipe": dict(
+        bm=128, bn=128, wm=64, wn=64, bk=32, pipeline=4, swizzle=True, pair_stores=True,
+        smem_epilogue=True, fragment_pipeline=2),
     "128x256_w64x64_k32_async3_swz_pairs_smemepi": dict(bm=128, bn=256, wm=64, wn=64, bk=32,
                                                         pipeline=3, swizzle=True,
                                                         pair_stores=True, smem_epilogue=True),
