@@ -228,7 +228,9 @@ def cases(sweep=False):
             lambda: case_chain(1 << 28, "float32"), lambda: case_chain(1 << 28, "bfloat16")]
     if sweep:
         out += [lambda: _tag(case_add_layernorm(16384, 8192, threads=512), "[512t]"),
-                lambda: case_transpose(8192, 64, 16)] + SWEEP_VARIANTS
+                lambda: case_transpose(8192, 64, 16)] + SWEEP_VARIANTS + [
+            lambda t=t, r=r: _tag(case_transpose(8192, t, r), f"[{r} rows]")
+            for t, r in ((32, 4), (32, 16), (32, 32), (64, 4), (64, 8))]
     return out
 
 
@@ -327,6 +329,21 @@ def line(r) -> str:
             + (f" | triton: {r['triton_error'][:120]}" if "triton_error" in r else ""))
 
 
+def _triton_configs(peer) -> dict:
+    """What Triton's autotuning chose in this run, per kernel and tuning key (JSON-able)."""
+    if peer is None or not hasattr(peer, "tuned_configs"):
+        return {}
+    out = {}
+    for case in ("softmax", "layernorm", "rmsnorm", "add_layernorm", "cross_entropy", "rowsum",
+                 "transpose", "gelu"):
+        try:
+            got = peer.tuned_configs(case)
+        except Exception as e:  # a peer without that kernel: say so, go on
+            got = {"error": f"{type(e).__name__}: {e}"}
+        out[case] = {str(k): v for k, v in got.items()}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="", help="comma-separated substrings of case names")
@@ -354,7 +371,7 @@ def main(argv=None):
     info = dict(device=torch.cuda.get_device_name(0), torch=torch.__version__,
                 cuda=torch.version.cuda, triton_peer=peer is not None,
                 date=time.strftime("%Y-%m-%d"), seconds=round(time.perf_counter() - start, 1),
-                results=results)
+                results=results, triton_configs=_triton_configs(peer))
     out = os.environ.get("OUT")
     if out:
         with open(os.path.join(out, "rows.json"), "w") as f:
