@@ -141,15 +141,18 @@ def _row_fetch(S, threads, vec=4, unroll=False):
         S.unroll(a1oo)
 
 
-def _row_op(src, out, temps, threads, shared_row, local_temps, vec=1, extra=()):
+def _row_op(src, out, temps, threads, shared_row, local_temps, vec=1, extra=(), inline=()):
     """One block per row. The row's statistics (`temps`) are cross-thread
     reductions computed at the row loop, kept in registers (`local_temps`);
     the row is read once into shared memory (`shared_row`) or re-read through
     the L2 cache by each pass. With `vec` > 1 every pass over the row works
     on `vec`-element vectors (and the fetch is unrolled); `extra` are
-    per-row scalars computed from the statistics (e.g. a reciprocal)."""
+    per-row scalars computed from the statistics (e.g. a reciprocal); `inline`
+    temporaries substituted into their readers first (softmax's exponentials)."""
     op = tcomp.op(src)
     s = tcomp.Schedule(op)
+    for t in inline:
+        s[t].compute_inline()
     O = s[out]
     n, d = O.axes
     O.bind(n, "blockIdx.x")
@@ -160,7 +163,8 @@ def _row_op(src, out, temps, threads, shared_row, local_temps, vec=1, extra=()):
     if vec > 1:
         O.vectorize(dv)
     if shared_row:
-        XS = s.cache_read("X", "shared", [s[t] for t in temps] + [O])
+        XS = s.cache_read("X", "shared", [s[r] for r in templates.readers_for(
+            s, "X", list(temps) + list(extra) + [out])])
         XS.compute_at(O, n)
         _row_fetch(XS, threads, unroll=vec > 1)
     for t in temps:
