@@ -182,7 +182,8 @@ def case_transpose(m, tile=32, rows=8, vec=1):
     """vec > 1: R.transpose_vec (16-byte loads of A's tile)."""
     build = ((lambda: S.transpose({}, tile=tile, rows=rows)) if vec == 1 else
              (lambda: R.transpose_vec(tile, rows, vec)))
-    return dict(name=f"transpose_float32_{m}x{m}[{tile}x{tile}{f',v{vec}' if vec > 1 else ''}]",
+    return dict(name=f"transpose_float32_{m}x{m}[{tile}x{tile},{rows} rows"
+                     f"{f',v{vec}' if vec > 1 else ''}]",
                 build=build, sizes={"M": m, "N": m},
                 make=lambda: (torch.randn(m, m, device="cuda"),), tol=0.0,
                 ref=lambda a: (a.double().t(),), torch=lambda a: a.t().contiguous(),
@@ -229,7 +230,7 @@ def cases(sweep=False):
     if sweep:
         out += [lambda: _tag(case_add_layernorm(16384, 8192, threads=512), "[512t]"),
                 lambda: case_transpose(8192, 64, 16)] + SWEEP_VARIANTS + [
-            lambda t=t, r=r: _tag(case_transpose(8192, t, r), f"[{r} rows]")
+            lambda t=t, r=r: case_transpose(8192, t, r)
             for t, r in ((32, 4), (32, 8), (32, 16), (32, 32), (64, 4))] + [
             lambda k=k, t=t, v=v: _shared_row_case(k, t, v)
             for k in ("softmax", "layernorm", "rmsnorm") for t, v in ((512, 4), (512, 8), (256, 8))]
