@@ -37,8 +37,14 @@ partial log-sum-exps (2 blocks of 512 threads per SM: 1.28x Triton, 1.00x
 copy, 4.09x torch). With --sweep also: other thread counts, softmax with
 expf, the two-kernel chunked cross-entropy, the one-kernel form with 1024 or
 256 threads or expf, layernorm/RMSNorm bf16 with their weights staged in
-shared memory (measured slower: 0.82 and 0.98x Triton), the 64x64
-transposes (slower than 32x32).
+shared memory (measured slower: 0.82 and 0.98x Triton), the other
+transpose tiles. Fifth session's defaults (same day): transpose 64x64 tiles
+of 8 rows (4.01 TB/s, 0.97x copy, 1.00x Triton; 32x32: 3.85), bf16 softmax
+4096x32768 at 512 threads (3.32 TB/s; 1024: 3.25), bf16 RMSNorm 4096x32768
+with the row in shared memory, 512 threads (3.90 TB/s, 0.95x copy, 1.04x
+Triton; in registers: 3.73): WIDE_BF16_DEFAULTS. --sweep also runs the
+shared-row schedule for the three wide bf16 rows (softmax: 0.41-0.49x copy,
+it computes the exponentials twice).
 """
 from __future__ import annotations
 
@@ -210,18 +216,42 @@ def case_chain(n, dt):
                 bytes=2 * n * torch.finfo(TORCH_DT[dt]).bits // 8)
 
 
+# Where another schedule than R's default (row in registers, default_threads) measured
+# faster, one run of 2026-11-30 (BENCHMARKS.md): bf16 softmax 4096x32768 with 512 threads
+# (3.32 TB/s against 3.25 at 1024), bf16 RMSNorm 4096x32768 with the row in shared memory,
+# 512 threads, 4-element passes (3.90 TB/s against 3.73: 32 registers, 3 blocks per SM).
+WIDE_BF16_DEFAULTS = {("softmax", "bfloat16", 32768): ("threads", 512),
+                      ("rmsnorm", "bfloat16", 32768): ("shared row", 512, 4)}
+
+
+def _default_case(kind, n, d, dt):
+    name = kind.__name__.removeprefix("case_")
+    how = WIDE_BF16_DEFAULTS.get((name, dt, d))
+    if how is None:
+        return kind(n, d, dt)
+    if how[0] == "threads":
+        return kind(n, d, dt, how[1])
+    c = kind(n, d, dt)
+    c["build"] = lambda: _shared_row(name, dt, how[1], how[2])
+    return c
+
+
 def cases(sweep=False):
     out = []
     for kind in (case_softmax, case_layernorm, case_rmsnorm):
         for dt in ("float32", "bfloat16"):
             for n, d in ((32768, 4096), (4096, 32768)):
-                out.append(lambda k=kind, n=n, d=d, dt=dt: k(n, d, dt))
+                out.append(lambda k=kind, n=n, d=d, dt=dt: _default_case(k, n, d, dt))
                 if sweep:
                     t = R.default_threads(d, dt)
                     for other in (t // 2, t * 2):
                         if 32 <= other <= 1024:
                             out.append(lambda k=kind, n=n, d=d, dt=dt, o=other: _tag(
                                 k(n, d, dt, o), f"[{o}t]"))
+                    if (kind.__name__.removeprefix("case_"), dt, d) in WIDE_BF16_DEFAULTS:
+                        # R's default (row in registers, default_threads), now a variant
+                        out.append(lambda k=kind, n=n, d=d, dt=dt, t=t: _tag(
+                            k(n, d, dt, t), f"[{t}t]"))
     out += [lambda: case_add_layernorm(16384, 8192),
             lambda: case_cross_entropy(4096, 128256),
             lambda: case_rowsum(32768, 4096), lambda: case_rowsum(4096, 32768),
@@ -233,7 +263,8 @@ def cases(sweep=False):
             lambda t=t, r=r: case_transpose(8192, t, r)
             for t, r in ((32, 4), (32, 8), (32, 16), (32, 32), (64, 4))] + [
             lambda k=k, t=t, v=v: _shared_row_case(k, t, v)
-            for k in ("softmax", "layernorm", "rmsnorm") for t, v in ((512, 4), (512, 8), (256, 8))]
+            for k in ("softmax", "layernorm", "rmsnorm") for t, v in ((512, 4), (512, 8), (256, 8))
+            if (k, t, v) != ("rmsnorm", 512, 4)]  # that one is rmsnorm's default
     return out
 
 

@@ -94,3 +94,23 @@ def test_tune_targets_row_cases_build(monkeypatch, case):
     op, sizes, args, lib, lib_name, hand, exact = tt.CASES[case]()
     assert op.name in ("softmax", "layernorm") and lib_name.startswith("torch")
     _lowered(hand, sizes)
+
+
+def test_rows_wide_bf16_defaults_are_the_measured_best(monkeypatch):
+    """bf16 softmax and RMSNorm at 4096x32768 run the schedules measured fastest
+    (bench/rows.py WIDE_BF16_DEFAULTS), R's row-in-registers default becomes a
+    --sweep variant, and no sweep case repeats a default's schedule under another name."""
+    rows = _load("rows", monkeypatch)
+    by_name = {c["name"]: c for c in (make() for make in rows.cases(sweep=True))}
+    sm = by_name["softmax_bfloat16_4096x32768"]["build"]()[1]
+    rms = by_name["rmsnorm_bfloat16_4096x32768"]["build"]()[1]
+    assert "softmax_bfloat16_4096x32768[1024t]" in by_name
+    assert "rmsnorm_bfloat16_4096x32768[1024t]" in by_name
+    assert "rmsnorm_bfloat16_4096x32768[shared row,512t,v4]" not in by_name
+    sizes = {"N": 4096, "D": 32768}
+    for s in (sm, rms):
+        (k,) = tcomp.lower(s, sizes=sizes).kernels
+        assert k.const_block() == (512, 1, 1)
+    # RMSNorm's row is staged in shared memory (the shared-row schedule), softmax's is not
+    assert "X_shared" in str(tcomp.lower(rms, sizes=sizes))
+    assert "X_shared" not in str(tcomp.lower(sm, sizes=sizes))
