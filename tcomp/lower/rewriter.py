@@ -8,17 +8,25 @@ counterpart, for analyses that carry context down the tree.
 """
 from __future__ import annotations
 
-import dataclasses
-
 from . import ir
 
 
 class Rewriter:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _new_tables(cls)
+
     def expr(self, e: ir.Expr) -> ir.Expr:
-        return _method(type(self), "expr_", type(e))(self, e)
+        fn = self._expr_fns.get(type(e))
+        if fn is None:
+            fn = _method(type(self), "expr_", type(e))
+        return fn(self, e)
 
     def stmt(self, s: ir.Stmt) -> ir.Stmt:
-        return _method(type(self), "stmt_", type(s))(self, s)
+        fn = self._stmt_fns.get(type(s))
+        if fn is None:
+            fn = _method(type(self), "stmt_", type(s))
+        return fn(self, s)
 
     def exprs(self, es: tuple) -> tuple:
         out = tuple(self.expr(e) for e in es)
@@ -37,39 +45,61 @@ class Rewriter:
             if old is None:
                 continue
             if isinstance(old, tuple):
-                new = tuple(self.node(c) for c in old)
-                if all(a is b for a, b in zip(new, old)):
+                new = tuple([self.node(c) for c in old])
+                for a, b in zip(new, old):
+                    if a is not b:
+                        break
+                else:
                     continue
             else:
                 new = self.node(old)
                 if new is old:
                     continue
-            changes = changes or {}
+            if changes is None:
+                changes = {}
             changes[name] = new
         if changes is None:
             return x
-        if isinstance(x, ir.Seq):
+        if type(x) is ir.Seq:
             return ir.seq(*changes["stmts"])
-        return dataclasses.replace(x, **changes)
+        return ir.rebuild(x, changes)
 
     generic_expr = generic_stmt = generic
 
 
+def _new_tables(cls: type) -> None:
+    """Give rewriter class `cls` its own dispatch tables (node class -> the
+    function that handles it), filled by `_method` as nodes come: the passes
+    dispatch on every node, so the method is looked up once per (rewriter
+    class, node class). The tables live on the class itself, so a class made
+    per call (a rewriter defined inside a function) takes them with it when
+    it goes."""
+    cls._expr_fns = {}
+    cls._stmt_fns = {}
+
+
+def _leaf(self, x):
+    return x  # a node without children that the rewriter does not handle: itself
+
+
 def _method(cls: type, prefix: str, node: type):
     """The function `cls` handles a `node` with (`<prefix><Node>`, else its
-    generic method): looked up once per (rewriter class, node class), as the
-    passes call it for every node. The table lives on the class itself, so
-    a class made per call (a rewriter defined inside a function) takes its
-    table with it when it goes."""
-    table = cls.__dict__.get("_dispatch")
-    if table is None:
-        table = {}
-        cls._dispatch = table
-    fn = table.get((prefix, node))
+    generic method; for a node without children the generic method keeps it
+    as it is, so it is not called), recorded in the class's table."""
+    fn = getattr(cls, prefix + node.__name__, None)
     if fn is None:
-        fn = table[(prefix, node)] = getattr(cls, prefix + node.__name__,
-                                             getattr(cls, "generic_" + prefix[:-1]))
+        fn = getattr(cls, "generic_" + prefix[:-1])
+        if fn is Rewriter.generic and not ir.child_fields(node):
+            fn = _leaf
+    table = cls.__dict__.get("_" + prefix + "fns")
+    if table is None:  # a class whose tables were not made (assigned over)
+        _new_tables(cls)
+        table = cls.__dict__["_" + prefix + "fns"]
+    table[node] = fn
     return fn
+
+
+_new_tables(Rewriter)
 
 
 class Visitor:

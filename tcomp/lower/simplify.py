@@ -36,7 +36,7 @@ import functools
 
 from ..schedule import threads
 from . import ir
-from .rewriter import Rewriter, substitute
+from .rewriter import Rewriter, _leaf, _method, substitute
 
 
 BITWISE = ("&", "|", "^", "<<", ">>")
@@ -135,6 +135,33 @@ class Simplifier(Rewriter):
         self.ranges: dict[str, tuple] = dict(ranges or {})  # var -> (lo, hi) ints or None
         self.sym: dict[str, tuple] = {}  # var -> (lo, hi) inclusive as Linear forms
         self._lin: dict[int, tuple] = {}  # id(expr) -> (expr, Linear): canonical forms are reused
+        # expr -> simplified, under the current ranges: the passes hand over trees where one
+        # subexpression sits in many places (a loop variable's substituted value, im2col's
+        # pixel and channel indices, a guard's bound and the index it guards), each
+        # simplified once per scope. Keyed by equality when that cannot mix up constants
+        # that print differently (ir.plain), else by identity (id -> (expr, simplified)).
+        # A scope that changes the ranges (enter_loop, enter_let, an if's refined bounds)
+        # starts an empty table and gives the outer one back when it ends.
+        self._memo: dict = {}
+
+    def expr(self, e: ir.Expr) -> ir.Expr:
+        fn = self._expr_fns.get(type(e))
+        if fn is None:
+            fn = _method(type(self), "expr_", type(e))
+        if fn is _leaf:
+            return e
+        memo = self._memo
+        if ir.plain(e):
+            out = memo.get(e)
+            if out is None:
+                out = memo[e] = fn(self, e)
+            return out
+        hit = memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        out = fn(self, e)
+        memo[id(e)] = (e, out)
+        return out
 
     # --------------------------------------------------------- linear forms
     def linear(self, e: ir.Expr) -> Linear:
@@ -455,7 +482,8 @@ class Simplifier(Rewriter):
     # --------------------------------------------------------- statements
     def enter_loop(self, var: str, lo: ir.Expr, ext: ir.Expr):
         """Record the range of a loop variable; returns what to pass to restore()."""
-        saved = self.ranges.get(var), self.sym.get(var)
+        saved = self.ranges.get(var), self.sym.get(var), self._memo
+        self._memo = {}
         lo_b, ext_b = self.bound(self.linear(lo)), self.bound(self.linear(ext))
         hi = None if lo_b[1] is None or ext_b[1] is None else lo_b[1] + ext_b[1] - 1
         self.ranges[var] = (lo_b[0], hi)
@@ -464,7 +492,9 @@ class Simplifier(Rewriter):
         return saved
 
     def enter_let(self, var: str, value: ir.Expr):
-        saved = self.ranges.get(var), self.sym.get(var)
+        """Record the range of a let-bound variable; returns what to pass to restore()."""
+        saved = self.ranges.get(var), self.sym.get(var), self._memo
+        self._memo = {}
         if getattr(value, "dtype", None) == self.index_dtype:
             lin = self.linear(value)
             self.ranges[var] = self.bound(lin)
@@ -472,7 +502,9 @@ class Simplifier(Rewriter):
         return saved
 
     def restore(self, var, saved):
-        self._restore(var, saved)
+        """Undo enter_loop / enter_let (`saved`: what they returned)."""
+        self._restore(var, saved[:2])
+        self._memo = saved[2]
 
     def _refine(self, cond: ir.Expr, saved: dict):
         """Tighten the upper bound of v from `v + c < e` or `v + c <= e` (one loop
@@ -509,7 +541,7 @@ class Simplifier(Rewriter):
             return self.stmt(substitute(s.body, {s.var: lo}))
         saved = self.enter_loop(s.var, lo, ext)
         body = self.stmt(s.body)
-        self._restore(s.var, saved)
+        self.restore(s.var, saved)
         if lo is s.lo and ext is s.extent and body is s.body:
             return s
         return dataclasses.replace(s, lo=lo, extent=ext, body=body)
@@ -525,7 +557,7 @@ class Simplifier(Rewriter):
         v = self.expr(s.value)
         saved = self.enter_let(s.var, v)
         body = self.stmt(s.body)
-        self._restore(s.var, saved)
+        self.restore(s.var, saved)
         return s if (v is s.value and body is s.body) else ir.Let(s.var, v, body)
 
     def stmt_If(self, s: ir.If) -> ir.Stmt:
@@ -544,12 +576,15 @@ class Simplifier(Rewriter):
                 return self.stmt(s.then)
             return self.stmt(s.else_) if s.else_ is not None else ir.Seq(())
         # Inside the then-branch, conditions `v + c < e` bound the variable v.
-        saved = {}
+        saved, memo = {}, self._memo
         for x in _conjuncts(c):
             self._refine(x, saved)
+        if saved:
+            self._memo = {}
         then = self.stmt(s.then)
         for var, old in saved.items():
             self._restore(var, old)
+        self._memo = memo
         else_ = self.stmt(s.else_) if s.else_ is not None else None
         if _empty(then) and (else_ is None or _empty(else_)):
             return ir.Seq(())
