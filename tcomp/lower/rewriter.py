@@ -84,12 +84,17 @@ def _leaf(self, x):
 
 def _method(cls: type, prefix: str, node: type):
     """The function `cls` handles a `node` with (`<prefix><Node>`, else its
-    generic method; for a node without children the generic method keeps it
-    as it is, so it is not called), recorded in the class's table."""
+    generic method), recorded in the class's table. Where the generic method
+    is the base's and would give the node back as it is, the node is given
+    back without a walk: a node without children, and any expression when
+    the class rewrites no expression (no `expr_` method: a pass that rewrites
+    statements only, which would otherwise walk every index expression of
+    the kernel to rebuild nothing)."""
     fn = getattr(cls, prefix + node.__name__, None)
     if fn is None:
         fn = getattr(cls, "generic_" + prefix[:-1])
-        if fn is Rewriter.generic and not ir.child_fields(node):
+        if fn is Rewriter.generic and (not ir.child_fields(node) or (
+                prefix == "expr_" and not _rewrites_exprs(cls))):
             fn = _leaf
     table = cls.__dict__.get("_" + prefix + "fns")
     if table is None:  # a class whose tables were not made (assigned over)
@@ -97,6 +102,15 @@ def _method(cls: type, prefix: str, node: type):
         table = cls.__dict__["_" + prefix + "fns"]
     table[node] = fn
     return fn
+
+
+def _rewrites_exprs(cls: type) -> bool:
+    """Whether rewriter class `cls` may change an expression: it has an
+    `expr_<Node>` method, or its own expression walk (`expr`, `generic`,
+    `generic_expr`)."""
+    return (any(name.startswith("expr_") for name in dir(cls))
+            or cls.expr is not Rewriter.expr or cls.generic is not Rewriter.generic
+            or cls.generic_expr is not Rewriter.generic)
 
 
 _new_tables(Rewriter)

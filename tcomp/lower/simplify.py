@@ -664,34 +664,23 @@ def _fold(op: str, a: ir.Imm, b: ir.Imm, dtype):
 
 def simplify_expr(e: ir.Expr, ranges: dict | None = None) -> ir.Expr:
     """`e` simplified with variable `ranges` (var -> (lo, hi)). A pure function
-    of its arguments, so results are remembered: loop-nest construction asks
-    for the same extents and subscripts again and again (more than half of
-    its calls for a tiled GEMM)."""
-    key = _memo_key(e, ranges)
-    if key is not None:
-        hit = _MEMO.get(key)
-        if hit is not None:
-            return hit
-    out = Simplifier(ranges).expr(e)
-    if key is not None:
-        if len(_MEMO) >= _MEMO_SIZE:
-            _MEMO.clear()
-        _MEMO[key] = out
-    return out
+    of its arguments, so one simplifier per set of ranges is kept and asked
+    again, with what it remembers (its memo of simplified expressions and
+    its linear forms): loop-nest construction asks for the same extents and
+    subscripts again and again (more than half of its calls for a tiled
+    GEMM), and for their parts in new combinations."""
+    key = tuple(sorted(ranges.items())) if ranges else ()
+    s = _SHARED.get(key)
+    if s is None or len(s._memo) + len(s._lin) > _SHARED_ENTRIES:
+        if s is None and len(_SHARED) >= _SHARED_SIMPLIFIERS:
+            _SHARED.clear()
+        s = _SHARED[key] = Simplifier(ranges)
+    return s.expr(e)
 
 
-_MEMO: dict = {}
-_MEMO_SIZE = 8192
-
-
-def _memo_key(e: ir.Expr, ranges: dict | None):
-    """The memo key of a call, or None when equal keys could hide a difference
-    the printer shows: structural equality takes 1 == 1.0 == True, so only
-    expressions whose constants are all Python ints are remembered."""
-    for x in ir.walk_expr(e):
-        if isinstance(x, ir.Imm) and type(x.value) is not int:
-            return None
-    return e, tuple(sorted(ranges.items())) if ranges else ()
+_SHARED: dict = {}  # sorted ranges -> the Simplifier simplify_expr asks
+_SHARED_SIMPLIFIERS = 64  # sets of ranges kept
+_SHARED_ENTRIES = 50000  # memo and linear-form entries after which one starts afresh
 
 
 def kernel_simplifier(k: ir.Kernel, index_dtype=ir.int32) -> Simplifier:
