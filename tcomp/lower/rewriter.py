@@ -118,14 +118,57 @@ _new_tables(Rewriter)
 
 class Visitor:
     """The one read-only traversal: `visit_<Node>` methods where a pass needs
-    them; the default visits the children in field order."""
+    them; the default visits the children in field order. A visitor without
+    a method for any kind of expression (and the default `generic_visit`)
+    does not walk into expressions, where it would find nothing to do."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._visit_fns = {}
 
     def visit(self, x) -> None:
-        getattr(self, "visit_" + type(x).__name__, self.generic_visit)(x)
+        fn = self._visit_fns.get(type(x))
+        if fn is None:
+            fn = _visit_method(type(self), type(x))
+        fn(self, x)
 
     def generic_visit(self, x) -> None:
         for c in ir.children(x):
             self.visit(c)
+
+
+Visitor._visit_fns = {}
+
+
+def _skip(self, x) -> None:
+    pass  # nothing of this node or below it interests the visitor
+
+
+def _visit_method(cls: type, node: type):
+    """What visitor class `cls` does with a `node` (per (class, node class),
+    like `_method`): its `visit_<Node>`, else `generic_visit`, or nothing
+    when that is the default and would find nothing below."""
+    fn = getattr(cls, "visit_" + node.__name__, None)
+    if fn is None:
+        fn = cls.generic_visit
+        if fn is Visitor.generic_visit and (not ir.child_fields(node) or (
+                issubclass(node, ir.Expr) and cls.visit is Visitor.visit and not any(
+                    hasattr(cls, "visit_" + e.__name__) for e in _expr_classes()))):
+            fn = _skip
+    table = cls.__dict__.get("_visit_fns")
+    if table is None:
+        table = cls._visit_fns = {}
+    table[node] = fn
+    return fn
+
+
+def _expr_classes() -> list:
+    out, todo = [], [ir.Expr]
+    while todo:
+        c = todo.pop()
+        out.append(c)
+        todo.extend(c.__subclasses__())
+    return out
 
 
 class Substitute(Rewriter):
@@ -133,6 +176,19 @@ class Substitute(Rewriter):
 
     def __init__(self, mapping: dict[str, ir.Expr]):
         self.mapping = mapping
+        # id(expr) -> (expr, substituted): trees share subexpressions (a substituted
+        # variable's value at each of its uses), each substituted once.
+        self._done: dict[int, tuple] = {}
+
+    def expr(self, e: ir.Expr) -> ir.Expr:
+        if type(e) is ir.Var:
+            return self.mapping.get(e.name, e)
+        hit = self._done.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        out = Rewriter.expr(self, e)
+        self._done[id(e)] = (e, out)
+        return out
 
     def expr_Var(self, e: ir.Var) -> ir.Expr:
         return self.mapping.get(e.name, e)
