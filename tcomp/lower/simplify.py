@@ -115,8 +115,14 @@ def _in_range(v: int, dtype) -> bool:
 
 
 def _fits(lin: Linear, dtype) -> bool:
-    """Every constant the form prints (coefficients and c0) is in range."""
-    return _in_range(lin.const, dtype) and all(_in_range(c, dtype) for c in lin.terms.values())
+    """Every constant the form prints (coefficients and c0) is in range
+    (`_in_range` of each, with the extremes compared once)."""
+    if not _in_range(lin.const, dtype):
+        return False
+    if not lin.terms:
+        return True
+    cs = lin.terms.values()
+    return _in_range(min(cs), dtype) and _in_range(max(cs), dtype)
 
 
 def _is_int32(e: ir.Expr) -> bool:
@@ -289,7 +295,7 @@ class Simplifier(Rewriter):
     # --------------------------------------------------------- expressions
     def expr_Bin(self, e: ir.Bin) -> ir.Expr:
         a, b = self.expr(e.a), self.expr(e.b)
-        e = e if (a is e.a and b is e.b) else dataclasses.replace(e, a=a, b=b)
+        e = e if (a is e.a and b is e.b) else ir.Bin(e.op, a, b, e.dtype)
         if isinstance(a, ir.Imm) and isinstance(b, ir.Imm):
             folded = _fold(e.op, a, b, e.dtype)
             if folded is not None:
