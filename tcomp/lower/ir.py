@@ -17,6 +17,7 @@ loops, and `Kernel.params` may hold launch-time objects.
 from __future__ import annotations
 
 import math
+import operator
 import typing
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
@@ -398,11 +399,13 @@ def _remember_hash(cls: type) -> None:
         return
     # the dataclass hash: of the tuple of the fields that take part in it
     names = tuple(f.name for f in fields(cls) if (f.compare if f.hash is None else f.hash))
+    get = operator.attrgetter(*names) if len(names) > 1 else (
+        lambda x, _g=operator.attrgetter(*names): (_g(x),)) if names else (lambda x: ())
 
     def __hash__(self, _set=object.__setattr__):
         h = self.__dict__.get("_hash")
         if h is None:
-            h = hash(tuple([getattr(self, n) for n in names]))
+            h = hash(get(self))
             _set(self, "_hash", h)
         return h
 
@@ -412,14 +415,14 @@ def _remember_hash(cls: type) -> None:
 
 def _node_state(self) -> dict:
     """Pickled/copied state of a node: its fields, without what is remembered
-    on it (`_hash`, `_plain`, `_vars`)."""
+    on it (`_hash`, `_plain`)."""
     state = self.__dict__
-    if "_hash" in state or "_plain" in state or "_vars" in state:
+    if "_hash" in state or "_plain" in state:
         state = {k: v for k, v in state.items() if k not in _REMEMBERED}
     return state
 
 
-_REMEMBERED = ("_hash", "_plain", "_vars")
+_REMEMBERED = ("_hash", "_plain")
 
 
 def plain(e) -> bool:
@@ -546,42 +549,7 @@ def walk(node):
 
 
 def free_vars(e: Expr) -> set[str]:
-    """The names of the variables `e` uses (a new set)."""
-    return set(var_names(e))
-
-
-def var_names(e) -> frozenset:
-    """The names of the variables in `e` (every Var below it), kept on each
-    node like its hash: passes ask again and again about the same index
-    expressions (which loop variables a subscript uses)."""
-    v = e.__dict__.get("_vars")
-    if v is not None:
-        return v
-    stack, todo = [e], []  # post-order without recursion (expressions can be deep)
-    while stack:
-        x = stack.pop()
-        if "_vars" in x.__dict__:
-            continue
-        todo.append(x)
-        stack.extend(children(x))
-    for x in reversed(todo):
-        if "_vars" in x.__dict__:
-            continue
-        if type(x) is Var:
-            v = frozenset((x.name,))
-        else:
-            cs = children(x)
-            if not cs:
-                v = _NO_VARS
-            elif len(cs) == 1:
-                v = cs[0].__dict__["_vars"]
-            else:
-                v = frozenset().union(*[c.__dict__["_vars"] for c in cs])
-        object.__setattr__(x, "_vars", v)
-    return e.__dict__["_vars"]
-
-
-_NO_VARS: frozenset = frozenset()
+    return {x.name for x in walk_expr(e) if isinstance(x, Var)}
 
 
 def identity(op: str, dt) -> Imm:
