@@ -147,7 +147,10 @@ class Simplifier(Rewriter):
         # simplified once per scope. Keyed by equality when that cannot mix up constants
         # that print differently (ir.plain), else by identity (id -> (expr, simplified)).
         # A scope that changes the ranges (enter_loop, enter_let, an if's refined bounds)
-        # starts an empty table and gives the outer one back when it ends.
+        # has a table of its own and gives the outer one back when it ends. Its table is
+        # kept in the outer one under what changed the ranges (`_enter`), so a scope
+        # entered again the same way (the same loop in each copy of a pipeline's
+        # prologue) finds what was simplified there before.
         self._memo: dict = {}
 
     def expr(self, e: ir.Expr) -> ir.Expr:
@@ -489,7 +492,7 @@ class Simplifier(Rewriter):
     def enter_loop(self, var: str, lo: ir.Expr, ext: ir.Expr):
         """Record the range of a loop variable; returns what to pass to restore()."""
         saved = self.ranges.get(var), self.sym.get(var), self._memo
-        self._memo = {}
+        self._enter(("for", var, lo, ext))
         lo_b, ext_b = self.bound(self.linear(lo)), self.bound(self.linear(ext))
         hi = None if lo_b[1] is None or ext_b[1] is None else lo_b[1] + ext_b[1] - 1
         self.ranges[var] = (lo_b[0], hi)
@@ -500,12 +503,24 @@ class Simplifier(Rewriter):
     def enter_let(self, var: str, value: ir.Expr):
         """Record the range of a let-bound variable; returns what to pass to restore()."""
         saved = self.ranges.get(var), self.sym.get(var), self._memo
-        self._memo = {}
+        self._enter(("let", var, value))
         if getattr(value, "dtype", None) == self.index_dtype:
             lin = self.linear(value)
             self.ranges[var] = self.bound(lin)
             self.sym[var] = (lin, lin)
         return saved
+
+    def _enter(self, key: tuple):
+        """Make the memo table of the scope `key` (what changes the ranges, from
+        the current scope) current: the one kept for it, or a new one (kept when
+        the key's expressions compare by equality: ir.plain)."""
+        outer = self._memo
+        inner = outer.get(key)
+        if inner is None:
+            inner = {}
+            if all(ir.plain(x) for x in key if isinstance(x, ir.Expr)):
+                outer[key] = inner
+        self._memo = inner
 
     def restore(self, var, saved):
         """Undo enter_loop / enter_let (`saved`: what they returned)."""
@@ -586,7 +601,7 @@ class Simplifier(Rewriter):
         for x in _conjuncts(c):
             self._refine(x, saved)
         if saved:
-            self._memo = {}
+            self._enter(("if", c))
         then = self.stmt(s.then)
         for var, old in saved.items():
             self._restore(var, old)
