@@ -40,19 +40,23 @@ class Rewriter:
         rebuild it only when one changed. A rebuilt Seq is normalised with
         `ir.seq` (nested sequences flattened, a single statement unwrapped)."""
         changes = None
-        for name in ir.child_fields(type(x)):
+        names = _CHILD_FIELDS.get(type(x))
+        if names is None:
+            names = ir.child_fields(type(x))
+        Expr = ir.Expr
+        for name in names:
             old = getattr(x, name)
             if old is None:
                 continue
             if isinstance(old, tuple):
-                new = tuple([self.node(c) for c in old])
+                new = tuple([self.expr(c) if isinstance(c, Expr) else self.stmt(c) for c in old])
                 for a, b in zip(new, old):
                     if a is not b:
                         break
                 else:
                     continue
             else:
-                new = self.node(old)
+                new = self.expr(old) if isinstance(old, Expr) else self.stmt(old)
                 if new is old:
                     continue
             if changes is None:
@@ -65,6 +69,9 @@ class Rewriter:
         return ir.rebuild(x, changes)
 
     generic_expr = generic_stmt = generic
+
+
+_CHILD_FIELDS = ir._CHILD_FIELDS  # node class -> its child fields (ir.child_fields fills it)
 
 
 def _new_tables(cls: type) -> None:
