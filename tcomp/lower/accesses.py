@@ -41,16 +41,29 @@ def accesses(node) -> Accesses:
 def _collect(node, reads, writes, free, bound) -> None:
     stack = [(node, bound)]
     operands = set()  # ids of the references intrinsics consume (counted by their entry)
+    # (id(node), bound) already collected: passes share subtrees (a substituted loop
+    # variable's value sits at each of its uses), and a second visit with the same bound
+    # variables adds nothing (`operands` only grows, so a reference skipped the first time
+    # is skipped again).
+    seen = set()
     while stack:
         x, bound = stack.pop()
-        if isinstance(x, ir.Var):
+        t = type(x)
+        if t is ir.Var:
             if x.name not in bound:
                 free.add(x.name)
-        elif isinstance(x, ir.Load):
+            continue
+        if t is ir.Imm:
+            continue
+        key = (id(x), bound)
+        if key in seen:
+            continue
+        seen.add(key)
+        if t is ir.Load:
             reads.add(x.buffer)
-        elif isinstance(x, ir.Store):
+        elif t is ir.Store:
             writes.add(x.buffer)
-        elif isinstance(x, ir.Ref):
+        elif t is ir.Ref:
             if id(x) not in operands:
                 reads.add(x.buffer)
                 writes.add(x.buffer)
@@ -66,5 +79,10 @@ def _collect(node, reads, writes, free, bound) -> None:
                 if op.access in (intrinsics.WRITE, intrinsics.READWRITE):
                     writes.add(name)
         b = ir.binding(x)
-        for c in ir.children(x):
-            stack.append((c, bound | {b[0]} if b is not None and c is b[1] else bound))
+        if b is None:
+            for c in ir.children(x):
+                stack.append((c, bound))
+        else:
+            inner = bound | {b[0]}
+            for c in ir.children(x):
+                stack.append((c, inner if c is b[1] else bound))

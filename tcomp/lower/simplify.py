@@ -36,7 +36,7 @@ import functools
 
 from ..schedule import threads
 from . import ir
-from .rewriter import Rewriter, substitute
+from .rewriter import Rewriter, _leaf, _method, substitute
 
 
 BITWISE = ("&", "|", "^", "<<", ">>")
@@ -115,8 +115,14 @@ def _in_range(v: int, dtype) -> bool:
 
 
 def _fits(lin: Linear, dtype) -> bool:
-    """Every constant the form prints (coefficients and c0) is in range."""
-    return _in_range(lin.const, dtype) and all(_in_range(c, dtype) for c in lin.terms.values())
+    """Every constant the form prints (coefficients and c0) is in range
+    (`_in_range` of each, with the extremes compared once)."""
+    if not _in_range(lin.const, dtype):
+        return False
+    if not lin.terms:
+        return True
+    cs = lin.terms.values()
+    return _in_range(min(cs), dtype) and _in_range(max(cs), dtype)
 
 
 def _is_int32(e: ir.Expr) -> bool:
@@ -135,6 +141,36 @@ class Simplifier(Rewriter):
         self.ranges: dict[str, tuple] = dict(ranges or {})  # var -> (lo, hi) ints or None
         self.sym: dict[str, tuple] = {}  # var -> (lo, hi) inclusive as Linear forms
         self._lin: dict[int, tuple] = {}  # id(expr) -> (expr, Linear): canonical forms are reused
+        # expr -> simplified, under the current ranges: the passes hand over trees where one
+        # subexpression sits in many places (a loop variable's substituted value, im2col's
+        # pixel and channel indices, a guard's bound and the index it guards), each
+        # simplified once per scope. Keyed by equality when that cannot mix up constants
+        # that print differently (ir.plain), else by identity (id -> (expr, simplified)).
+        # A scope that changes the ranges (enter_loop, enter_let, an if's refined bounds)
+        # has a table of its own and gives the outer one back when it ends. Its table is
+        # kept in the outer one under what changed the ranges (`_enter`), so a scope
+        # entered again the same way (the same loop in each copy of a pipeline's
+        # prologue) finds what was simplified there before.
+        self._memo: dict = {}
+
+    def expr(self, e: ir.Expr) -> ir.Expr:
+        fn = self._expr_fns.get(type(e))
+        if fn is None:
+            fn = _method(type(self), "expr_", type(e))
+        if fn is _leaf:
+            return e
+        memo = self._memo
+        if ir.plain(e):
+            out = memo.get(e)
+            if out is None:
+                out = memo[e] = fn(self, e)
+            return out
+        hit = memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        out = fn(self, e)
+        memo[id(e)] = (e, out)
+        return out
 
     # --------------------------------------------------------- linear forms
     def linear(self, e: ir.Expr) -> Linear:
@@ -262,7 +298,7 @@ class Simplifier(Rewriter):
     # --------------------------------------------------------- expressions
     def expr_Bin(self, e: ir.Bin) -> ir.Expr:
         a, b = self.expr(e.a), self.expr(e.b)
-        e = e if (a is e.a and b is e.b) else dataclasses.replace(e, a=a, b=b)
+        e = e if (a is e.a and b is e.b) else ir.Bin(e.op, a, b, e.dtype)
         if isinstance(a, ir.Imm) and isinstance(b, ir.Imm):
             folded = _fold(e.op, a, b, e.dtype)
             if folded is not None:
@@ -455,7 +491,8 @@ class Simplifier(Rewriter):
     # --------------------------------------------------------- statements
     def enter_loop(self, var: str, lo: ir.Expr, ext: ir.Expr):
         """Record the range of a loop variable; returns what to pass to restore()."""
-        saved = self.ranges.get(var), self.sym.get(var)
+        saved = self.ranges.get(var), self.sym.get(var), self._memo
+        self._enter(("for", var, lo, ext))
         lo_b, ext_b = self.bound(self.linear(lo)), self.bound(self.linear(ext))
         hi = None if lo_b[1] is None or ext_b[1] is None else lo_b[1] + ext_b[1] - 1
         self.ranges[var] = (lo_b[0], hi)
@@ -464,15 +501,31 @@ class Simplifier(Rewriter):
         return saved
 
     def enter_let(self, var: str, value: ir.Expr):
-        saved = self.ranges.get(var), self.sym.get(var)
+        """Record the range of a let-bound variable; returns what to pass to restore()."""
+        saved = self.ranges.get(var), self.sym.get(var), self._memo
+        self._enter(("let", var, value))
         if getattr(value, "dtype", None) == self.index_dtype:
             lin = self.linear(value)
             self.ranges[var] = self.bound(lin)
             self.sym[var] = (lin, lin)
         return saved
 
+    def _enter(self, key: tuple):
+        """Make the memo table of the scope `key` (what changes the ranges, from
+        the current scope) current: the one kept for it, or a new one (kept when
+        the key's expressions compare by equality: ir.plain)."""
+        outer = self._memo
+        inner = outer.get(key)
+        if inner is None:
+            inner = {}
+            if all(ir.plain(x) for x in key if isinstance(x, ir.Expr)):
+                outer[key] = inner
+        self._memo = inner
+
     def restore(self, var, saved):
-        self._restore(var, saved)
+        """Undo enter_loop / enter_let (`saved`: what they returned)."""
+        self._restore(var, saved[:2])
+        self._memo = saved[2]
 
     def _refine(self, cond: ir.Expr, saved: dict):
         """Tighten the upper bound of v from `v + c < e` or `v + c <= e` (one loop
@@ -509,7 +562,7 @@ class Simplifier(Rewriter):
             return self.stmt(substitute(s.body, {s.var: lo}))
         saved = self.enter_loop(s.var, lo, ext)
         body = self.stmt(s.body)
-        self._restore(s.var, saved)
+        self.restore(s.var, saved)
         if lo is s.lo and ext is s.extent and body is s.body:
             return s
         return dataclasses.replace(s, lo=lo, extent=ext, body=body)
@@ -525,7 +578,7 @@ class Simplifier(Rewriter):
         v = self.expr(s.value)
         saved = self.enter_let(s.var, v)
         body = self.stmt(s.body)
-        self._restore(s.var, saved)
+        self.restore(s.var, saved)
         return s if (v is s.value and body is s.body) else ir.Let(s.var, v, body)
 
     def stmt_If(self, s: ir.If) -> ir.Stmt:
@@ -544,12 +597,15 @@ class Simplifier(Rewriter):
                 return self.stmt(s.then)
             return self.stmt(s.else_) if s.else_ is not None else ir.Seq(())
         # Inside the then-branch, conditions `v + c < e` bound the variable v.
-        saved = {}
+        saved, memo = {}, self._memo
         for x in _conjuncts(c):
             self._refine(x, saved)
+        if saved:
+            self._enter(("if", c))
         then = self.stmt(s.then)
         for var, old in saved.items():
             self._restore(var, old)
+        self._memo = memo
         else_ = self.stmt(s.else_) if s.else_ is not None else None
         if _empty(then) and (else_ is None or _empty(else_)):
             return ir.Seq(())
@@ -629,34 +685,23 @@ def _fold(op: str, a: ir.Imm, b: ir.Imm, dtype):
 
 def simplify_expr(e: ir.Expr, ranges: dict | None = None) -> ir.Expr:
     """`e` simplified with variable `ranges` (var -> (lo, hi)). A pure function
-    of its arguments, so results are remembered: loop-nest construction asks
-    for the same extents and subscripts again and again (more than half of
-    its calls for a tiled GEMM)."""
-    key = _memo_key(e, ranges)
-    if key is not None:
-        hit = _MEMO.get(key)
-        if hit is not None:
-            return hit
-    out = Simplifier(ranges).expr(e)
-    if key is not None:
-        if len(_MEMO) >= _MEMO_SIZE:
-            _MEMO.clear()
-        _MEMO[key] = out
-    return out
+    of its arguments, so one simplifier per set of ranges is kept and asked
+    again, with what it remembers (its memo of simplified expressions and
+    its linear forms): loop-nest construction asks for the same extents and
+    subscripts again and again (more than half of its calls for a tiled
+    GEMM), and for their parts in new combinations."""
+    key = tuple(sorted(ranges.items())) if ranges else ()
+    s = _SHARED.get(key)
+    if s is None or len(s._memo) + len(s._lin) > _SHARED_ENTRIES:
+        if s is None and len(_SHARED) >= _SHARED_SIMPLIFIERS:
+            _SHARED.clear()
+        s = _SHARED[key] = Simplifier(ranges)
+    return s.expr(e)
 
 
-_MEMO: dict = {}
-_MEMO_SIZE = 8192
-
-
-def _memo_key(e: ir.Expr, ranges: dict | None):
-    """The memo key of a call, or None when equal keys could hide a difference
-    the printer shows: structural equality takes 1 == 1.0 == True, so only
-    expressions whose constants are all Python ints are remembered."""
-    for x in ir.walk_expr(e):
-        if isinstance(x, ir.Imm) and type(x.value) is not int:
-            return None
-    return e, tuple(sorted(ranges.items())) if ranges else ()
+_SHARED: dict = {}  # sorted ranges -> the Simplifier simplify_expr asks
+_SHARED_SIMPLIFIERS = 64  # sets of ranges kept
+_SHARED_ENTRIES = 50000  # memo and linear-form entries after which one starts afresh
 
 
 def kernel_simplifier(k: ir.Kernel, index_dtype=ir.int32) -> Simplifier:
