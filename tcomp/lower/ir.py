@@ -160,7 +160,9 @@ class For(Stmt):
     by it). A vectorized loop may carry `vector`, its vector accesses (after
     the `vectorize` pass); its meaning is the loop's, lane by lane. A loop
     with `stages` >= 3 starts with copies into rings of that many shared
-    buffers, which software_pipeline.py issues that many iterations ahead."""
+    buffers, which software_pipeline.py issues that many iterations ahead. A serial
+    loop with `unroll_by` > 0 asks the CUDA compiler to unroll it by that factor
+    (`#pragma unroll N`; 1: not at all); its meaning is the loop's."""
     BINDS: ClassVar[str] = "body"  # `var` is defined in `body` (not in lo, extent)
     var: str
     lo: Expr
@@ -171,6 +173,7 @@ class For(Stmt):
     intrin: str | None = None
     vector: VectorAccess | None = None
     stages: int = 0  # > 0: the shared copies at the top of its body form a ring of that depth
+    unroll_by: int = 0  # > 0: `#pragma unroll unroll_by` on a serial loop (schedule unroll factor)
 
     def __post_init__(self):
         if self.tag is not None and type(self.tag) is not ThreadAxis:

@@ -52,5 +52,7 @@ def for_loop(st, leaf, var, extent, body) -> ir.For:
         return ir.For(var, ir.const(0), extent, "tensorize", body, intrin=st.tensorize[leaf])
     if leaf in st.bind:
         return ir.For(var, ir.const(0), extent, "thread", body, st.bind[leaf])
+    if leaf in st.unroll_by:
+        return ir.For(var, ir.const(0), extent, "serial", body, unroll_by=st.unroll_by[leaf])
     kind = "unroll" if leaf in st.unroll else ("vectorize" if leaf in st.vectorize else "serial")
     return ir.For(var, ir.const(0), extent, kind, body)

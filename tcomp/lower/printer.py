@@ -66,6 +66,8 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
             kind = f"  @tensorize({s.intrin})"
         if s.vector is not None:
             kind += f"({_vector(s)})"
+        if s.unroll_by:
+            kind += f"  @unroll_by({s.unroll_by})"
         return [f"{pad}for {s.var} in {lo}:{hi}{kind}"] + stmt(s.body, indent + 1)
     if isinstance(s, ir.If):
         out = [f"{pad}if {expr(s.cond)}"] + stmt(s.then, indent + 1)

@@ -55,6 +55,15 @@ class Unroll:
 
 
 @dataclass(frozen=True)
+class UnrollBy:
+    """unroll(axis, factor): the loop stays a loop; CUDA is asked to unroll it by `factor`
+    (`#pragma unroll factor`; 1: keep it rolled)."""
+    stage: str
+    axis: str
+    factor: int
+
+
+@dataclass(frozen=True)
 class Vectorize:
     stage: str
     axis: str
@@ -136,7 +145,8 @@ class Swizzle:
     span: int
 
 
-KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll, Vectorize,
+KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll, UnrollBy,
+                                         Vectorize,
                                          ComputeAt, ComputeInline, ComputeRoot, CacheRead,
                                          CacheWrite, Rfactor, StorageAlign, StorageOrder, SetScope,
                                          Pipeline, Tensorize, Swizzle)}

@@ -281,21 +281,39 @@ class Stage:
         self.bind(f, tag)
         return f
 
-    def unroll(self, ax: Axis):
+    def unroll(self, ax: Axis, factor: int | None = None):
         """Unroll a loop: a constant extent (at most 128 iterations) is expanded into
         copies of the body; an extent known only at run time stays a loop with an
         unroll hint (`#pragma unroll` in CUDA).
 
         for j in 0:4: B(j)  --unroll(j)-->  B(0); B(1); B(2); B(3)
         for j in 0:N: B(j)  --unroll(j)-->  #pragma unroll / for j in 0:N: B(j)
+
+        With `factor`, the loop stays a loop and the CUDA compiler is asked to unroll
+        it by that factor (`#pragma unroll factor`); `factor=1` keeps it rolled, which
+        the CUDA compiler otherwise decides for itself (it unrolls short constant loops
+        and may then hoist every iteration's loads, holding them all in registers). The
+        sim runs the loop as it is; results never change.
+
+        for j in 0:8: B(j)  --unroll(j, factor=2)-->  #pragma unroll 2 / for j in 0:8: B(j)
         """
         p = "unroll"
         self._not_inline(p)
         name = self._leaf(ax, p)
         s = self._s
+        if factor is not None and (isinstance(factor, bool) or not isinstance(factor, int)
+                                   or factor < 1):
+            raise ScheduleError(f"{p}: factor must be a positive int (1: keep the loop rolled), "
+                                f"got {factor!r}")
         if name in s.bind or name in s.vectorize:
             raise ScheduleError(f"{p}: axis {ax!r} is already bound or vectorized")
-        self._sched.directives.append(D.Unroll(self.name, name))
+        if name in s.unroll:
+            raise ScheduleError(f"{p}: axis {ax!r} is already unrolled")
+        if factor is None:
+            self._sched.directives.append(D.Unroll(self.name, name))
+        else:
+            self._sched.directives.append(D.UnrollBy(self.name, name, factor))
+            s.unroll_by[name] = factor
         s.unroll.add(name)
 
     def vectorize(self, ax: Axis):

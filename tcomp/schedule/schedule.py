@@ -115,6 +115,8 @@ class Schedule:
             st.bind(ax(d.axis), d.tag)
         elif isinstance(d, D.Unroll):
             st.unroll(ax(d.axis))
+        elif isinstance(d, D.UnrollBy):
+            st.unroll(ax(d.axis), d.factor)
         elif isinstance(d, D.Vectorize):
             st.vectorize(ax(d.axis))
         elif isinstance(d, D.ComputeAt):

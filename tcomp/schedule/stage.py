@@ -88,6 +88,7 @@ class StageState:
         self.relations: list = []
         self.bind: dict[str, str] = {}
         self.unroll: set[str] = set()
+        self.unroll_by: dict[str, int] = {}  # leaf -> factor: a loop CUDA unrolls by it (also in unroll)
         self.vectorize: set[str] = set()
         self.align: dict[str, tuple[int, int]] = {}  # tensor dim index var -> (factor, offset)
         self.storage: tuple[str, ...] | None = None  # storage_order: dims outermost first

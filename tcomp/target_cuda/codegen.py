@@ -239,6 +239,8 @@ class _Kernel:
                                                                     s.lo.dtype))
             if s.kind in ("unroll", "vectorize"):
                 self.emit("#pragma unroll", d)
+            elif s.unroll_by:
+                self.emit(f"#pragma unroll {s.unroll_by}", d)
             saved = self.simp.enter_loop(s.var, s.lo, s.extent)
             self.emit(f"for ({self.index_ctype} {v} = {lo}; {v} < {end}; ++{v}) {{", d)
             self.scopes.append({v})

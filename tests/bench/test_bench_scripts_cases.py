@@ -114,3 +114,8 @@ def test_rows_wide_bf16_defaults_are_the_measured_best(monkeypatch):
     # RMSNorm's row is staged in shared memory (the shared-row schedule), softmax's is not
     assert "X_shared" in str(tcomp.lower(rms, sizes=sizes))
     assert "X_shared" not in str(tcomp.lower(sm, sizes=sizes))
+    # layernorm bf16 4096x32768 streams its row: three passes, the piece loops unrolled by 4
+    ln = by_name["layernorm_bfloat16_4096x32768"]["build"]()[1]
+    assert "layernorm_bfloat16_4096x32768[1024t]" in by_name
+    text = str(tcomp.lower(ln, sizes=sizes))
+    assert text.count("@unroll_by(4)") == 3 and "X_local" in text

@@ -454,8 +454,9 @@ class Gen:
         if not cands:
             return False
         name, ax = self.draw(st.sampled_from(cands))
-        self.record(f"{name}.unroll({ax.name})")
-        self.stage(name).unroll(ax)
+        factor = self.draw(st.sampled_from([None, None, 1, 2]))  # a CUDA hint: same result
+        self.record(f"{name}.unroll({ax.name}, factor={factor})")
+        self.stage(name).unroll(ax, factor=factor)
         self.unroll[name].add(ax.name)
         self.touched(name)
         return True
