@@ -188,62 +188,22 @@ def layernorm(d, dtype="float32", threads=None, shared_weights=False):
     return op, s
 
 
-def row_streamed(s, out, threads, vec, unroll, stats, scalars):
-    """One block per row of `out(n, d)`, the row *streamed*: each reduction in
-    `stats` (a row statistic over d) is its own pass over the row, reading the
-    input in 16-byte pieces through a per-piece register cache (cache_read at
-    the piece loop), and `out` a last pass; `scalars` (per-row values from the
-    statistics) in registers. The piece loops are unrolled by `unroll` only
-    (`unroll(ax, factor=...)`): the CUDA compiler would otherwise unroll them
-    fully and issue every pass's loads at once, holding the row in registers.
-    The row is read from DRAM once and re-read from L2 by the later passes;
-    32 registers a thread at 512 threads, so several blocks (rows) per SM."""
-    O = s[out]
-    n, d = O.axes
-    O.bind(n, "blockIdx.x")
-    dd, dv = O.split(d, vec)
-    do, di = O.split(dd, threads)
-    O.bind(di, "threadIdx.x")
-    O.vectorize(dv)
-    O.unroll(do, factor=unroll)
-    for name in stats:
-        st = s[name]
-        st.compute_at(O, n)
-        (r,) = st.reduce_axes
-        rr, rv = st.split(r, vec)
-        ro, ri = st.split(rr, threads)
-        st.reorder(ri, ro, rv)
-        st.bind(ri, "threadIdx.x")
-        st.unroll(rv)
-        st.unroll(ro, factor=unroll)
-        st.set_scope("local")
-        for tensor in ("X",):
-            C = s.cache_read(tensor, "local", [st])
-            C.compute_at(st, ro)
-            _, cv = C.split(C.axes[-1], vec)
-            C.vectorize(cv)
-    for name in scalars:
-        s[name].compute_at(O, n)
-        s[name].set_scope("local")
-    return O
-
-
 def layernorm_streamed(d, dtype="bfloat16", threads=512, unroll=4):
-    """Layernorm as three passes over a streamed row (row_streamed): the sum,
+    """Layernorm as three passes over a streamed row (templates.row_streamed): the sum,
     the squared deviations, the output. bf16 4096x32768 on the H200: 3.54 TB/s
     (1.01x Triton) against 3.29 for the row in registers (one 1024-thread block
     per SM by registers)."""
     op = tcomp.op(layernorm_src(dtype))
     s = tcomp.Schedule(op)
-    row_streamed(s, "Y", threads, vec_of(dtype), unroll, ("sx", "sq"), ("mu", "rstd"))
+    templates.row_streamed(s, "Y", threads, vec_of(dtype), unroll, ("sx", "sq"), ("mu", "rstd"))
     return op, s
 
 
 def rmsnorm_streamed(d, dtype="bfloat16", threads=512, unroll=4):
-    """RMSNorm as two passes over a streamed row (row_streamed)."""
+    """RMSNorm as two passes over a streamed row (templates.row_streamed)."""
     op = tcomp.op(rmsnorm_src(dtype))
     s = tcomp.Schedule(op)
-    row_streamed(s, "Y", threads, vec_of(dtype), unroll, ("ss",), ("r",))
+    templates.row_streamed(s, "Y", threads, vec_of(dtype), unroll, ("ss",), ("r",))
     return op, s
 
 

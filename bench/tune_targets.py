@@ -115,7 +115,7 @@ def _conv2d():
         "cuDNN conv2d fp16 channels-last", hand, exact
 
 
-def _rows(kind, dt, n, d):
+def _rows(kind, dt, n, d, streamed=False):
     """bench/row_schedules.py's ops (the row in registers, issue 14) at n x d in `dt`; the
     hand schedule is row_schedules' kernel (softmax with exp2), the library torch's."""
     import row_schedules as R
@@ -128,7 +128,7 @@ def _rows(kind, dt, n, d):
             lambda: torch.softmax(X.double(), -1)
     g = torch.randn(d, device="cuda").to(tdt)
     b = torch.randn(d, device="cuda").to(tdt)
-    op, hand = R.layernorm(d, dt)
+    op, hand = R.layernorm_streamed(d, dt) if streamed else R.layernorm(d, dt)
     f = torch.nn.functional.layer_norm
     return op, sizes, (X, g, b), lambda: f(X, (d,), g, b), "torch layer_norm", hand, \
         lambda: f(X.double(), (d,), g.double(), b.double())
@@ -139,7 +139,9 @@ CASES = {"gemm_fp32": _gemm_fp32, "gemm_bf16": _gemm_bf16, "softmax": _row("soft
          # the row-in-registers kernels of issue 14 (the row_regs rule)
          "softmax_bf16_wide": lambda: _rows("softmax", "bfloat16", 4096, 32768),
          "layernorm_fp32_wide": lambda: _rows("layernorm", "float32", 4096, 32768),
-         "layernorm_bf16": lambda: _rows("layernorm", "bfloat16", 32768, 4096)}
+         "layernorm_bf16": lambda: _rows("layernorm", "bfloat16", 32768, 4096),
+         # hand: the streamed row (bench/row_schedules.py layernorm_streamed, the row_stream rule)
+         "layernorm_bf16_wide": lambda: _rows("layernorm", "bfloat16", 4096, 32768, streamed=True)}
 
 
 def check(k, args, exact) -> float:

@@ -220,6 +220,61 @@ def _itemsize(s, tensor):
     return s.tensors[tensor][0].bits // 8
 
 
+def row_streamed(s, out, threads, vec, unroll, stats, scalars=(), cache=None):
+    """One block per row n of `out(n, d)` (leading axes fused), the row
+    *streamed*: each reduction in `stats` (a row statistic over d) is its own
+    pass over the row, reading the row-shaped inputs it reads directly
+    (`cache[stat]`; default: every input of the row's rank it reads) in
+    `vec`-element pieces through a per-piece register cache (a cache_read at
+    the piece loop, vectorized: 16-byte loads), `out` is a last pass with
+    vectorized accesses, and `scalars` (per-row values computed from the
+    statistics: layernorm's mu and rstd) are computed once per thread at the
+    row loop in registers. The piece loops are unrolled by `unroll` only
+    (`unroll(ax, factor=unroll)`): unrolled fully, the CUDA compiler issues
+    every pass's loads at once and holds the row in registers. The row is
+    read from DRAM by the first pass and from L2 by the others; each thread
+    holds one piece per input at a time, so a block needs few registers and
+    several blocks (rows) share an SM. Returns the stage `out`."""
+    O = s[out]
+    if len(O.axes) < 2:
+        raise ScheduleError(f"row_streamed: stage '{out}' needs two or more axes (out(n, d):"
+                            f" the rows, then a row's elements); it has {len(O.axes)}")
+    *lead, d = O.axes
+    n = lead[0]
+    for a in lead[1:]:
+        n = O.fuse(n, a)
+    O.bind(n, "blockIdx.x")
+    dd, dv = O.split(d, vec)
+    do, di = O.split(dd, threads)
+    O.bind(di, "threadIdx.x")
+    O.vectorize(dv)
+    O.unroll(do, factor=unroll)
+    rank = len(lead) + 1
+    for name in stats:
+        st = s[name]
+        st.compute_at(O, n)
+        (r,) = st.reduce_axes
+        rr, rv = st.split(r, vec)
+        ro, ri = st.split(rr, threads)
+        st.reorder(ri, ro, rv)
+        st.bind(ri, "threadIdx.x")
+        st.unroll(rv)
+        st.unroll(ro, factor=unroll)
+        st.set_scope("local")
+        reads = s.states[name].definition.reads()
+        inputs = cache.get(name, ()) if cache is not None else [
+            t.name for t in s.op.inputs if len(t.shape) == rank and t.name in reads]
+        for tensor in inputs:
+            C = s.cache_read(tensor, "local", [st])
+            C.compute_at(st, ro)
+            _, cv = C.split(C.axes[-1], vec)
+            C.vectorize(cv)
+    for name in scalars:
+        s[name].compute_at(O, n)
+        s[name].set_scope("local")
+    return O
+
+
 def row_slices(stage, axis, threads, vec, tag="threadIdx.x"):
     """Spread `axis` (a row of a tensor, or a reduction over one) over
     `threads` threads in pieces of `vec` consecutive elements: element

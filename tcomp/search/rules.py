@@ -46,6 +46,13 @@ in a record and mutated later (space.py). The rules:
                row-shaped ones (softmax's e) too with `keep_rows`; other
                row-shaped outputs (add + layernorm's S) stored at the row;
                optionally 1-D weights of the row's length in shared memory
+  row_stream   the stages of `row` with the row streamed (templates.row_streamed;
+               bench/row_schedules.py layernorm_streamed): each statistic a
+               pass over the row reading the row inputs it reads itself in
+               16-byte pieces through per-piece register caches, the output a
+               last pass, the per-row scalars kept in registers, the piece
+               loops unrolled by 1-8 (unroll factor): few registers a thread,
+               several rows per SM, the row re-read from L2
   cross_thread a reduction: its outputs over blocks (rows per block on
                threadIdx.y), its reduction axes fused and spread over
                threadIdx.x, reduced across threads
@@ -804,6 +811,86 @@ def _rr_apply(s, ctx, stage, p):
         shared=tuple(_rr_weights(ctx, stage, kept)) if p["shared_weights"] else ())
 
 
+# -------------------------------------------------------------- row_stream
+def _rs_group(ctx, stage) -> tuple:
+    """(statistics, per-row scalar temporaries, {statistic: the row-shaped inputs
+    it reads itself}) of `stage`, or None where the row cannot be streamed: a
+    sibling output or a row-shaped temporary in the group (softmax's e, read by
+    two passes), a statistic that reads no row input itself, or one that is an
+    output of the op (the passes hold the statistics in registers)."""
+    key = ("row_stream group", stage)
+    if key not in ctx.memo:
+        stats = row_producers(ctx, stage)
+        out = None
+        if stats and not RG.siblings(ctx, stage, stats):
+            scalars, rows = RG.temporaries(ctx, stage, [stage, *stats])
+            shape = RG.row_extents(ctx, stage)
+            row_inputs = {t.name for t in ctx.op.inputs if RG._shape(ctx, t) == shape}
+            cache = {t: sorted(set(ctx.node(t)["reads"]) & row_inputs) for t in stats}
+            direct = all(cache.values()) and not any(
+                set(ctx.node(t)["reads"]) & {ctx.node(r)["tensor"] for r in rows}
+                for t in stats)
+            temps = {t.name for t in ctx.op.temporaries}
+            if direct and not rows and all(ctx.node(t)["tensor"] in temps for t in stats):
+                out = (stats, scalars, cache)
+        ctx.memo[key] = out
+    return ctx.memo[key]
+
+
+def _rs_applies(ctx, stage):
+    return _row_applies(ctx, stage) and _rs_group(ctx, stage) is not None
+
+
+def _rs_vec(ctx, stage) -> int:
+    _, _, cache = _rs_group(ctx, stage)
+    bits = max(ctx.op.tensors[t].dtype.bits for ts in cache.values() for t in ts)
+    return max(1, VECTOR_BYTES * 8 // bits)
+
+
+def _rs_pieces(ctx, stage, p) -> int:
+    """Pieces of the row each thread reads per pass."""
+    d = ctx.extents[stage][ctx.node(stage)["spatial"][-1]]
+    return -(-(-(-d // p["vec"])) // p["threads"])
+
+
+def _rs_sample(ctx, stage, rng):
+    """16-byte pieces, a power-of-two thread count, the piece loops unrolled by
+    1, 2, 4 or 8 (at most the pieces a thread reads)."""
+    vec = _rs_vec(ctx, stage)
+    d = ctx.extents[stage][ctx.node(stage)["spatial"][-1]]
+    threads = pick(rng, pow2_upto(max(32, -(-d // vec)), 32, ctx.limits.threads))
+    p = {"threads": threads, "vec": vec, "unroll": 1}
+    p["unroll"] = pick(rng, [u for u in (1, 2, 4, 8) if u == 1 or u <= _rs_pieces(ctx, stage, p)])
+    return p
+
+
+def _rs_feasible(ctx, stage, p):
+    """Whole warps within the block limit, pieces of at most 16 bytes, an
+    unroll factor of at least 1."""
+    _, _, cache = _rs_group(ctx, stage)
+    bits = max(ctx.op.tensors[t].dtype.bits for ts in cache.values() for t in ts)
+    return (p["threads"] % 32 == 0 and 32 <= p["threads"] <= ctx.limits.threads
+            and 1 <= p["vec"] and p["vec"] * bits <= VECTOR_BYTES * 8 and p["unroll"] >= 1)
+
+
+def _rs_keeps(ctx, stage, p) -> set:
+    """The per-row scalars (layernorm's mu, rstd), computed once per thread."""
+    return set(_rs_group(ctx, stage)[1])
+
+
+def _rs_claims(ctx, stage) -> list[str]:
+    return list(_rs_group(ctx, stage)[0])
+
+
+def _rs_apply(s, ctx, stage, p):
+    """templates.row_streamed: each statistic a pass over the row through
+    per-piece register caches of the row inputs it reads, the piece loops
+    unrolled by `unroll` (bench/row_schedules.py layernorm_streamed)."""
+    stats, scalars, cache = _rs_group(ctx, stage)
+    templates.row_streamed(s, stage, p["threads"], p["vec"], p["unroll"], tuple(stats),
+                           tuple(scalars), cache={t: tuple(v) for t, v in cache.items()})
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -826,6 +913,8 @@ RULES = {r.name: r for r in (
          weight=3.0),
     Rule("row_regs", _rr_applies, _rr_sample, _rr_feasible, _rr_apply, claims=_rr_claims,
          keeps=_rr_keeps, weight=2.0),
+    Rule("row_stream", _rs_applies, _rs_sample, _rs_feasible, _rs_apply, claims=_rs_claims,
+         keeps=_rs_keeps, weight=1.0),
     Rule("cross_thread", _reduction, _ct_sample, _ct_feasible, _ct_apply, weight=2.0),
     Rule("rfactor", _rf_applies, _rf_sample, _rf_feasible, _rf_apply, weight=1.0),
     Rule("flat", _flat_applies, _flat_sample, _flat_feasible, _flat_apply, weight=1.0),

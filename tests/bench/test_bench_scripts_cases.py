@@ -88,7 +88,8 @@ def test_tune_targets_cases_are_known(monkeypatch):
         tt.main()
 
 
-@pytest.mark.parametrize("case", ["softmax_bf16_wide", "layernorm_fp32_wide", "layernorm_bf16"])
+@pytest.mark.parametrize("case", ["softmax_bf16_wide", "layernorm_fp32_wide", "layernorm_bf16",
+                                  "layernorm_bf16_wide"])
 def test_tune_targets_row_cases_build(monkeypatch, case):
     tt = _load("tune_targets", monkeypatch)
     op, sizes, args, lib, lib_name, hand, exact = tt.CASES[case]()
