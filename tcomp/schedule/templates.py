@@ -220,6 +220,18 @@ def _itemsize(s, tensor):
     return s.tensors[tensor][0].bits // 8
 
 
+def _row_axes(O, who):
+    """(the row loop: O's leading axes fused, the row's element axis, O's rank)."""
+    if len(O.axes) < 2:
+        raise ScheduleError(f"{who}: stage '{O.name}' needs two or more axes (out(n, d):"
+                            f" the rows, then a row's elements); it has {len(O.axes)}")
+    *lead, d = O.axes
+    n = lead[0]
+    for a in lead[1:]:
+        n = O.fuse(n, a)
+    return n, d, len(lead) + 1
+
+
 def row_streamed(s, out, threads, vec, unroll, stats, scalars=(), cache=None):
     """One block per row n of `out(n, d)` (leading axes fused), the row
     *streamed*: each reduction in `stats` (a row statistic over d) is its own
@@ -236,20 +248,13 @@ def row_streamed(s, out, threads, vec, unroll, stats, scalars=(), cache=None):
     holds one piece per input at a time, so a block needs few registers and
     several blocks (rows) share an SM. Returns the stage `out`."""
     O = s[out]
-    if len(O.axes) < 2:
-        raise ScheduleError(f"row_streamed: stage '{out}' needs two or more axes (out(n, d):"
-                            f" the rows, then a row's elements); it has {len(O.axes)}")
-    *lead, d = O.axes
-    n = lead[0]
-    for a in lead[1:]:
-        n = O.fuse(n, a)
+    n, d, rank = _row_axes(O, "row_streamed")
     O.bind(n, "blockIdx.x")
     dd, dv = O.split(d, vec)
     do, di = O.split(dd, threads)
     O.bind(di, "threadIdx.x")
     O.vectorize(dv)
     O.unroll(do, factor=unroll)
-    rank = len(lead) + 1
     for name in stats:
         st = s[name]
         st.compute_at(O, n)
@@ -341,13 +346,7 @@ def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=(), share
     registers). Costs D elements of shared memory per tensor (64 KiB for a
     32768-long bfloat16 row). Returns the stage `out`."""
     O = s[out]
-    if len(O.axes) < 2:
-        raise ScheduleError(f"row_in_registers: stage '{out}' needs two or more axes (out(n, d):"
-                            f" the rows, then a row's elements); it has {len(O.axes)}")
-    *lead, d = O.axes
-    n = lead[0]
-    for a in lead[1:]:
-        n = O.fuse(n, a)
+    n, d, rank = _row_axes(O, "row_in_registers")
     row = n
     if shared:
         n, row = O.split(n, 1)
@@ -370,6 +369,6 @@ def row_in_registers(s, out, threads, vec, cache=(), local=(), outputs=(), share
             st.set_scope("local")
         if st.reduce_axes:
             row_slices(st, st.reduce_axes[-1], threads, vec)
-        elif len(st.axes) == len(lead) + 1:  # row-shaped (n, d), not a per-row scalar
+        elif len(st.axes) == rank:  # row-shaped (n, d), not a per-row scalar
             row_slices(st, st.axes[-1], threads, vec)
     return O
