@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import SimError
 from ..lower import ir
+from .races import SEVERAL
 
 
 def compile_call(launch, call: ir.Call):
@@ -63,6 +64,30 @@ def pending_of(h, blocks_size):
     if p is None:
         p = h.pending = np.zeros(blocks_size, bool)
     return p
+
+
+def _unordered(launch, name, hd, shared_flat, n, mask):
+    """Report a copy issued into an element another thread read or wrote since
+    the block's last barrier: the hardware may write it at any moment until
+    the wait, so landing after a later barrier does not order it. (Checked
+    here, at the issue: when the copy lands, that barrier has already
+    cleared the trackers.)"""
+    lanes = launch.lane if mask is None else np.flatnonzero(mask)
+    tid = launch.tid[lanes]
+    for e in range(n):
+        f = shared_flat[lanes] + e
+        for table, what in ((hd.freader, "read"), (hd.fwriter, "wrote")):
+            who = table[f]
+            bad = (who == SEVERAL) | ((who >= 0) & (who != tid))
+            if bad.any():
+                j = int(np.argmax(bad))
+                lane = int(lanes[j])
+                other = "several threads" if who[j] == SEVERAL else \
+                    f"thread {launch._thread(lane - int(tid[j]) + int(who[j]))}"
+                raise SimError(f"kernel {launch.kname}: thread {launch._thread(lane)} issues a "
+                               f"cp_async to shared {name} at offset {int(f[j]) % hd.size} that "
+                               f"{other} {what} since the last barrier (missing barrier before "
+                               f"the copy) in block {launch._block(lane)}")
 
 
 def _copy(launch, call: ir.Call):
@@ -119,6 +144,7 @@ def _copy(launch, call: ir.Call):
                                f"{launch._thread(lane)}, block {launch._block(lane)})")
             vals[:, e] = np.where(ok, flat[idx], 0)
         shared_flat = launch._shared_flat(hd, doff)
+        _unordered(launch, dst.buffer, hd, shared_flat, n, mask)
         pend = pending_of(hd, hd.fdata.size)
         lanes = slice(None) if mask is None else mask
         for e in range(n):

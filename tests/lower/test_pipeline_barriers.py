@@ -114,3 +114,37 @@ def test_an_ordinary_store_into_the_ring_keeps_its_barrier():
     assert barriers_in(cp, read) == 0
     assert barriers_in(store, read) == 1
     assert barriers_in(ir.If(ir.const(1), ir.seq(cp, store)), read) == 1
+
+
+class _CopyBeforeBarrier(Rewriter):
+    """The pipelined K loop as `wait; copy; commit; barrier; compute`: the copy
+    into buffer (k-1) % N is issued before the barrier that ends the previous
+    iteration's reads of that buffer."""
+
+    def stmt_For(self, s):
+        s = self.generic_stmt(s)
+        if s.var != "k_o":
+            return s
+        wait, bar, copy, commit, *rest = s.body.stmts
+        assert isinstance(bar, ir.Barrier)
+        return dataclasses.replace(s, body=ir.seq(wait, copy, commit, bar, *rest))
+
+
+def test_a_copy_issued_before_the_barrier_is_a_race_the_sim_reports():
+    """A cp.async may write its destination at any moment until the wait, so
+    one issued into a buffer another thread read since the last barrier races
+    with that read even when it lands after a later barrier. The sim checks
+    the copy when it is issued (at the landing, the barrier has already
+    cleared what was read)."""
+    s = _tc(pipeline=3)
+    sizes = {"M": 32, "N": 32, "K": 80}
+    good = tcomp.lower(s, sizes=sizes)
+    (k,) = good.kernels
+    bad = dataclasses.replace(good, kernels=(
+        dataclasses.replace(k, body=_CopyBeforeBarrier().stmt(k.body)),))
+    a, b = inputs_for(s.op, sizes)
+    env = {"A": a, "B": b, "C": np.zeros((32, 32), np.float32)}
+    with pytest.raises(SimError, match=r"issues a cp_async to shared \w+_shared at offset \d+ "
+                                       r"that thread \(\d+, \d+, \d+\) read since the last "
+                                       r"barrier \(missing barrier before the copy\)"):
+        run_program(bad, env, sizes)
