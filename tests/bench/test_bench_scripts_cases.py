@@ -103,6 +103,12 @@ def test_rows_wide_bf16_defaults_are_the_measured_best(monkeypatch):
     --sweep variant, and no sweep case repeats a default's schedule under another name."""
     rows = _load("rows", monkeypatch)
     by_name = {c["name"]: c for c in (make() for make in rows.cases(sweep=True))}
+    built: dict = {}  # (the op's text, the schedule) -> case names
+    for name, c in by_name.items():
+        if "bfloat16_4096x32768" in name:
+            op, s = c["build"]()
+            built.setdefault((str(op), s.to_json()), []).append(name)
+    assert [names for names in built.values() if len(names) > 1] == []
     sm = by_name["softmax_bfloat16_4096x32768"]["build"]()[1]
     rms = by_name["rmsnorm_bfloat16_4096x32768"]["build"]()[1]
     assert "softmax_bfloat16_4096x32768[1024t]" in by_name
