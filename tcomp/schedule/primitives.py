@@ -293,7 +293,9 @@ class Stage:
         it by that factor (`#pragma unroll factor`); `factor=1` keeps it rolled, which
         the CUDA compiler otherwise decides for itself (it unrolls short constant loops
         and may then hoist every iteration's loads, holding them all in registers). The
-        sim runs the loop as it is; results never change.
+        sim runs the loop as it is; results never change. A loop whose variable picks
+        tensor-core fragment registers (inside a tensorized nest, or a fragment
+        pipeline's) is expanded whatever its factor: registers are named by constants.
 
         for j in 0:8: B(j)  --unroll(j, factor=2)-->  #pragma unroll 2 / for j in 0:8: B(j)
         """
@@ -301,14 +303,17 @@ class Stage:
         self._not_inline(p)
         name = self._leaf(ax, p)
         s = self._s
-        if factor is not None and (isinstance(factor, bool) or not isinstance(factor, int)
-                                   or factor < 1):
-            raise ScheduleError(f"{p}: factor must be a positive int (1: keep the loop rolled), "
-                                f"got {factor!r}")
+        if factor is not None:
+            if as_int(factor) is None or as_int(factor) < 1:
+                raise ScheduleError(f"{p}: factor must be a positive int (1: keep the loop "
+                                    f"rolled), got {factor!r}")
+            factor = as_int(factor)  # a NumPy integer too, recorded as a plain int (JSON)
         if name in s.bind or name in s.vectorize:
             raise ScheduleError(f"{p}: axis {ax!r} is already bound or vectorized")
         if name in s.unroll:
-            raise ScheduleError(f"{p}: axis {ax!r} is already unrolled")
+            raise ScheduleError(f"{p}: axis {ax!r} is already unrolled (an axis takes one "
+                                f"unroll: leave out the second call, or give the first the "
+                                f"factor you want)")
         if factor is None:
             self._sched.directives.append(D.Unroll(self.name, name))
         else:

@@ -97,3 +97,43 @@ def test_a_bound_axis_is_refused():
     with pytest.raises(ScheduleError, match=r"bind: axis .*m.* is unrolled/vectorized and "
                                             r"cannot be bound"):
         C.bind(m, "threadIdx.y")
+
+
+def test_a_numpy_integer_factor_is_taken_and_recorded_as_an_int():
+    """As split's factor: a NumPy integer (from a search's arrays) is an int."""
+    import numpy as np
+    s = _mm(np.int64(3))
+    (d,) = [d for d in s.directives if type(d).__name__ == "UnrollBy"]
+    assert d.factor == 3 and type(d.factor) is int
+    assert '"factor": 3' in s.to_json()
+
+
+def test_unrolling_twice_names_the_remedy():
+    s = tcomp.Schedule(MM)
+    C = s["C"]
+    (k,) = C.reduce_axes
+    C.unroll(k)
+    with pytest.raises(ScheduleError, match=r"unroll: axis .*k.* is already unrolled \(an axis "
+                                            r"takes one unroll: leave out the second call, or "
+                                            r"give the first the factor you want\)"):
+        C.unroll(k, factor=2)
+
+
+def test_a_loop_that_picks_fragment_registers_is_expanded_whatever_its_factor():
+    """As documented: the fragment pipeline's loop (k16 steps) names registers by
+    its variable, so tensor_cores expands it even with factor=1; the K-tile loop
+    keeps its pragma. The sim result is unchanged."""
+    from ..bench.common import S as bench
+    op = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
+                  "{ C(m, n) +=! A(m, k) * B(k, n) }")
+    sizes = {"M": 30, "N": 32, "K": 80}
+    s = bench.tc_gemm(op, bm=32, bn=32, wm=16, wn=32, bk=32, pipeline=3,
+                      fragment_pipeline=2)[1]
+    CF = s["C.fragment"]
+    by_name = {a.name: a for a in CF.leaf_axes}
+    CF.unroll(by_name["k_o"], factor=2)
+    CF.unroll(by_name["k_i_o"], factor=1)
+    src = tcomp.build(s, target="cuda", sizes=sizes).source
+    assert re.search(r"#pragma unroll 2\n\s*for \(int k_o = 0;", src)
+    assert "#pragma unroll 1" not in src and "for (int k_i_o" not in src
+    run_sim(s, inputs_for(op, sizes), sizes)
