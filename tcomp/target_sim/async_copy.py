@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import SimError
 from ..lower import ir
-from .races import SEVERAL
+from .memory import Shared
 
 
 def compile_call(launch, call: ir.Call):
@@ -77,13 +77,12 @@ def _unordered(launch, name, hd, shared_flat, n, mask):
     for e in range(n):
         f = shared_flat[lanes] + e
         for table, what in ((hd.freader, "read"), (hd.fwriter, "wrote")):
-            who = table[f]
-            bad = (who == SEVERAL) | ((who >= 0) & (who != tid))
+            marks = table[f]
+            bad = Shared.foreign(marks, tid)
             if bad.any():
                 j = int(np.argmax(bad))
                 lane = int(lanes[j])
-                other = "several threads" if who[j] == SEVERAL else \
-                    f"thread {launch._thread(lane - int(tid[j]) + int(who[j]))}"
+                other = Shared.who(launch, marks[j], lane, tid[j])
                 raise SimError(f"kernel {launch.kname}: thread {launch._thread(lane)} issues a "
                                f"cp_async to shared {name} at offset {int(f[j]) % hd.size} that "
                                f"{other} {what} since the last barrier (missing barrier before "

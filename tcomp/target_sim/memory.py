@@ -57,6 +57,19 @@ class Shared:
         self.fdata, self.fwritten = self.data.reshape(-1), self.written.reshape(-1)
         self.fwriter, self.freader = self.writer.reshape(-1), self.reader.reshape(-1)
 
+    @staticmethod
+    def foreign(marks, tid):
+        """Where the tracker `marks` (freader or fwriter at some elements) names a
+        thread other than `tid`, or several threads."""
+        return (marks == SEVERAL) | ((marks >= 0) & (marks != tid))
+
+    @staticmethod
+    def who(launch, mark, lane, tid) -> str:
+        """The thread(s) a tracker `mark` names, as a message says it, for the
+        thread of `lane` (whose index in its block is `tid`)."""
+        return "several threads" if mark == SEVERAL else \
+            f"thread {launch._thread(int(lane) - int(tid) + int(mark))}"
+
 
 class Memory:
     """Mixin of the launch (executor._Launch): loads and stores with their checks.
@@ -243,17 +256,16 @@ class Memory:
                                f"{name} at offset {int(f[j]) % h.size} in the same step (block "
                                f"{self._block(int(ln[j]))})")
         r = h.freader[flat]
-        war = (r == SEVERAL) | ((r >= 0) & (r != tid))
+        war = Shared.foreign(r, tid)
         if war.any():
             j = int(np.argmax(war))
-            who = "several threads" if r[j] == SEVERAL else \
-                f"thread {self._thread(int(lanes[j]) - int(tid[j]) + int(r[j]))}"
+            who = Shared.who(self, r[j], lanes[j], tid[j])
             raise SimError(f"kernel {self.kname}: thread {self._thread(int(lanes[j]))} overwrites "
                            f"shared {name} at offset {int(flat[j]) % h.size} that {who} read since "
                            f"the last barrier (missing barrier) in block "
                            f"{self._block(int(lanes[j]))}")
         prior = h.fwriter[flat]
-        other = ((prior >= 0) & (prior != tid)) | (prior == SEVERAL)
+        other = Shared.foreign(prior, tid)
         if other.any():
             bad = other & ~(h.fwritten[flat] & same_values(h.fdata[flat], vals))
             if bad.any():
