@@ -373,3 +373,43 @@ def transpose_vec(tile=64, rows=16, vec=4):
 
 ROW_KINDS = {"softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
              "add_layernorm": add_layernorm}
+
+
+def pipelined(kind, n, dtype="bfloat16", rows=None, threads=512, stages=3, sms=132,
+              e_regs=True, x_regs=False):
+    """`kind` ("softmax", "layernorm", "rmsnorm") over `n` rows as persistent
+    blocks prefetching their rows into a shared-memory ring
+    (templates.row_pipelined): `rows` rows a block (default: n / sms rounded
+    up, one block per SM), `stages` rows in the ring. Softmax's exponentials
+    are computed once into registers (`e_regs`), or inlined (computed twice:
+    by the sum and by the output). With `x_regs`, layernorm's and RMSNorm's
+    row is converted to float32 once, into registers (a temporary xf read
+    by every pass), instead of by each pass from the shared row."""
+    rows = rows or -(-n // sms)
+    if kind == "softmax":
+        op = tcomp.op(softmax_src(dtype, True))
+        s = tcomp.Schedule(op)
+        if not e_regs:
+            s["e"].compute_inline()
+        templates.row_pipelined(s, "O", rows, threads, vec_of(dtype), ("mx", "sm"), ("rs",),
+                                stages=stages, local=("e",) if e_regs else ())
+    elif kind == "layernorm":
+        op = tcomp.op(_x_in_registers(layernorm_src(dtype)) if x_regs else layernorm_src(dtype))
+        s = tcomp.Schedule(op)
+        templates.row_pipelined(s, "Y", rows, threads, vec_of(dtype), ("sx", "sq"),
+                                ("mu", "rstd"), stages=stages, local=("xf",) if x_regs else ())
+    elif kind == "rmsnorm":
+        op = tcomp.op(_x_in_registers(rmsnorm_src(dtype)) if x_regs else rmsnorm_src(dtype))
+        s = tcomp.Schedule(op)
+        templates.row_pipelined(s, "Y", rows, threads, vec_of(dtype), ("ss",), ("r",),
+                                stages=stages, local=("xf",) if x_regs else ())
+    else:
+        raise ValueError(f"kind must be softmax, layernorm or rmsnorm, got {kind!r}")
+    return op, s
+
+
+def _x_in_registers(src: str) -> str:
+    """`src` (layernorm_src, rmsnorm_src) with float(X(n, d)) read through a
+    row-shaped float32 temporary xf(n, d), defined first."""
+    head, body = src.split("{\n", 1)
+    return head + "{\n  xf(n, d) = float(X(n, d))\n" + body.replace("float(X(n, d))", "xf(n, d)")

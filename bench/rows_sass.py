@@ -62,6 +62,19 @@ def variants():
              {"M": 8192, "N": 8192}),
             ("transpose_float32_8192[64x64]", lambda: S.transpose({}, 64, 16),
              {"M": 8192, "N": 8192})]
+    for kind in ("softmax", "layernorm", "rmsnorm"):
+        for n, d, dt, t, st, per_sm in ((4096, 32768, "bfloat16", 512, 3, 1),
+                                         (4096, 32768, "bfloat16", 1024, 3, 1),
+                                         (32768, 4096, "float32", 256, 3, 4)):
+            rows = -(-n // (132 * per_sm))
+            out.append((f"{kind}_{dt}_{n}x{d}[pipelined,{rows} rows,{t}t,{st} stages]",
+                        lambda k=kind, n=n, dt=dt, r=rows, t=t, st=st: R.pipelined(
+                            k, n, dt, r, t, st), {"N": n, "D": d}))
+    for kind in ("layernorm", "rmsnorm"):
+        for t in (512, 1024):
+            out.append((f"{kind}_bfloat16_4096x32768[pipelined,32 rows,{t}t,3 stages,x in "
+                        f"registers]", lambda k=kind, t=t: R.pipelined(
+                            k, 4096, "bfloat16", 32, t, 3, x_regs=True), WIDE))
     return out
 
 

@@ -333,10 +333,45 @@ def row_kernels():
         print(f"rows transpose_vec {m}x{n} ok")
 
 
+def row_kernels_2():
+    """The later row schedules of issue 14: the streamed row (row_streamed),
+    the shared row (bench/schedules.py), and persistent blocks prefetching
+    their rows into a shared ring (row_pipelined, stages 2 and 3), on wide,
+    awkward (not a multiple of the vector width) and ragged block-row counts."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import row_schedules as R
+    import rows
+    from tests.lower.util import assert_matches, inputs_for
+
+    def check(what, op, s, sizes):
+        args = inputs_for(op, sizes, seed=sum(sizes.values()))
+        got = tcomp.build(s, target="cuda", sizes=sizes)(*args)
+        assert_matches(op, got, tcomp.evaluate(op, *args))
+        print(f"rows {what} {sizes} ok")
+    for n, d, t in ((3, 32768, 512), (2, 1000, 64), (3, 257, 32)):
+        for kind in ("layernorm", "rmsnorm"):
+            check(f"{kind} streamed", *rows._streamed(kind, d, "bfloat16", t, 4),
+                  {"N": n, "D": d})
+    for kind in ("softmax", "layernorm", "rmsnorm"):
+        for d, t in ((32768, 512), (1000, 64)):
+            op, s = rows._shared_row(kind, "bfloat16", t, 4)
+            check(f"{kind} shared row", op, s, {"N": 3, "D": d})
+    for kind in ("softmax", "layernorm", "rmsnorm"):
+        for dt, n, d, rows_, t, stages in (("bfloat16", 7, 32768, 3, 512, 3),
+                                           ("bfloat16", 7, 32768, 2, 1024, 2),
+                                           ("float32", 9, 4096, 4, 256, 3),
+                                           ("bfloat16", 5, 1000, 2, 64, 3),
+                                           ("float32", 5, 257, 3, 32, 2)):
+            op, s = R.pipelined(kind, n, dt, rows_, t, stages)
+            check(f"{kind} pipelined {dt} {rows_} rows {t}t stages {stages}", op, s,
+                  {"N": n, "D": d})
+
+
 if __name__ == "__main__":
     # `python3 bench/sanitize.py [GROUP ...]`: only those groups (default: all)
     groups = {"main": main, "new_kernels": new_kernels,
-              "tensor_core_kernels": tensor_core_kernels, "row_kernels": row_kernels}
+              "tensor_core_kernels": tensor_core_kernels, "row_kernels": row_kernels,
+              "row_kernels_2": row_kernels_2}
     for name in sys.argv[1:] or list(groups):
         if name not in groups:
             sys.exit(f"sanitize.py: unknown group {name!r} (groups: {', '.join(groups)})")

@@ -6,6 +6,7 @@
     tensor_cores     tensorized loops -> warp intrinsics; fragments -> per-lane registers
     software_pipeline  copies into shared rings issued stages-1 iterations ahead (cp.async)
     insert_barriers  shared-memory synchronisation
+    vector_loads     a reduction's piece read into registers by one vectorized copy first
     unroll           expand unrolled loops; check vectorized loops
     simplify         again, after unrolling
     registers        per-thread slices of local arrays -> compact arrays at constant subscripts
@@ -22,7 +23,7 @@ import os
 from ..errors import LoweringError, TcompError
 from ..schedule.args import as_int
 from . import (barriers, bind_threads, flatten, registers, software_pipeline, tensor_cores, unroll,
-               vectorize)
+               vector_loads, vectorize)
 from .build import Builder
 from .ir import Program
 from .simplify import simplify
@@ -34,6 +35,7 @@ PASSES = [
     ("tensor_cores", tensor_cores.run),
     ("software_pipeline", software_pipeline.run),
     ("insert_barriers", barriers.run),
+    ("vector_loads", vector_loads.run),
     ("unroll", unroll.run),
     ("simplify_after_unroll", lambda k, p: simplify(k)),
     ("registers", registers.run),

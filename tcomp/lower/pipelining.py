@@ -33,7 +33,9 @@ def ring_loop(b, stage, st, i, info, inner, pre, attached, domains):
         allocs += a
         copies.append(_RingStores(a[0].name, ir.Bin("%", ir.Var(var), ir.const(n), ir.int32))
                       .stmt(prod))
-    loop = dataclasses.replace(for_loop(st, leaf, var, ext, ir.seq(*copies, inner())), stages=n)
+    others = _others(b, stage, st, i, info, attached, shared, domains, allocs)
+    loop = dataclasses.replace(for_loop(st, leaf, var, ext, ir.seq(*copies, *others, inner())),
+                               stages=n)
     out = loop
     for a in reversed(allocs):
         out = ir.Alloc(a, out)
@@ -95,11 +97,33 @@ def _shared_only(b, stage, st, leaf, attached):
                             f"copy is computed at that loop (pipeline runs the shared "
                             f"copies, or the fragment loads of tensor-core operands, "
                             f"computed at a loop ahead of its compute)")
-    if len(shared) != len(attached):
-        others = [p for p in attached if p not in shared]
-        raise LoweringError(f"stage '{stage}': pipeline on '{leaf}' pipelines shared "
-                            f"copies only, but '{others[0]}' is also computed there")
+    here = {b.sched.states[p].tensor: p for p in attached if p not in shared}
+    for p in shared:
+        for t in sorted(b.sched.states[p].definition.reads()):
+            if t in here:
+                raise LoweringError(
+                    f"stage '{stage}': pipeline on '{leaf}' runs the copy '{p}' ahead of the "
+                    f"loop's compute, but it reads '{t}', which '{here[t]}' computes at that "
+                    f"loop (in the same iteration); compute '{here[t]}' at an outer loop, or "
+                    f"do not pipeline '{leaf}'")
     return shared
+
+
+def _others(b, stage, st, i, info, attached, shared, domains, allocs):
+    """The producers at a pipelined loop other than its shared copies (a row's
+    statistics, register caches), built as an ordinary loop builds them; they
+    run in each iteration after the copies, as part of its compute. Their
+    buffers are appended to `allocs`."""
+    out = []
+    for p in attached:
+        if p in shared:
+            continue
+        a, prod = b.attach(p, stage, st, i, domains[p], info.ctx, consumer=info)
+        allocs += a
+        if b.sched.states[p].scope == "global" and b.sched.readers(b.sched.states[p].tensor):
+            prod = ir.seq(ir.Barrier(), prod, ir.Barrier())  # as leaf_loop does
+        out.append(prod)
+    return out
 
 
 def pipelined_loop(b, stage, st, i, info, inner, pre, attached, domains):
@@ -136,6 +160,7 @@ def pipelined_loop(b, stage, st, i, info, inner, pre, attached, domains):
         allocs.append(ir.Buffer(regs, a[0].dtype, (ir.const(n),), "local"))
         loads.append(load)
         stores.append(store)
+    others = _others(b, stage, st, i, info, attached, shared, domains, allocs)
     nxt = {var: ir.Bin("+", ir.Var(var), ir.const(1), ir.int32)}
     half = lambda k: ir.Bin("%", k, ir.const(2), ir.int32)  # noqa: E731
     first = {var: ir.const(0)}
@@ -144,6 +169,7 @@ def pipelined_loop(b, stage, st, i, info, inner, pre, attached, domains):
     more = ir.Bin("<", ir.Bin("+", ir.Var(var), ir.const(1), ir.int32), ext, ir.bool_)
     body = ir.seq(
         ir.If(more, ir.seq(*[substitute(l, nxt) for l in loads])),
+        *others,
         inner(),
         # half(k) becomes half(k + 1) with the substitution k -> k + 1.
         ir.If(more, ir.seq(*[substitute(s_(half(ir.Var(var))), nxt) for s_ in stores])),

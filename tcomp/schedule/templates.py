@@ -280,6 +280,56 @@ def row_streamed(s, out, threads, vec, unroll, stats, scalars=(), cache=None):
     return O
 
 
+def row_pipelined(s, out, rows, threads, vec, stats, scalars=(), cache=None, stages=3,
+                  local=()):
+    """Persistent blocks, each over `rows` consecutive rows n of `out(n, d)`
+    (leading axes fused), the rows *prefetched*: each input row is copied
+    into a ring of `stages` shared-memory rows (`cache`: the inputs of the
+    row's rank that `out`, the `stats`, the `local` temporaries and the
+    inlined stages read; default: all of them), with 16-byte `cp.async`
+    copies issued `stages` - 1 rows ahead of the row being computed
+    (`pipeline(r, stages)`; stages=2: through registers), so the next rows'
+    DRAM reads are in flight while a block reduces and writes the current
+    one. Every stage is spread over the row as `row_slices` spreads it
+    (`threads` threads, `vec`-element pieces): each reduction in `stats` is a
+    pass over the shared row (cross-thread, in registers), `local` are
+    row-shaped temporaries computed once per row into registers (softmax's
+    exponentials, read by the sum and the output), `scalars` are per-row
+    values computed once per thread, and `out` is written with `vec`-element
+    vector stores. Costs `stages` rows of shared memory per block: a 64 KiB
+    bfloat16 row of 32768 takes 192 KiB at stages=3, one block per SM, so a
+    grid of about one block per SM (`rows` = rows / SMs, rounded up) keeps
+    every SM's DRAM reads in flight. Returns the stage `out`."""
+    O = s[out]
+    n, d, rank = _row_axes(O, "row_pipelined")
+    b, r = O.split(n, rows)
+    O.bind(b, "blockIdx.x")
+    row_slices(O, d, threads, vec)
+    readers = list(stats) + list(local) + list(scalars) + [out]
+    if cache is None:
+        reads = set()
+        for name in readers:
+            reads |= s.states[name].definition.reads()
+        for st in s.states.values():
+            if st.attach == ("inline",):
+                reads |= st.definition.reads()
+        cache = [t.name for t in s.op.inputs if len(t.shape) == rank and t.name in reads]
+    for tensor in cache:
+        C = s.cache_read(tensor, "shared", [s[x] for x in readers_for(s, tensor, readers)])
+        C.compute_at(O, r)
+        row_slices(C, C.axes[-1], threads, vec)
+    for name in list(stats) + list(local):
+        st = s[name]
+        st.compute_at(O, r)
+        st.set_scope("local")
+        row_slices(st, st.reduce_axes[-1] if name in stats else st.axes[-1], threads, vec)
+    for name in scalars:
+        s[name].compute_at(O, r)
+        s[name].set_scope("local")
+    O.pipeline(r, stages=stages)
+    return O
+
+
 def row_slices(stage, axis, threads, vec, tag="threadIdx.x"):
     """Spread `axis` (a row of a tensor, or a reduction over one) over
     `threads` threads in pieces of `vec` consecutive elements: element

@@ -112,15 +112,22 @@ def test_rows_wide_bf16_defaults_are_the_measured_best(monkeypatch):
     sm = by_name["softmax_bfloat16_4096x32768"]["build"]()[1]
     rms = by_name["rmsnorm_bfloat16_4096x32768"]["build"]()[1]
     assert "softmax_bfloat16_4096x32768[1024t]" in by_name
+    assert "softmax_bfloat16_4096x32768[512t]" in by_name  # the default before the ring
+    assert not any(n.startswith("softmax_bfloat16_4096x32768[pipelined,32 rows,512t,3 stages")
+                   for n in by_name)
     assert "rmsnorm_bfloat16_4096x32768[1024t]" in by_name
     assert "rmsnorm_bfloat16_4096x32768[shared row,512t,v4]" not in by_name
     sizes = {"N": 4096, "D": 32768}
     for s in (sm, rms):
         (k,) = tcomp.lower(s, sizes=sizes).kernels
         assert k.const_block() == (512, 1, 1)
-    # RMSNorm's row is staged in shared memory (the shared-row schedule), softmax's is not
+    # RMSNorm's row is staged in shared memory (the shared-row schedule); softmax's rows are
+    # prefetched into a ring of three shared rows by persistent blocks, 32 rows each
     assert "X_shared" in str(tcomp.lower(rms, sizes=sizes))
-    assert "X_shared" not in str(tcomp.lower(sm, sizes=sizes))
+    (k,) = tcomp.lower(sm, sizes=sizes).kernels
+    assert [int(g.value) for g in k.grid] == [128, 1, 1]
+    text = str(tcomp.lower(sm, sizes=sizes))
+    assert "alloc shared bfloat16 X_shared[3, 1, 32768]" in text and "cp_async_wait(1)" in text
     # layernorm bf16 4096x32768 streams its row: three passes, the piece loops unrolled by 4
     ln = by_name["layernorm_bfloat16_4096x32768"]["build"]()[1]
     assert "layernorm_bfloat16_4096x32768[1024t]" in by_name

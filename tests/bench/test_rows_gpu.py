@@ -71,6 +71,22 @@ def test_row_kernel(torch, kind, dtype, d):
     check(torch, k(*args), want, TOL[dtype], (kind, dtype, d))
 
 
+@pytest.mark.parametrize("n,d,dtype,rows,threads,stages", [
+    (300, 32768, "bfloat16", 3, 512, 3), (300, 32768, "bfloat16", 3, 1024, 2),
+    (1000, 4096, "float32", 9, 256, 3), (1000, 4096, "bfloat16", 7, 256, 3),
+    (37, 4099, "bfloat16", 5, 128, 3), (37, 1000, "float32", 4, 64, 2),
+    (37, 257, "bfloat16", 6, 32, 4), (5, 8200, "float32", 2, 256, 3)])
+@pytest.mark.parametrize("kind", ["softmax", "layernorm", "rmsnorm"])
+def test_pipelined_rows(torch, kind, n, d, dtype, rows, threads, stages):
+    """Persistent blocks prefetching rows into a shared ring (row_pipelined):
+    ragged last blocks (n not a multiple of `rows`), rows not a multiple of the
+    vector width or of the threads' span, ring depths 2 to 4."""
+    op, s = R.pipelined(kind, n, dtype, rows, threads, stages)
+    k = tcomp.build(s, target="cuda", sizes={"N": n, "D": d})
+    args, want = make_row(torch, kind, dtype, n, d)
+    check(torch, k(*args), want, TOL[dtype], (kind, dtype, n, d, rows, threads, stages))
+
+
 @pytest.mark.parametrize("kind", ["softmax", "layernorm"])
 @pytest.mark.parametrize("threads", [256, 512])
 def test_row_kernel_other_thread_counts(torch, kind, threads):

@@ -827,18 +827,21 @@ class TestPipeline:
         lowering_error(lambda: tcomp.lower(s, sizes={"M": 2, "K": 4, "N": 2}), "stage 'C'",
                        "pipeline on 'r_k'", "no shared-memory copy is computed at that loop")
 
-    def test_other_stage_at_the_loop(self, mm):
-        s = tcomp.Schedule(mm)
+    @pytest.mark.parametrize("stages", [2, 3])
+    def test_copy_of_a_tensor_computed_at_the_loop(self, stages):
+        op = tcomp.op("def mm2(float(M,K) A, float(K,N) B) -> (C) {\n"
+                      "  T(m, k) = A(m, k) * 2.0\n  C(m, n) +=! T(m, k) * B(k, n)\n}")
+        s = tcomp.Schedule(op)
         C = s["C"]
-        m, n = C.axes
         (k,) = C.reduce_axes
         ko, ki = C.split(k, 2)
-        s.cache_read("A", "shared", [C]).compute_at(C, ko)
-        s.cache_read("B", "local", [C]).compute_at(C, ko)
-        C.pipeline(ko)
+        s["T"].compute_at(C, ko)
+        s.cache_read("T", "shared", [C]).compute_at(C, ko)
+        C.pipeline(ko, stages=stages)
         lowering_error(lambda: tcomp.lower(s, sizes={"M": 2, "K": 4, "N": 2}), "stage 'C'",
-                       "pipeline on 'r_k_o'", "pipelines shared copies only, but 'B.local' is "
-                       "also computed there")
+                       "pipeline on 'k_o' runs the copy 'T.shared' ahead of the loop's "
+                       "compute, but it reads 'T', which 'T' computes at that loop",
+                       "compute 'T' at an outer loop, or do not pipeline 'k_o'")
 
     @pytest.mark.parametrize("stages", [2, 3])
     def test_no_shared_copy_for_a_ring(self, mm, stages):

@@ -60,7 +60,8 @@ def test_run_passes_continues_the_pipeline():
     assert [n for n, _ in PASSES][-2:] == ["flatten_storage", "vectorize"]
     with pytest.raises(LoweringError, match=re.escape(
             "lower: start='flatten' is not a pass (passes: bind_threads, simplify, tensor_cores, "
-            "software_pipeline, insert_barriers, unroll, simplify_after_unroll, registers, "
+            "software_pipeline, insert_barriers, vector_loads, unroll, simplify_after_unroll, "
+            "registers, "
             "flatten_storage, "
             "vectorize)")):
         run_passes(unflat, start="flatten")

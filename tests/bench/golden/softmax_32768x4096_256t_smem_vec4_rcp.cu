@@ -14,119 +14,137 @@ extern "C" __global__ void __launch_bounds__(256) softmax_O(const float* __restr
   float sm[1];
   float rs[1];
   float mx_acc[1];
+  float X_shared_piece[4];
   float sm_acc[1];
+  float X_shared_piece1[4];
   const int n = blockIdx.x;
   const int ax1_o_i = threadIdx.x;
   {
-    float tc_vec10_0[4];
-    *reinterpret_cast<float4*>(tc_vec10_0) = *reinterpret_cast<const float4*>(&X[n * 4096 + ax1_o_i * 4]);
-    float tc_out12[4];
+    float tc_vec12_0[4];
+    *reinterpret_cast<float4*>(tc_vec12_0) = *reinterpret_cast<const float4*>(&X[n * 4096 + ax1_o_i * 4]);
+    float tc_out14[4];
     #pragma unroll
     for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
-      tc_out12[ax1_i] = tc_vec10_0[ax1_i];
+      tc_out14[ax1_i] = tc_vec12_0[ax1_i];
     }
-    *reinterpret_cast<float4*>(&X_shared[ax1_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out12);
+    *reinterpret_cast<float4*>(&X_shared[ax1_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out14);
   }
   {
     const int ax1_o_i = threadIdx.x;
     {
-      float tc_vec22_0[4];
-      *reinterpret_cast<float4*>(tc_vec22_0) = *reinterpret_cast<const float4*>(&X[n * 4096 + ax1_o_i * 4 + 1024]);
-      float tc_out24[4];
+      float tc_vec24_0[4];
+      *reinterpret_cast<float4*>(tc_vec24_0) = *reinterpret_cast<const float4*>(&X[n * 4096 + ax1_o_i * 4 + 1024]);
+      float tc_out26[4];
       #pragma unroll
       for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
-        tc_out24[ax1_i] = tc_vec22_0[ax1_i];
+        tc_out26[ax1_i] = tc_vec24_0[ax1_i];
       }
-      *reinterpret_cast<float4*>(&X_shared[ax1_o_i * 4 + 1024]) = *reinterpret_cast<const float4*>(tc_out24);
-    }
-  }
-  {
-    const int ax1_o_i = threadIdx.x;
-    {
-      float tc_vec35_0[4];
-      *reinterpret_cast<float4*>(tc_vec35_0) = *reinterpret_cast<const float4*>(&X[n * 4096 + ax1_o_i * 4 + 2048]);
-      float tc_out37[4];
-      #pragma unroll
-      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
-        tc_out37[ax1_i] = tc_vec35_0[ax1_i];
-      }
-      *reinterpret_cast<float4*>(&X_shared[ax1_o_i * 4 + 2048]) = *reinterpret_cast<const float4*>(tc_out37);
+      *reinterpret_cast<float4*>(&X_shared[ax1_o_i * 4 + 1024]) = *reinterpret_cast<const float4*>(tc_out26);
     }
   }
   {
     const int ax1_o_i = threadIdx.x;
     {
-      float tc_vec48_0[4];
-      *reinterpret_cast<float4*>(tc_vec48_0) = *reinterpret_cast<const float4*>(&X[n * 4096 + ax1_o_i * 4 + 3072]);
-      float tc_out50[4];
+      float tc_vec37_0[4];
+      *reinterpret_cast<float4*>(tc_vec37_0) = *reinterpret_cast<const float4*>(&X[n * 4096 + ax1_o_i * 4 + 2048]);
+      float tc_out39[4];
       #pragma unroll
       for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
-        tc_out50[ax1_i] = tc_vec48_0[ax1_i];
+        tc_out39[ax1_i] = tc_vec37_0[ax1_i];
       }
-      *reinterpret_cast<float4*>(&X_shared[ax1_o_i * 4 + 3072]) = *reinterpret_cast<const float4*>(tc_out50);
+      *reinterpret_cast<float4*>(&X_shared[ax1_o_i * 4 + 2048]) = *reinterpret_cast<const float4*>(tc_out39);
+    }
+  }
+  {
+    const int ax1_o_i = threadIdx.x;
+    {
+      float tc_vec50_0[4];
+      *reinterpret_cast<float4*>(tc_vec50_0) = *reinterpret_cast<const float4*>(&X[n * 4096 + ax1_o_i * 4 + 3072]);
+      float tc_out52[4];
+      #pragma unroll
+      for (int ax1_i = 0; ax1_i < 4; ++ax1_i) {
+        tc_out52[ax1_i] = tc_vec50_0[ax1_i];
+      }
+      *reinterpret_cast<float4*>(&X_shared[ax1_o_i * 4 + 3072]) = *reinterpret_cast<const float4*>(tc_out52);
     }
   }
   __syncthreads();
   mx_acc[0] = __int_as_float(0xff800000);
   const int mx_d_o_i = threadIdx.x;
   for (int mx_d_o_o = 0; mx_d_o_o < 4; ++mx_d_o_o) {
-    mx_acc[0] = fmaxf(mx_acc[0], X_shared[mx_d_o_o * 1024 + mx_d_o_i * 4]);
-    mx_acc[0] = fmaxf(mx_acc[0], X_shared[mx_d_o_o * 1024 + mx_d_o_i * 4 + 1]);
-    mx_acc[0] = fmaxf(mx_acc[0], X_shared[mx_d_o_o * 1024 + mx_d_o_i * 4 + 2]);
-    mx_acc[0] = fmaxf(mx_acc[0], X_shared[mx_d_o_o * 1024 + mx_d_o_i * 4 + 3]);
+    {
+      float tc_vec65_0[4];
+      *reinterpret_cast<float4*>(tc_vec65_0) = *reinterpret_cast<const float4*>(&X_shared[mx_d_o_o * 1024 + mx_d_o_i * 4]);
+      #pragma unroll
+      for (int mx_d_i_piece = 0; mx_d_i_piece < 4; ++mx_d_i_piece) {
+        X_shared_piece[mx_d_i_piece] = tc_vec65_0[mx_d_i_piece];
+      }
+    }
+    mx_acc[0] = fmaxf(mx_acc[0], X_shared_piece[0]);
+    mx_acc[0] = fmaxf(mx_acc[0], X_shared_piece[1]);
+    mx_acc[0] = fmaxf(mx_acc[0], X_shared_piece[2]);
+    mx_acc[0] = fmaxf(mx_acc[0], X_shared_piece[3]);
   }
   {
-    float tc_red67 = mx_acc[0];
+    float tc_red77 = mx_acc[0];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red67 = fmaxf(tc_red67, __shfl_xor_sync(0xffffffffu, tc_red67, tc_off));
+      tc_red77 = fmaxf(tc_red77, __shfl_xor_sync(0xffffffffu, tc_red77, tc_off));
     }
-    __shared__ float tc_red67_part[8];
-    if ((threadIdx.x & 31) == 0) tc_red67_part[threadIdx.x >> 5] = tc_red67;
+    __shared__ float tc_red77_part[8];
+    if ((threadIdx.x & 31) == 0) tc_red77_part[threadIdx.x >> 5] = tc_red77;
     __syncthreads();
-    tc_red67 = tc_red67_part[(threadIdx.x & 7)];
+    tc_red77 = tc_red77_part[(threadIdx.x & 7)];
     for (int tc_off = 4; tc_off > 0; tc_off >>= 1) {
-      tc_red67 = fmaxf(tc_red67, __shfl_xor_sync(0xffffffffu, tc_red67, tc_off));
+      tc_red77 = fmaxf(tc_red77, __shfl_xor_sync(0xffffffffu, tc_red77, tc_off));
     }
     __syncthreads();
-    mx_acc[0] = tc_red67;
+    mx_acc[0] = tc_red77;
   }
   mx[0] = mx_acc[0];
   sm_acc[0] = 0.0f;
   const int sm_d_o_i = threadIdx.x;
   for (int sm_d_o_o = 0; sm_d_o_o < 4; ++sm_d_o_o) {
-    sm_acc[0] = sm_acc[0] + expf(X_shared[sm_d_o_o * 1024 + sm_d_o_i * 4] - mx[0]);
-    sm_acc[0] = sm_acc[0] + expf(X_shared[sm_d_o_o * 1024 + sm_d_o_i * 4 + 1] - mx[0]);
-    sm_acc[0] = sm_acc[0] + expf(X_shared[sm_d_o_o * 1024 + sm_d_o_i * 4 + 2] - mx[0]);
-    sm_acc[0] = sm_acc[0] + expf(X_shared[sm_d_o_o * 1024 + sm_d_o_i * 4 + 3] - mx[0]);
+    {
+      float tc_vec97_0[4];
+      *reinterpret_cast<float4*>(tc_vec97_0) = *reinterpret_cast<const float4*>(&X_shared[sm_d_o_o * 1024 + sm_d_o_i * 4]);
+      #pragma unroll
+      for (int sm_d_i_piece = 0; sm_d_i_piece < 4; ++sm_d_i_piece) {
+        X_shared_piece1[sm_d_i_piece] = tc_vec97_0[sm_d_i_piece];
+      }
+    }
+    sm_acc[0] = sm_acc[0] + expf(X_shared_piece1[0] - mx[0]);
+    sm_acc[0] = sm_acc[0] + expf(X_shared_piece1[1] - mx[0]);
+    sm_acc[0] = sm_acc[0] + expf(X_shared_piece1[2] - mx[0]);
+    sm_acc[0] = sm_acc[0] + expf(X_shared_piece1[3] - mx[0]);
   }
   {
-    float tc_red91 = sm_acc[0];
+    float tc_red109 = sm_acc[0];
     for (int tc_off = 16; tc_off > 0; tc_off >>= 1) {
-      tc_red91 = tc_red91 + __shfl_xor_sync(0xffffffffu, tc_red91, tc_off);
+      tc_red109 = tc_red109 + __shfl_xor_sync(0xffffffffu, tc_red109, tc_off);
     }
-    __shared__ float tc_red91_part[8];
-    if ((threadIdx.x & 31) == 0) tc_red91_part[threadIdx.x >> 5] = tc_red91;
+    __shared__ float tc_red109_part[8];
+    if ((threadIdx.x & 31) == 0) tc_red109_part[threadIdx.x >> 5] = tc_red109;
     __syncthreads();
-    tc_red91 = tc_red91_part[(threadIdx.x & 7)];
+    tc_red109 = tc_red109_part[(threadIdx.x & 7)];
     for (int tc_off = 4; tc_off > 0; tc_off >>= 1) {
-      tc_red91 = tc_red91 + __shfl_xor_sync(0xffffffffu, tc_red91, tc_off);
+      tc_red109 = tc_red109 + __shfl_xor_sync(0xffffffffu, tc_red109, tc_off);
     }
     __syncthreads();
-    sm_acc[0] = tc_red91;
+    sm_acc[0] = tc_red109;
   }
   sm[0] = sm_acc[0];
   rs[0] = 1.0f / sm[0];
   for (int d_o_o = 0; d_o_o < 4; ++d_o_o) {
     const int d_o_i = threadIdx.x;
     {
-      float tc_vec111_0[4];
-      *reinterpret_cast<float4*>(tc_vec111_0) = *reinterpret_cast<const float4*>(&X_shared[d_o_o * 1024 + d_o_i * 4]);
-      float tc_out113[4];
+      float tc_vec129_0[4];
+      *reinterpret_cast<float4*>(tc_vec129_0) = *reinterpret_cast<const float4*>(&X_shared[d_o_o * 1024 + d_o_i * 4]);
+      float tc_out131[4];
       #pragma unroll
       for (int d_i = 0; d_i < 4; ++d_i) {
-        tc_out113[d_i] = expf(tc_vec111_0[d_i] - mx[0]) * rs[0];
+        tc_out131[d_i] = expf(tc_vec129_0[d_i] - mx[0]) * rs[0];
       }
-      *reinterpret_cast<float4*>(&O[n * 4096 + d_o_o * 1024 + d_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out113);
+      *reinterpret_cast<float4*>(&O[n * 4096 + d_o_o * 1024 + d_o_i * 4]) = *reinterpret_cast<const float4*>(tc_out131);
     }
   }
 }
