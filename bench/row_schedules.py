@@ -377,7 +377,8 @@ ROW_KINDS = {"softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
 
 def pipelined(kind, n, dtype="bfloat16", rows=None, threads=512, stages=3, sms=132,
               e_regs=True, x_regs=False):
-    """`kind` ("softmax", "layernorm", "rmsnorm") over `n` rows as persistent
+    """`kind` ("softmax", "layernorm", "rmsnorm", "add_layernorm": the sum h in
+    registers, S stored from them) over `n` rows as persistent
     blocks prefetching their rows into a shared-memory ring
     (templates.row_pipelined): `rows` rows a block (default: n / sms rounded
     up, one block per SM), `stages` rows in the ring. Softmax's exponentials
@@ -403,8 +404,14 @@ def pipelined(kind, n, dtype="bfloat16", rows=None, threads=512, stages=3, sms=1
         s = tcomp.Schedule(op)
         templates.row_pipelined(s, "Y", rows, threads, vec_of(dtype), ("ss",), ("r",),
                                 stages=stages, local=("xf",) if x_regs else ())
+    elif kind == "add_layernorm":
+        op = tcomp.op(add_layernorm_src(dtype))
+        s = tcomp.Schedule(op)
+        templates.row_pipelined(s, "Y", rows, threads, vec_of(dtype), ("sx", "sq"),
+                                ("mu", "rstd"), stages=stages, local=("h",), outputs=("S",))
     else:
-        raise ValueError(f"kind must be softmax, layernorm or rmsnorm, got {kind!r}")
+        raise ValueError(f"kind must be softmax, layernorm, rmsnorm or add_layernorm, "
+                         f"got {kind!r}")
     return op, s
 
 

@@ -221,13 +221,14 @@ def case_chain(n, dt):
 # (3.32 TB/s against 3.25 at 1024), bf16 RMSNorm 4096x32768 with the row in shared memory,
 # 512 threads, 4-element passes (3.90 TB/s against 3.73: 32 registers, 3 blocks per SM).
 # bf16 layernorm 4096x32768 streamed (R.layernorm_streamed: three passes, 512 threads, piece
-# loops unrolled by 4: 3.54 TB/s against 3.29, a probe of the same kernel).
+# loops unrolled by 4: 3.54 TB/s against 3.29, a probe of the same kernel), until:
 # bf16 softmax 4096x32768: persistent blocks prefetching rows into a shared ring
 # (R.pipelined, 32 rows a block, 512 threads, 3 stages: 3.53 TB/s against 3.31 for the row
-# in registers at 512 threads, one run of the sixth session).
+# in registers at 512 threads, one run of the sixth session); bf16 layernorm 4096x32768 the
+# same with the row converted to float32 once, into registers (3.56 against 3.49 streamed).
 WIDE_BF16_DEFAULTS = {("softmax", "bfloat16", 32768): ("pipelined", 512, 3),
                       ("rmsnorm", "bfloat16", 32768): ("shared row", 512, 4),
-                      ("layernorm", "bfloat16", 32768): ("streamed", 512, 4)}
+                      ("layernorm", "bfloat16", 32768): ("pipelined", 512, 3, "x in registers")}
 
 
 def _default_case(kind, n, d, dt):
@@ -239,7 +240,8 @@ def _default_case(kind, n, d, dt):
         return kind(n, d, dt, how[1])
     c = kind(n, d, dt)
     if how[0] == "pipelined":
-        c["build"] = lambda: R.pipelined(name, n, dt, None, how[1], how[2])
+        c["build"] = lambda: R.pipelined(name, n, dt, None, how[1], how[2],
+                                         x_regs="x in registers" in how)
     elif how[0] == "streamed":
         c["build"] = lambda: _streamed(name, d, dt, how[1], how[2])
     else:
@@ -291,13 +293,12 @@ def cases(sweep=False):
             for k in ("softmax", "layernorm", "rmsnorm") for t, v in ((512, 4), (512, 8), (256, 8))
             if (k, t, v) != ("rmsnorm", 512, 4)] + [  # that one is rmsnorm's default
             lambda k=k, dt=dt, t=t, u=u: _streamed_case(k, dt, t, u)
-            for k, dt, t, u in (("layernorm", "bfloat16", 512, 2), ("layernorm", "bfloat16", 256, 4),
+            for k, dt, t, u in (("layernorm", "bfloat16", 512, 4),  # the default before the ring
+                                ("layernorm", "bfloat16", 512, 2), ("layernorm", "bfloat16", 256, 4),
                                 ("layernorm", "bfloat16", 1024, 4),
                                 ("layernorm", "float32", 512, 4), ("layernorm", "float32", 1024, 2),
                                 ("rmsnorm", "bfloat16", 512, 4), ("rmsnorm", "float32", 512, 4))] + [
-            lambda v=v: _pipelined_case(*v) for v in PIPELINED_VARIANTS if not _is_default(v)] + [
-            lambda k=k, t=t: _pipelined_case(k, 4096, 32768, "bfloat16", t, 3, x_regs=True)
-            for k in ("layernorm", "rmsnorm") for t in (512, 1024)]
+            lambda v=v: _pipelined_case(*v) for v in PIPELINED_VARIANTS if not _is_default(v)]
     return out
 
 
@@ -326,7 +327,8 @@ def _pipelined_case(kind, n, d, dt, threads, stages, per_sm=1, x_regs=False):
     """Persistent blocks prefetching rows into a shared ring (R.pipelined):
     `per_sm` blocks per SM of the H200's 132; `x_regs`: the row converted to
     float32 once, into registers."""
-    make = {"softmax": case_softmax, "layernorm": case_layernorm, "rmsnorm": case_rmsnorm}[kind]
+    make = {"softmax": case_softmax, "layernorm": case_layernorm, "rmsnorm": case_rmsnorm,
+            "add_layernorm": case_add_layernorm}[kind]
     c = make(n, d, dt)
     rows = -(-n // (132 * per_sm))
     c["build"] = lambda: R.pipelined(kind, n, dt, rows, threads, stages, x_regs=x_regs)
@@ -336,12 +338,13 @@ def _pipelined_case(kind, n, d, dt, threads, stages, per_sm=1, x_regs=False):
 
 def _is_default(v) -> bool:
     """Whether pipelined variant `v` is the schedule a WIDE_BF16_DEFAULTS case runs."""
-    kind, n, d, dt, threads, stages, per_sm = v
-    return per_sm == 1 and WIDE_BF16_DEFAULTS.get((kind, dt, d)) == ("pipelined", threads, stages)
+    kind, n, d, dt, threads, stages, per_sm, *x_regs = v
+    how = ("pipelined", threads, stages) + (("x in registers",) if any(x_regs) else ())
+    return per_sm == 1 and WIDE_BF16_DEFAULTS.get((kind, dt, d)) == how
 
 
 # Persistent prefetching blocks (issue 14, sixth session): (kind, n, d, dtype, threads,
-# stages, blocks per SM).
+# stages, blocks per SM[, the row in float32 registers]).
 PIPELINED_VARIANTS = [
     (k, n, d, dt, t, st, b)
     for k in ("softmax", "layernorm", "rmsnorm")
@@ -351,7 +354,11 @@ PIPELINED_VARIANTS = [
                                (32768, 4096, "bfloat16", 256, 3, 4),
                                (32768, 4096, "bfloat16", 512, 3, 2),
                                (32768, 4096, "float32", 256, 3, 4),
-                               (32768, 4096, "float32", 512, 3, 2))]
+                               (32768, 4096, "float32", 512, 3, 2))] + [
+    (k, 4096, 32768, "bfloat16", t, 3, 1, True) for k in ("layernorm", "rmsnorm")
+    for t in (512, 1024)] + [
+    ("add_layernorm", 16384, 8192, "bfloat16", t, st, b)
+    for t, st, b in ((512, 3, 2), (1024, 3, 2), (256, 3, 2), (1024, 3, 1), (512, 2, 2))]
 # (float32 4096x32768: two 128 KiB rows do not fit in the 227 KiB of a block)
 
 

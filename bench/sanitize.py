@@ -365,6 +365,13 @@ def row_kernels_2():
             op, s = R.pipelined(kind, n, dt, rows_, t, stages)
             check(f"{kind} pipelined {dt} {rows_} rows {t}t stages {stages}", op, s,
                   {"N": n, "D": d})
+    for kind in ("layernorm", "rmsnorm"):
+        op, s = R.pipelined(kind, 7, "bfloat16", 3, 512, 3, x_regs=True)
+        check(f"{kind} pipelined, x in registers", op, s, {"N": 7, "D": 32768})
+    for n, d, rows_, t, stages in ((9, 8192, 4, 512, 3), (5, 1000, 2, 64, 2)):
+        op, s = R.pipelined("add_layernorm", n, "bfloat16", rows_, t, stages)
+        check(f"add_layernorm pipelined {rows_} rows {t}t stages {stages}", op, s,
+              {"N": n, "D": d})
 
 
 if __name__ == "__main__":

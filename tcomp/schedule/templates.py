@@ -281,7 +281,7 @@ def row_streamed(s, out, threads, vec, unroll, stats, scalars=(), cache=None):
 
 
 def row_pipelined(s, out, rows, threads, vec, stats, scalars=(), cache=None, stages=3,
-                  local=()):
+                  local=(), outputs=()):
     """Persistent blocks, each over `rows` consecutive rows n of `out(n, d)`
     (leading axes fused), the rows *prefetched*: each input row is copied
     into a ring of `stages` shared-memory rows (`cache`: the inputs of the
@@ -295,8 +295,10 @@ def row_pipelined(s, out, rows, threads, vec, stats, scalars=(), cache=None, sta
     pass over the shared row (cross-thread, in registers), `local` are
     row-shaped temporaries computed once per row into registers (softmax's
     exponentials, read by the sum and the output), `scalars` are per-row
-    values computed once per thread, and `out` is written with `vec`-element
-    vector stores. Costs `stages` rows of shared memory per block: a 64 KiB
+    values computed once per thread, and `out` (and the other row-shaped
+    `outputs`, stored from the same registers: a fused kernel's second output)
+    is written with `vec`-element vector stores. Costs `stages` rows of shared
+    memory per block: a 64 KiB
     bfloat16 row of 32768 takes 192 KiB at stages=3, one block per SM, so a
     grid of about one block per SM (`rows` = rows / SMs, rounded up) keeps
     every SM's DRAM reads in flight. Returns the stage `out`."""
@@ -305,7 +307,7 @@ def row_pipelined(s, out, rows, threads, vec, stats, scalars=(), cache=None, sta
     b, r = O.split(n, rows)
     O.bind(b, "blockIdx.x")
     row_slices(O, d, threads, vec)
-    readers = list(stats) + list(local) + list(scalars) + [out]
+    readers = list(stats) + list(local) + list(outputs) + list(scalars) + [out]
     if cache is None:
         reads = set()
         for name in readers:
@@ -318,10 +320,11 @@ def row_pipelined(s, out, rows, threads, vec, stats, scalars=(), cache=None, sta
         C = s.cache_read(tensor, "shared", [s[x] for x in readers_for(s, tensor, readers)])
         C.compute_at(O, r)
         row_slices(C, C.axes[-1], threads, vec)
-    for name in list(stats) + list(local):
+    for name in list(stats) + list(local) + list(outputs):
         st = s[name]
         st.compute_at(O, r)
-        st.set_scope("local")
+        if name not in outputs:
+            st.set_scope("local")
         row_slices(st, st.reduce_axes[-1] if name in stats else st.axes[-1], threads, vec)
     for name in scalars:
         s[name].compute_at(O, r)

@@ -76,15 +76,30 @@ def test_row_kernel(torch, kind, dtype, d):
     (1000, 4096, "float32", 9, 256, 3), (1000, 4096, "bfloat16", 7, 256, 3),
     (37, 4099, "bfloat16", 5, 128, 3), (37, 1000, "float32", 4, 64, 2),
     (37, 257, "bfloat16", 6, 32, 4), (5, 8200, "float32", 2, 256, 3)])
-@pytest.mark.parametrize("kind", ["softmax", "layernorm", "rmsnorm"])
+@pytest.mark.parametrize("kind", ["softmax", "layernorm", "rmsnorm", "layernorm x", "rmsnorm x",
+                                  "softmax e twice"])
 def test_pipelined_rows(torch, kind, n, d, dtype, rows, threads, stages):
     """Persistent blocks prefetching rows into a shared ring (row_pipelined):
     ragged last blocks (n not a multiple of `rows`), rows not a multiple of the
-    vector width or of the threads' span, ring depths 2 to 4."""
-    op, s = R.pipelined(kind, n, dtype, rows, threads, stages)
+    vector width or of the threads' span, ring depths 2 to 4; the row in
+    float32 registers ("x"), softmax's exponentials inlined ("e twice")."""
+    base = kind.split()[0]
+    op, s = R.pipelined(base, n, dtype, rows, threads, stages, x_regs=kind.endswith(" x"),
+                        e_regs=not kind.endswith("twice"))
     k = tcomp.build(s, target="cuda", sizes={"N": n, "D": d})
-    args, want = make_row(torch, kind, dtype, n, d)
+    args, want = make_row(torch, base, dtype, n, d)
     check(torch, k(*args), want, TOL[dtype], (kind, dtype, n, d, rows, threads, stages))
+
+
+@pytest.mark.parametrize("n,d,dtype,rows,threads,stages", [
+    (300, 8192, "bfloat16", 3, 512, 3), (37, 4099, "bfloat16", 5, 128, 3),
+    (37, 1000, "float32", 4, 64, 2), (9, 257, "bfloat16", 2, 32, 4)])
+def test_pipelined_add_layernorm(torch, n, d, dtype, rows, threads, stages):
+    """Two inputs, two rings; the sum in registers, stored (S) from them."""
+    op, s = R.pipelined("add_layernorm", n, dtype, rows, threads, stages)
+    k = tcomp.build(s, target="cuda", sizes={"N": n, "D": d})
+    args, want = make_row(torch, "add_layernorm", dtype, n, d)
+    check(torch, k(*args), want, TOL[dtype], (n, d, dtype, rows, threads, stages))
 
 
 @pytest.mark.parametrize("kind", ["softmax", "layernorm"])
