@@ -154,11 +154,13 @@ ROWSUM = "def rowsum(float(N, D) X) -> (S) { S(n) +=! X(n, d) }"
 # ----------------------------------------------------------------------- schedules
 # threads per row: a row's 16-byte pieces over the block, a few per thread.
 def default_threads(d: int, dtype: str) -> int:
-    """D / vec pieces, about 4 per thread (fewer threads for short rows),
-    at most 1024 threads (a 32768-float row: 8 pieces, 32 values a thread)."""
+    """D / vec pieces, at most 2 per thread (fewer threads for short rows),
+    at most 1024 threads (a 32768-float row: 8 pieces, 32 values a thread).
+    (Up to the sixth session: 4 per thread; 2 measured 1% faster on the
+    float32 rows of 4096 and equal on the bfloat16 ones: BENCHMARKS.md.)"""
     pieces = -(-d // vec_of(dtype))
     t = 32
-    while t < 1024 and pieces > 4 * t:
+    while t < 1024 and pieces > 2 * t:
         t *= 2
     return t
 

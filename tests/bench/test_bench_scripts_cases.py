@@ -128,12 +128,14 @@ def test_rows_wide_bf16_defaults_are_the_measured_best(monkeypatch):
     assert [int(g.value) for g in k.grid] == [128, 1, 1]
     text = str(tcomp.lower(sm, sizes=sizes))
     assert "alloc shared bfloat16 X_shared[3, 1, 32768]" in text and "cp_async_wait(1)" in text
-    # layernorm bf16 4096x32768: the same ring, the row converted to float32 registers once
-    # (xf, read by the three passes); the streamed row (three passes, piece loops unrolled
-    # by 4) is a sweep variant
+    # layernorm bf16 4096x32768: the row in shared memory, 8-element passes read as 16-byte
+    # vectors; the streamed row and the ring (the row in float32 registers) are sweep variants
     ln = by_name["layernorm_bfloat16_4096x32768"]["build"]()[1]
     assert "layernorm_bfloat16_4096x32768[1024t]" in by_name
     assert "layernorm_bfloat16_4096x32768[streamed,512t,unroll 4]" in by_name
+    assert ("layernorm_bfloat16_4096x32768[pipelined,32 rows,512t,3 stages,x in registers]"
+            in by_name)
+    assert "layernorm_bfloat16_4096x32768[shared row,512t,v8]" not in by_name
     text = str(tcomp.lower(ln, sizes=sizes))
-    assert "alloc shared bfloat16 X_shared[3, 1, 32768]" in text
-    assert "alloc local float32 xf[64]" in text
+    assert "alloc shared bfloat16 X_shared[1, 32768]" in text
+    assert "X_shared_piece" in text  # the passes read 16-byte pieces (vector_loads)

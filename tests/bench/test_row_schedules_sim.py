@@ -110,9 +110,9 @@ def test_chain(dtype, n):
 
 
 def test_default_threads():
-    assert R.default_threads(4096, "float32") == 256
+    assert R.default_threads(4096, "float32") == 512
     assert R.default_threads(32768, "float32") == 1024
-    assert R.default_threads(4096, "bfloat16") == 128
+    assert R.default_threads(4096, "bfloat16") == 256
     assert R.default_threads(32768, "bfloat16") == 1024
     assert R.default_threads(100, "float32") == 32
     with pytest.raises(ValueError, match="dtype must be one of"):
