@@ -217,6 +217,12 @@ class _Eval:
             arr, vars_ = view
             operands.append(arr.astype(self.acc, copy=False))
             subs.append("".join(letters[v] for v in vars_))
+        if not all(np.isfinite(a).all() for a in operands) or not np.isfinite(scale):
+            # einsum may sum an index out of one operand before multiplying (inf *
+            # (a + b) for the sum of inf * a and inf * b): with infinities or NaNs
+            # that is another value (inf where the sum of products is NaN); the
+            # sum of the products, elementwise, keeps IEEE semantics.
+            return None
         used = set("".join(subs))
         sp = [v for v, _, _ in box[:self.nsp]]
         out_sub = "".join(letters[v] for v in sp if letters[v] in used)

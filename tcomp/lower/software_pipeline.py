@@ -14,7 +14,8 @@ Post:
       compute(k)                                      (reads buffer k % N)
     cp_async_wait(0)
 
-A copy becomes `cp_async` where its innermost loop is vectorized and moves 4,
+A loop whose copies were simplified away (an empty region at these sizes)
+runs as it is. A copy becomes `cp_async` where its innermost loop is vectorized and moves 4,
 8 or 16 bytes from a global buffer of the same type, contiguous and aligned to
 that size on both sides (constant strides); guards around it stay, and a
 zero-filled piece (a shared tile that fragments read stores 0 outside the
@@ -65,8 +66,13 @@ class _Pipeline(Rewriter):
         while body and self._is_copy(body[0], rings):
             copies.append(body.pop(0))
         if not copies:
+            why = self._why_not(body, rings)
+            if not why:
+                # nothing writes a ring: its copies were simplified away (they copy an
+                # empty region at these sizes); the loop runs as it is
+                return dataclasses.replace(s, stages=0)
             raise LoweringError(f"pipeline on '{s.var}' (stages={n}): no copy into a shared "
-                                f"ring at the top of the loop")
+                                f"ring at the top of the loop{why}")
         compute = ir.seq(*body)
         copy = ir.seq(*[_Async(self, s.var).stmt(c) for c in copies])
         commit = ir.Evaluate(ir.Call("cp_async_commit", (), I32))
@@ -84,9 +90,35 @@ class _Pipeline(Rewriter):
         loop = dataclasses.replace(s, body=loop_body, stages=0)
         return self.simp.stmt(ir.seq(*prologue, loop, wait(0)))
 
+    def _why_not(self, body, rings) -> str:
+        """Why the statements before the compute that write a ring are not
+        copies the ring can run ahead: what else they write or synchronise."""
+        lead = []
+        for x in body:
+            lead.append(x)
+            if any(isinstance(y, ir.Store) and y.buffer in rings for y in walk_stmts(x)):
+                break
+        else:
+            return ""
+        own = {y.buffer.name for x in lead for y in walk_stmts(x) if isinstance(y, ir.Alloc)}
+        other = sorted({y.buffer for x in lead for y in walk_stmts(x) if isinstance(y, ir.Store)
+                        and y.buffer not in rings and y.buffer not in own})
+        if other:
+            return (f": the copy into the ring also writes '{other[0]}', a buffer that lives "
+                    f"outside it (a stage computed inside the copy's loops in global memory); "
+                    f"a ring's copy writes its ring and registers only: keep that stage in "
+                    f"registers ('local'), compute it elsewhere, or use stages=2")
+        return (": the copy into the ring synchronises (a barrier or an intrinsic inside it); "
+                "compute what needs it elsewhere, or use stages=2")
+
     def _is_copy(self, s, rings) -> bool:
+        """Whether `s` is a copy into a ring: it stores into rings, and
+        elsewhere only into buffers it allocates itself (a register cache
+        computed inside the copy's loops), with no barrier or intrinsic."""
         stores = [x for x in walk_stmts(s) if isinstance(x, ir.Store)]
-        return bool(stores) and all(x.buffer in rings for x in stores) and \
+        own = {x.buffer.name for x in walk_stmts(s) if isinstance(x, ir.Alloc)}
+        return any(x.buffer in rings for x in stores) and \
+            all(x.buffer in rings or x.buffer in own for x in stores) and \
             not any(isinstance(x, (ir.Barrier, ir.Evaluate)) for x in walk_stmts(s))
 
 

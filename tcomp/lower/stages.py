@@ -28,6 +28,23 @@ def effective_reads(sched, stage: str) -> set[str]:
     return out
 
 
+def reads_here(sched, stage: str, tensor: str) -> bool:
+    """Whether `stage` reads `tensor` directly or through inlined stages (whose
+    reads happen where `stage` computes): what a producer computed at the same
+    loop must cover."""
+    seen, todo = set(), [sched.states[stage].definition]
+    while todo:
+        reads = todo.pop().reads()
+        if tensor in reads:
+            return True
+        for t in reads - seen:
+            seen.add(t)
+            inlined = inlined_definition(sched, t)
+            if inlined is not None:
+                todo.append(inlined)
+    return False
+
+
 def inlined_definition(sched, tensor: str):
     """The definition of `tensor` when its only writer is inlined, else None."""
     writers = [s for s in sched.states.values() if s.tensor == tensor]

@@ -9,14 +9,7 @@ import pytest
 
 import tcomp
 from tcomp.schedule import templates
-from tests.lower.util import inputs_for, run_sim
-
-SOFTMAX = """def softmax(float(N, D) X) -> (O) {
-  mx(n) max=! X(n, d)
-  e(n, d) = exp(X(n, d) - mx(n))
-  sm(n) +=! e(n, d)
-  O(n, d) = e(n, d) / sm(n)
-}"""
+from tests.lower.util import ROW_SOFTMAX as SOFTMAX, inputs_for, run_sim
 
 
 def row_softmax(e_vec=4, o_vec=4):

@@ -843,6 +843,39 @@ class TestPipeline:
                        "compute, but it reads 'T', which 'T' computes at that loop",
                        "compute 'T' at an outer loop, or do not pipeline 'k_o'")
 
+    def test_a_ring_copy_that_computes_a_global_stage(self):
+        op = tcomp.op("def c1(float(B,L) I, float(KW) W) -> (O) "
+                      "{ O(b, x) +=! I(b, x + kw) * W(kw) where x in 0:L }")
+        s = tcomp.Schedule(op)
+        O = s["O"]
+        x = O.axes[1]
+        IS = s.cache_read("I", "shared", [O])
+        IS.compute_at(O, x)
+        IG = s.cache_read("I", "global", [IS])
+        IG.compute_at(IS, IS.axes[0])
+        O.pipeline(x, stages=3)
+        lowering_error(lambda: tcomp.lower(s, sizes={"B": 2, "KW": 2, "L": 3}),
+                       "pipeline on 'x' (stages=3): no copy into a shared ring at the top of "
+                       "the loop: the copy into the ring also writes 'I_global'",
+                       "keep that stage in registers ('local'), compute it elsewhere, or use "
+                       "stages=2")
+
+    def test_a_ring_copy_that_synchronises(self):
+        op = tcomp.op("def tr(float(M,N) A) -> (B) { B(n, m) = A(m, n) * 2.0 }")
+        s = tcomp.Schedule(op)
+        B = s["B"]
+        n = B.axes[0]
+        AS = s.cache_read("A", "shared", [B])
+        AS.compute_at(B, n)
+        AS1 = s.cache_read("A", "shared", [AS])
+        AS1.compute_at(AS, AS.axes[0])
+        AS.pipeline(AS.axes[0], stages=2)
+        B.pipeline(n, stages=3)
+        lowering_error(lambda: tcomp.lower(s, sizes={"M": 2, "N": 3}),
+                       "pipeline on 'n' (stages=3): no copy into a shared ring at the top of "
+                       "the loop: the copy into the ring synchronises",
+                       "compute what needs it elsewhere, or use stages=2")
+
     @pytest.mark.parametrize("stages", [2, 3])
     def test_no_shared_copy_for_a_ring(self, mm, stages):
         s = tcomp.Schedule(mm)

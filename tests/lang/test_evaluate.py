@@ -447,3 +447,18 @@ def test_typed_output_shape_is_enforced():
 def test_evaluate_needs_an_op():
     with pytest.raises(tcomp.LangError, match="Op"):
         tcomp.evaluate(BY_NAME["matmul"].src, np.ones((1, 1)), np.ones((1, 1)))
+
+
+def test_sum_of_products_with_infinities_is_not_factored():
+    """`O(i) += O(i) * A(i, j)` is the sum of the products: with O = inf and
+    A(i, :) = [inf, -0.5, -1], inf + inf - inf - inf is NaN; einsum would sum A
+    over j first (inf * (inf - 1.5) = inf). The sim agrees with the oracle."""
+    op = tcomp.op("def f(float(M, N) A) -> (O) {\n  O(i) = A(i, 0)\n"
+                  "  O(i) += O(i) * A(i, r_j)\n}")
+    a = np.float32([[np.inf, -0.5, -1.0], [2.0, 0.5, -1.0]])
+    got = tcomp.evaluate(op, a)
+    assert np.isnan(got[0]) and got[1] == np.float32(2 + 2 * 2 + 2 * 0.5 - 2 * 1)
+    sim = tcomp.build(tcomp.Schedule(op), "sim", sizes={"M": 2, "N": 3})(a)
+    assert np.isnan(sim[0]) and sim[1] == got[1]
+    mm = tcomp.op("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }")
+    assert np.isnan(tcomp.evaluate(mm, np.float32([[np.inf, 1]]), np.float32([[1], [-np.inf]])))

@@ -14,14 +14,8 @@ from tcomp.lower import ir
 from tcomp.lower.rewriter import walk_stmts
 from tcomp.schedule import templates
 
-from .util import inputs_for, run_sim
+from .util import ROW_SOFTMAX as SOFTMAX, inputs_for, run_sim
 
-SOFTMAX = """def softmax(float(N, D) X) -> (O) {
-  mx(n) max=! X(n, d)
-  e(n, d) = exp(X(n, d) - mx(n))
-  sm(n) +=! e(n, d)
-  O(n, d) = e(n, d) / sm(n)
-}"""
 LAYERNORM = """def layernorm({dt}(N, D) X, {dt}(D) g, {dt}(D) b) -> ({dt}(N, D) Y) {{
   sx(n) +=! float(X(n, d))
   mu(n) = sx(n) / float(D)
@@ -117,3 +111,37 @@ def test_a_register_cache_at_a_pipelined_loop(stages):
     C.pipeline(ko, stages=stages)
     sizes = {"M": 3, "K": 14, "N": 5}
     run_sim(s, inputs_for(op, sizes, seed=stages), sizes)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_a_ring_copy_that_hosts_a_register_cache(stages):
+    """A shared copy computed through a register cache of its source (the cache
+    computed inside the copy's loops) is still a copy into the ring: it runs
+    ahead as ordinary stores (found by the property test)."""
+    op = tcomp.op("def conv1d(float(B,L) I, float(KW) W) -> (O) "
+                  "{ O(b, l) +=! I(b, l + kw) * W(kw) where l in 0:L }")
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    b = O.axes[0]
+    WS = s.cache_read("W", "shared", [O])
+    WS.compute_at(O, b)
+    WL = s.cache_read("W", "local", [WS])
+    WL.compute_at(WS, WS.axes[0])
+    O.pipeline(b, stages=stages)
+    sizes = {"B": 4, "KW": 3, "L": 5}
+    run_sim(s, inputs_for(op, sizes, seed=7), sizes)
+
+
+def test_a_ring_whose_copies_are_empty_at_these_sizes():
+    """A copy of an empty region (O(i + 1) with one row) is simplified away: the
+    loop runs unpipelined instead of failing (found by the property test)."""
+    op = tcomp.op("def f(float(M, N) A) -> (O) {\n  O(i) = A(i, 0)\n"
+                  "  O(i) +=! (i + 1 < M ? O(i + 1) : 1.0) * A(i, r_j) where i in 0:M\n}")
+    s = tcomp.Schedule(op)
+    s["O.1"].rfactor(s["O.1"].reduce_axes[0])
+    rf = s["O.1.rf"]
+    (rj,) = [a for a in rf.leaf_axes if a.name == "r_j"]
+    s.cache_read("O_snap", "shared", [rf]).compute_at(rf, rj)
+    rf.pipeline(rj, stages=3)
+    for sizes in ({"M": 1, "N": 3}, {"M": 3, "N": 2}):
+        run_sim(s, inputs_for(op, sizes, seed=1), sizes)

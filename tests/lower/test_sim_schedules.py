@@ -1260,3 +1260,45 @@ def test_permute_3d_shared_tile_storage_order(which, order):
     shape = dict(zip("ijk", (4, 4, 3)))
     assert (f"alloc shared float32 A_shared[{', '.join(str(shape[d]) for d in order)}]"
             in str(k.program))
+
+
+def test_a_sibling_reading_through_an_inlined_copy_widens_the_region():
+    """e computed at O's element loop, and sm (at the same loop) reading the whole
+    row of e through an inlined cache of it: e's region there must cover sm's
+    reads (it covered only O's element: a silent wrong answer, found by a random
+    run of the property test)."""
+    op = tcomp.op("""def softmax_tmp(float(N, D) I) -> (O) {
+        mx(n) max=! I(n, d)
+        e(n, d) = exp(I(n, d) - mx(n))
+        sm(n) +=! e(n, d)
+        O(n, d) = e(n, d) / sm(n)
+    }""")
+    s = tcomp.Schedule(op)
+    s.cache_read("e", "shared", [s["sm"]])
+    O = s["O"]
+    s["sm"].compute_at(O, O.axes[1])
+    s["e"].compute_at(O, O.axes[1])
+    s["e.shared"].compute_inline()
+    sizes = {"N": 2, "D": 5}
+    assert "for e_d in 0:5" in str(tcomp.lower(s, sizes=sizes))  # the row, not one element
+    run_sim(s, inputs_for(op, sizes, seed=3), sizes)
+
+
+def test_a_sibling_whose_cache_reads_the_producer_gets_the_whole_tensor():
+    """As above, sm reading e through a local cache computed at sm's loop: e's
+    region at O's element loop is then not known from sm's own reads; the whole
+    of e is computed there (correct, if redundant) instead of one element."""
+    op = tcomp.op("""def softmax_tmp(float(N, D) I) -> (O) {
+        mx(n) max=! I(n, d)
+        e(n, d) = exp(I(n, d) - mx(n))
+        sm(n) +=! e(n, d)
+        O(n, d) = e(n, d) / sm(n)
+    }""")
+    s = tcomp.Schedule(op)
+    el = s.cache_read("e", "local", [s["sm"]])
+    O = s["O"]
+    s["sm"].compute_at(O, O.axes[1])
+    s["e"].compute_at(O, O.axes[1])
+    el.compute_at(s["sm"], s["sm"].axes[0])
+    for sizes in ({"N": 1, "D": 2}, {"N": 3, "D": 5}):
+        run_sim(s, inputs_for(op, sizes, seed=4), sizes)

@@ -65,6 +65,15 @@ def run_sim(s: tcomp.Schedule, args, sizes: dict | None = None, tol: dict | None
     return k
 
 
+# Softmax with its exponentials a row-shaped temporary e (row schedules: e in registers).
+ROW_SOFTMAX = """def softmax(float(N, D) X) -> (O) {
+  mx(n) max=! X(n, d)
+  e(n, d) = exp(X(n, d) - mx(n))
+  sm(n) +=! e(n, d)
+  O(n, d) = e(n, d) / sm(n)
+}"""
+
+
 # C then D = f(C), for schedules with two stages in one kernel (C computed at D's rows).
 TWO_STAGES = tcomp.op("""def two(float(M,N) A) -> (C, D) {
   C(i, j) = A(i, j) + 1.0

@@ -165,6 +165,13 @@ ACCEPTED_LOWERING = [
                r"'[^']+' does not read all of it"),
 ]
 
+# A ring (pipeline stages=3) runs its copies ahead as copies into the ring and registers
+# only: a copy that computes a global-memory stage inside its loops, or that synchronises
+# (a pipelined copy of its own inside it), is refused.
+ACCEPTED_LOWERING.append(re.compile(
+    r"no copy into a shared ring at the top of the loop: the copy into the ring (also writes "
+    r"'[^']+', a buffer that lives outside it|synchronises)"))
+
 THREADS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 BLOCKS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
@@ -559,20 +566,47 @@ class Gen:
 
     def attach_leaves(self, p, c):
         # Rule: a loop hosting another stage is no longer innermost: never a vectorized
-        # one; a pipelined loop hosts shared copies only.
-        ok_piped = self.scope[p] == "shared" and self.origin[p] == "cache_read"
+        # one. A pipelined loop runs its shared copies ahead of the other stages there.
         return [a for a in self.leaves(c) if a.name not in self.vec[c]
-                and (ok_piped or a.name not in self.piped[c])]
+                and (a.name not in self.piped[c] or self.runs_ahead(c, a.name, p))]
+
+    def is_copy(self, p):
+        return self.scope[p] == "shared" and self.origin[p] == "cache_read"
+
+    def runs_ahead(self, c, leaf, extra=None):
+        """Rule: the shared copies at a pipelined loop (with `extra` computed there
+        too) read nothing the other stages there compute (or the stages inside
+        them): the copies run ahead of them (else a LoweringError)."""
+        here = self.attached_at(c, leaf) + ([extra] if extra else [])
+        made = {self.tensor(n) for q in here if not self.is_copy(q) for n in self.subtree(q)}
+        return all(not (self.defn(q).reads() & made) for q in here if self.is_copy(q))
 
     def attach_targets(self, p):
-        return [(c, a) for c in self.attach_consumers(p) for a in self.attach_leaves(p, c)]
+        return [(c, a) for c in self.attach_consumers(p) for a in self.attach_leaves(p, c)
+                if self.keeps_a_place(p, c)]
+
+    def keeps_a_place(self, p, c):
+        """Rule: computing p inside a pending copy c (or inside a stage pending
+        copies host) leaves those copies a place to be computed at (a global copy
+        of O inside the shared copy that O's update reads would put a reader of O
+        inside O's writer: found by a random run)."""
+        pend = [q for q in self.pending() if q == c or c in self.subtree(q)]
+        if not pend:
+            return True
+        old = self.attach[p]
+        self.attach[p] = ("at", c, None)
+        try:
+            return all(self.attach_consumers(q) and any(
+                self.attach_leaves(q, r) for r in self.attach_consumers(q)) for q in pend)
+        finally:
+            self.attach[p] = old
 
     def do_compute_at(self):
-        cands = [p for p in self.s.states if self.attach_consumers(p)]
+        cands = [p for p in self.s.states if self.attach_targets(p)]
         if not cands:
             return False
         p = self.draw(st.sampled_from(cands))
-        c = self.draw(st.sampled_from(self.attach_consumers(p)))
+        c = self.draw(st.sampled_from(sorted({c for c, _ in self.attach_targets(p)})))
         ax = self.draw(st.sampled_from(self.attach_leaves(p, c)))
         self.record(f"{p}.compute_at({c}, {ax.name})")
         self.stage(p).compute_at(self.stage(c), ax)
@@ -707,24 +741,25 @@ class Gen:
         return True
 
     def do_pipeline(self):
-        """Double-buffer the shared copies computed at a serial loop (only shared
-        copies there, at least one)."""
+        """Run the shared copies computed at a serial loop ahead of its compute
+        (at least one copy there; other stages there are built after them),
+        double-buffered through registers or in a ring of 3."""
         cands = []
         for n in self.loopable():
             for a in self.leaves(n):
                 here = self.attached_at(n, a.name)
+                copies = [p for p in here if self.is_copy(p)]
                 # (a copy that still has to host a pending copy is not pipelined)
-                if (here and not self.annotated(n, a.name)
-                        and all(self.scope[p] == "shared" and self.origin[p] == "cache_read"
-                                and not any(p in self.readers(self.tensor(q))
-                                            for q in self.pending())
-                                for p in here)):
+                if (copies and not self.annotated(n, a.name) and self.runs_ahead(n, a.name)
+                        and not any(p in self.readers(self.tensor(q))
+                                    for p in copies for q in self.pending())):
                     cands.append((n, a))
         if not cands:
             return False
         name, ax = self.draw(st.sampled_from(cands))
-        self.record(f"{name}.pipeline({ax.name})")
-        self.stage(name).pipeline(ax)
+        stages = self.draw(st.sampled_from([2, 3]))
+        self.record(f"{name}.pipeline({ax.name}, stages={stages})")
+        self.stage(name).pipeline(ax, stages=stages)
         self.piped[name].add(ax.name)
         self.touched(name)
         return True
