@@ -30,12 +30,7 @@ def leaf_loop(b, stage, st, i, info, inner, pre=None):
         for p in attached:
             a, prod = b.attach(p, stage, st, i, domains[p], info.ctx, consumer=info)
             allocs += a
-            if b.sched.states[p].scope == "global" and b.sched.readers(b.sched.states[p].tensor):
-                # Other threads of the block may read what this producer wrote (and
-                # may still be reading the previous iteration's values). (An output
-                # no stage reads, a sibling of its target, needs no barrier.)
-                prod = ir.seq(ir.Barrier(), prod, ir.Barrier())
-            producers.append(prod)
+            producers.append(placed(b, p, prod, info))
         body = ir.seq(*producers, inner())
     finally:
         if threads.is_thread(tag):
@@ -44,6 +39,22 @@ def leaf_loop(b, stage, st, i, info, inner, pre=None):
         body = ir.Alloc(a, body)
     loop = for_loop(st, leaf, var, ext, body)
     return ir.seq(pre, loop) if pre is not None else loop
+
+
+def placed(b, p, prod: ir.Stmt, info) -> ir.Stmt:
+    """Producer `p`'s nest `prod` as a loop's body runs it: a global producer
+    inside thread loops it does not use is computed by one thread where it
+    accumulates in memory (`one_thread`), and one that other stages read is
+    fenced by barriers (other threads of the block may read what it wrote,
+    and may still be reading the previous iteration's values; an output no
+    stage reads, a sibling of its target, needs none)."""
+    st = b.sched.states[p]
+    if st.scope != "global":
+        return prod
+    prod = one_thread(prod, info.ctx.thread_loops)
+    if b.sched.readers(st.tensor):
+        prod = ir.seq(ir.Barrier(), prod, ir.Barrier())
+    return prod
 
 
 def for_loop(st, leaf, var, extent, body) -> ir.For:
@@ -56,3 +67,33 @@ def for_loop(st, leaf, var, extent, body) -> ir.For:
         return ir.For(var, ir.const(0), extent, "serial", body, unroll_by=st.unroll_by[leaf])
     kind = "unroll" if leaf in st.unroll else ("vectorize" if leaf in st.vectorize else "serial")
     return ir.For(var, ir.const(0), extent, kind, body)
+
+
+def one_thread(prod: ir.Stmt, thread_loops) -> ir.Stmt:
+    """A global producer computed inside thread-bound loops whose variables it
+    does not use computes the same elements in every thread of those loops.
+    Where it accumulates in memory (it reads a buffer it writes: a reduction
+    whose loop is outside its own spatial loops), the threads' updates of one
+    element race: only thread 0 of those loops computes it (the barrier
+    after a producer that others read makes its result visible). Left as it
+    is: a producer that synchronises (a barrier or a collective inside it)
+    or binds a loop to the same thread index itself (a cooperative nest)."""
+    stores = [x for x in ir.walk(prod) if isinstance(x, ir.Store)]
+    written = {x.buffer for x in stores}
+    if not written & {x.buffer for x in ir.walk(prod) if isinstance(x, ir.Load)}:
+        return prod
+    nodes = list(ir.walk(prod))
+    if any(isinstance(x, (ir.Barrier, ir.AllReduce)) or isinstance(x, ir.Evaluate)
+           for x in nodes):
+        return prod
+    own_tags = {str(x.tag) for x in nodes if isinstance(x, ir.For) and x.kind == "thread"}
+    used = {x.name for x in nodes if isinstance(x, ir.Var)}
+    conds = [ir.Bin("==", ir.Var(var), ir.const(0), ir.bool_) for var, _, tag in thread_loops
+             if var not in used and str(tag) not in own_tags
+             and str(tag).startswith("threadIdx")]
+    if not conds:
+        return prod
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = ir.Bin("&&", cond, c, ir.bool_)
+    return ir.If(cond, prod)

@@ -12,7 +12,7 @@ import dataclasses
 from ..errors import LoweringError
 from . import ir
 from .construct import ident
-from .loops import for_loop
+from .loops import for_loop, placed
 from .printer import expr as show
 from .rewriter import Rewriter, substitute
 from .simplify import simplify_expr
@@ -120,9 +120,7 @@ def _others(b, stage, st, i, info, attached, shared, domains, allocs):
             continue
         a, prod = b.attach(p, stage, st, i, domains[p], info.ctx, consumer=info)
         allocs += a
-        if b.sched.states[p].scope == "global" and b.sched.readers(b.sched.states[p].tensor):
-            prod = ir.seq(ir.Barrier(), prod, ir.Barrier())  # as leaf_loop does
-        out.append(prod)
+        out.append(placed(b, p, prod, info))  # as leaf_loop places it
     return out
 
 

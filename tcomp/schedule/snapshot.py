@@ -128,6 +128,21 @@ def snapshot_of(sched, stage: str, tensor: str) -> str | None:
     return None
 
 
+def _reads_through_inlined(sched, st, where) -> set:
+    """What stage `st` reads where it is computed: its own reads and those of
+    the inlined stages it reads (placements by `where`), which happen there."""
+    reads, todo = set(), [st]
+    while todo:
+        for t in todo.pop().definition.reads():
+            if t in reads:
+                continue
+            reads.add(t)
+            writers = [n for n, s in sched.states.items() if s.tensor == t]
+            if len(writers) == 1 and where(writers[0]) == ("inline",):
+                todo.append(sched.states[writers[0]])
+    return reads
+
+
 def check_placement(sched, primitive: str, attach: dict) -> None:
     """Raise unless, with the placements in `attach` (stage -> attach,
     overriding the current ones), no snapshot is inlined and no stage that
@@ -144,7 +159,7 @@ def check_placement(sched, primitive: str, attach: dict) -> None:
                 f"{primitive}: stage '{name}' is the snapshot of '{src}' that '{reader}' "
                 f"reads (it updates '{src}' in place); inlined, it would read "
                 f"'{src}' while '{reader}' overwrites it. Keep it at root")
-        reads = st.definition.reads()
+        reads = _reads_through_inlined(sched, st, where)
         host, seen = name, {name}
         while where(host)[0] == "at":
             host = where(host)[1]

@@ -1302,3 +1302,29 @@ def test_a_sibling_whose_cache_reads_the_producer_gets_the_whole_tensor():
     el.compute_at(s["sm"], s["sm"].axes[0])
     for sizes in ({"N": 1, "D": 2}, {"N": 3, "D": 5}):
         run_sim(s, inputs_for(op, sizes, seed=4), sizes)
+
+
+def test_a_memory_accumulation_inside_a_thread_loop_runs_in_one_thread():
+    """expSum (its reduction loop outermost: it accumulates in expSum itself)
+    computed at O's element loop bound to threadIdx.x: every thread would
+    update expSum[n] at once (the sim reported the race; on a GPU, a wrong
+    sum). Thread 0 of that loop computes it; the barrier after it publishes it
+    (found by a random run of the property test)."""
+    op = tcomp.op("""def softmax(float(N, D) I) -> (O, maxVal, expDistance, expSum) {
+        maxVal(n) max=! I(n, d)
+        expDistance(n, d) = exp(I(n, d) - maxVal(n))
+        expSum(n) +=! expDistance(n, d)
+        O(n, d) = expDistance(n, d) / expSum(n)
+    }""")
+    s = tcomp.Schedule(op)
+    s["maxVal"].compute_at(s["expDistance"], s["expDistance"].axes[0])
+    es = s["expSum"]
+    n, d = es.leaf_axes
+    es.reorder(d, n)
+    O = s["O"]
+    O.bind(O.axes[1], "threadIdx.x")
+    es.compute_at(O, O.axes[1])
+    sizes = {"N": 3, "D": 4}
+    text = str(tcomp.lower(s, sizes=sizes))
+    assert "if d == 0" in text
+    run_sim(s, inputs_for(op, sizes, seed=5), sizes)

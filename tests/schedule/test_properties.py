@@ -1136,12 +1136,16 @@ def _illegal_moves(g: Gen):
         moves.append((f"{n}.set_scope('shared')", lambda n=n: s[n].set_scope("shared"),
                       ["set_scope", "snapshot", "stays in global memory"]))
         if g.attach[n] != ("inline",):
+            # (or: a copy computed at the snapshot must move first)
             moves.append((f"{n}.compute_inline()", lambda n=n: s[n].compute_inline(),
-                          ["compute_inline", "snapshot", "Keep it at root"]))
+                          ["compute_inline", ("snapshot", "move it first"),
+                           ("Keep it at root", "move it first")]))
         if s[reader].leaf_axes and g.attach[reader] != ("inline",):
             moves.append((f"{n}.compute_at(its reader {reader})",
                           lambda n=n, r=reader: s[n].compute_at(s[r], s[r].leaf_axes[0]),
-                          ["compute_at", ("snapshot", "vectorized")]))
+                          # (or: a copy of the source computed at the snapshot would
+                          # then be inside the writer too)
+                          ["compute_at", ("snapshot", "vectorized", "in-place update")]))
         if src not in g.defn(reader).reads():
             moves.append((f"cache_read({src}) by the in-place {reader}",
                           lambda src=src, r=reader: s.cache_read(src, "shared", [s[r]]),
