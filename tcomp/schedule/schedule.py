@@ -180,6 +180,16 @@ class Schedule:
             names.append(st.name)
         if not names:
             raise ScheduleError(f"{p}: needs at least one reader stage")
+        order = list(self.states)
+        at = sorted(order.index(n) for n in names)
+        between = [w for w in self.writers(tensor) if at[0] < order.index(w) < at[-1]]
+        if between:
+            before = [n for n in names if order.index(n) < order.index(between[0])]
+            after = [n for n in names if order.index(n) > order.index(between[0])]
+            raise ScheduleError(f"{p}: '{before[0]}' reads '{tensor}' before '{between[0]}' "
+                                f"updates it and '{after[0]}' after: one copy cannot serve "
+                                f"both (the later reader would see the old values); cache "
+                                f"'{tensor}' for each of them separately")
         dtype, shape, _ = self.tensors[tensor]
         buf = f"{tensor}_{scope}"
         base, i = buf, 1

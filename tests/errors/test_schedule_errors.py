@@ -1439,3 +1439,17 @@ class TestRasterize:
         a0, a1 = AS.axes
         sched_error(lambda: C.rasterize(mo, a0, 2), "rasterize", "cols Axis(A.shared.ax0)",
                     "belongs to stage 'A.shared'")
+
+
+def test_one_copy_for_readers_of_two_versions():
+    """Two snapshots of O taken before and after an in-place update cannot share
+    one copy of O (the second read the values from before the update)."""
+    op = tcomp.op("def d(float(M, N) A) -> (O) {\n  O(i, j) = A(i, j)\n"
+                  "  O(i, j) = O(i - 1, j + 1) - O(i, j) where i in 1:M, j in 0:N - 1\n"
+                  "  O(i, j) = O(i, j) * O(i, j) + 1.0 where i in 0:M, j in 0:N\n}")
+    s = tcomp.Schedule(op)
+    s.cache_write("O.2", "global")  # O.2 then reads O through a snapshot too
+    sched_error(lambda: s.cache_read("O", "global", [s["O.1.snap"], s["O.2.snap"]]),
+                "cache_read", "'O.1.snap' reads 'O' before 'O.1' updates it and 'O.2.snap' "
+                "after", "cache 'O' for each of them separately")
+    s.cache_read("O", "global", [s["O.2.snap"]])  # one version: fine

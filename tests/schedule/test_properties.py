@@ -632,8 +632,16 @@ class Gen:
             writers = self.s.writers(t)
             readers = [r for r in self.readers(t) if self.attach[r] != ("inline",)
                        and r not in writers]
-            if readers and (t, tuple(readers)) not in cands:
-                cands.append((t, tuple(readers)))
+            # Rule: one copy serves the readers of one version of t (no writer of t
+            # between them): the readers grouped by the writers between them.
+            order = list(self.s.states)
+            groups: dict[int, list] = {}
+            for r in readers:
+                version = sum(order.index(w) < order.index(r) for w in writers)
+                groups.setdefault(version, []).append(r)
+            for group in groups.values():
+                if (t, tuple(group)) not in cands:
+                    cands.append((t, tuple(group)))
         if not cands:
             return False
         t, readers = self.draw(st.sampled_from(cands))
