@@ -97,6 +97,17 @@ def _shared_only(b, stage, st, leaf, attached):
                             f"copy is computed at that loop (pipeline runs the shared "
                             f"copies, or the fragment loads of tensor-core operands, "
                             f"computed at a loop ahead of its compute)")
+    for p in shared:
+        nested = _nested_shared(b, p)
+        # (stages=2 copies a nested shared copy with the prefetch, unless threads share
+        # the work: a cooperative copy's nested buffer is read by other threads)
+        if nested is not None and (st.pipeline[leaf] >= 3 or any(
+                b.sched.states[q].bind for q in (p, nested))):
+            raise LoweringError(
+                f"stage '{stage}': pipeline on '{leaf}' runs the copy '{p}' ahead of the "
+                f"loop's compute, but '{nested}' (shared memory) is computed inside it: its "
+                f"writes for a later iteration would race with the threads still reading it "
+                f"for this one; compute '{nested}' elsewhere, or do not pipeline '{leaf}'")
     here = {b.sched.states[p].tensor: p for p in attached if p not in shared}
     for p in shared:
         for t in sorted(b.sched.states[p].definition.reads()):
@@ -107,6 +118,19 @@ def _shared_only(b, stage, st, leaf, attached):
                     f"loop (in the same iteration); compute '{here[t]}' at an outer loop, or "
                     f"do not pipeline '{leaf}'")
     return shared
+
+
+def _nested_shared(b, p):
+    """A shared-memory stage computed at one of copy p's loops (or deeper), or None."""
+    todo = [p]
+    while todo:
+        cur = todo.pop()
+        for leaf in b.sched.states[cur].leaves:
+            for r in b.children.get((cur, leaf), []):
+                if b.sched.states[r].scope == "shared":
+                    return r
+                todo.append(r)
+    return None
 
 
 def _others(b, stage, st, i, info, attached, shared, domains, allocs):

@@ -113,10 +113,11 @@ class _Pipeline(Rewriter):
 
     def _is_copy(self, s, rings) -> bool:
         """Whether `s` is a copy into a ring: it stores into rings, and
-        elsewhere only into buffers it allocates itself (a register cache
+        elsewhere only into registers it allocates itself (a register cache
         computed inside the copy's loops), with no barrier or intrinsic."""
         stores = [x for x in walk_stmts(s) if isinstance(x, ir.Store)]
-        own = {x.buffer.name for x in walk_stmts(s) if isinstance(x, ir.Alloc)}
+        own = {x.buffer.name for x in walk_stmts(s)
+               if isinstance(x, ir.Alloc) and x.buffer.scope == "local"}
         return any(x.buffer in rings for x in stores) and \
             all(x.buffer in rings or x.buffer in own for x in stores) and \
             not any(isinstance(x, (ir.Barrier, ir.Evaluate)) for x in walk_stmts(s))

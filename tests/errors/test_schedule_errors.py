@@ -860,7 +860,11 @@ class TestPipeline:
                        "keep that stage in registers ('local'), compute it elsewhere, or use "
                        "stages=2")
 
-    def test_a_ring_copy_that_synchronises(self):
+    @pytest.mark.parametrize("stages,cooperative", [(3, False), (4, False), (2, True)])
+    def test_a_copy_run_ahead_that_computes_a_shared_copy(self, stages, cooperative):
+        """A ring's copy, or a cooperative copy double-buffered through registers,
+        computing another shared copy inside it: refused (stages=2 without threads
+        sharing the copy is supported: test_properties, hosting another copy)."""
         op = tcomp.op("def tr(float(M,N) A) -> (B) { B(n, m) = A(m, n) * 2.0 }")
         s = tcomp.Schedule(op)
         B = s["B"]
@@ -869,12 +873,13 @@ class TestPipeline:
         AS.compute_at(B, n)
         AS1 = s.cache_read("A", "shared", [AS])
         AS1.compute_at(AS, AS.axes[0])
-        AS.pipeline(AS.axes[0], stages=2)
-        B.pipeline(n, stages=3)
+        if cooperative:
+            AS.bind(AS.axes[1], "threadIdx.x")
+        B.pipeline(n, stages=stages)
         lowering_error(lambda: tcomp.lower(s, sizes={"M": 2, "N": 3}),
-                       "pipeline on 'n' (stages=3): no copy into a shared ring at the top of "
-                       "the loop: the copy into the ring synchronises",
-                       "compute what needs it elsewhere, or use stages=2")
+                       "pipeline on 'n' runs the copy 'A.shared' ahead of the loop's compute, "
+                       "but 'A.shared1' (shared memory) is computed inside it",
+                       "compute 'A.shared1' elsewhere, or do not pipeline 'n'")
 
     @pytest.mark.parametrize("stages", [2, 3])
     def test_no_shared_copy_for_a_ring(self, mm, stages):
