@@ -19,7 +19,7 @@ import pytest
 
 import tcomp
 
-from .util import assert_matches, inputs_for, run_sim
+from .util import ROW_SOFTMAX, assert_matches, inputs_for, run_sim
 
 DIVIDING, PRIME = "dividing", "prime"
 BOTH = [DIVIDING, PRIME]
@@ -1267,12 +1267,7 @@ def test_a_sibling_reading_through_an_inlined_copy_widens_the_region():
     row of e through an inlined cache of it: e's region there must cover sm's
     reads (it covered only O's element: a silent wrong answer, found by a random
     run of the property test)."""
-    op = tcomp.op("""def softmax_tmp(float(N, D) I) -> (O) {
-        mx(n) max=! I(n, d)
-        e(n, d) = exp(I(n, d) - mx(n))
-        sm(n) +=! e(n, d)
-        O(n, d) = e(n, d) / sm(n)
-    }""")
+    op = tcomp.op(ROW_SOFTMAX)
     s = tcomp.Schedule(op)
     s.cache_read("e", "shared", [s["sm"]])
     O = s["O"]
@@ -1288,12 +1283,7 @@ def test_a_sibling_whose_cache_reads_the_producer_gets_the_whole_tensor():
     """As above, sm reading e through a local cache computed at sm's loop: e's
     region at O's element loop is then not known from sm's own reads; the whole
     of e is computed there (correct, if redundant) instead of one element."""
-    op = tcomp.op("""def softmax_tmp(float(N, D) I) -> (O) {
-        mx(n) max=! I(n, d)
-        e(n, d) = exp(I(n, d) - mx(n))
-        sm(n) +=! e(n, d)
-        O(n, d) = e(n, d) / sm(n)
-    }""")
+    op = tcomp.op(ROW_SOFTMAX)
     s = tcomp.Schedule(op)
     el = s.cache_read("e", "local", [s["sm"]])
     O = s["O"]
