@@ -15,7 +15,7 @@ from .context import View
 from .legality import check_cover, check_global_storage_order
 from .printer import expr as show
 from .simplify import simplify_expr
-from .stages import inlined_definition, reads_here
+from .stages import effective_reads, inlined_definition
 from .translate import Translator
 
 
@@ -55,11 +55,11 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
     deeper = []
     for j in range(level + 1, len(cst.leaves)):
         for q in b.children.get((cname, cst.leaves[j]), []):
-            if reads_here(b.sched, q, pd.tensor):
+            if pd.tensor in effective_reads(b.sched, q):
                 deeper.append((q, b.region(q, cname, cst, j, info, [])))
     for q, qdom in list(siblings) + deeper:
         qd = b.sched.states[q].definition
-        if not reads_here(b.sched, q, pd.tensor):  # (through inlined stages too)
+        if pd.tensor not in effective_reads(b.sched, q):  # (through inlined stages too)
             continue
         index = {}
         for v in qd.spatial + qd.reduce:
@@ -68,7 +68,8 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
             vary[tmp] = (ir.const(0), simplify_expr(sub(qdom[v][1], ir.const(1))))
         Translator(index, qd.lets, b.size, collect)(qd.rhs)
     reg = bounding_box(reads, vary) if reads else None
-    if any(_nested_read(b, q, pd.tensor) for q, _ in list(siblings) + deeper):
+    if any(pd.tensor in effective_reads(b.sched, r)
+           for q, _ in list(siblings) + deeper for r in b.nested(q)):
         # a stage computed inside one of them (a cache at its loops) reads it over
         # a region not known here: the whole tensor, computed each time (correct;
         # compute the reader's cache elsewhere to make it smaller)
@@ -86,19 +87,6 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
             base, width = b.lsize(lo), b.lsize(lang_sub(hi, lo))
         domain[v] = (base, width)
     return domain
-
-
-def _nested_read(b, q, tensor) -> bool:
-    """Whether a stage computed at one of q's loops (or deeper) reads `tensor`."""
-    todo = [q]
-    while todo:
-        cur = todo.pop()
-        for leaf in b.sched.states[cur].leaves:
-            for r in b.children.get((cur, leaf), []):
-                if reads_here(b.sched, r, tensor):
-                    return True
-                todo.append(r)
-    return False
 
 
 def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None):

@@ -41,6 +41,16 @@ class Builder:
             if st.attach[0] == "at":
                 self.children.setdefault((st.attach[1], st.attach[2]), []).append(n)
 
+    def nested(self, stage: str):
+        """The stages computed at `stage`'s loops, and at theirs, and so on."""
+        todo = [stage]
+        while todo:
+            cur = todo.pop()
+            for leaf in self.sched.states[cur].leaves:
+                for r in self.children.get((cur, leaf), []):
+                    yield r
+                    todo.append(r)
+
     def size(self, name: str) -> ir.Expr:
         if name in self.sizes:
             return ir.const(self.sizes[name])

@@ -98,7 +98,7 @@ def _shared_only(b, stage, st, leaf, attached):
                             f"copies, or the fragment loads of tensor-core operands, "
                             f"computed at a loop ahead of its compute)")
     for p in shared:
-        nested = _nested_shared(b, p)
+        nested = next((r for r in b.nested(p) if b.sched.states[r].scope == "shared"), None)
         # (stages=2 copies a nested shared copy with the prefetch, unless threads share
         # the work: a cooperative copy's nested buffer is read by other threads)
         if nested is not None and (st.pipeline[leaf] >= 3 or any(
@@ -118,19 +118,6 @@ def _shared_only(b, stage, st, leaf, attached):
                     f"loop (in the same iteration); compute '{here[t]}' at an outer loop, or "
                     f"do not pipeline '{leaf}'")
     return shared
-
-
-def _nested_shared(b, p):
-    """A shared-memory stage computed at one of copy p's loops (or deeper), or None."""
-    todo = [p]
-    while todo:
-        cur = todo.pop()
-        for leaf in b.sched.states[cur].leaves:
-            for r in b.children.get((cur, leaf), []):
-                if b.sched.states[r].scope == "shared":
-                    return r
-                todo.append(r)
-    return None
 
 
 def _others(b, stage, st, i, info, attached, shared, domains, allocs):

@@ -3,6 +3,8 @@ tensors a stage reads through inlined stages, the definition of an inlined
 tensor, and the source location of a stage's statement."""
 from __future__ import annotations
 
+from ..schedule.snapshot import reads_through_inlined
+
 
 def stage_loc(sched, stage: str):
     """Source location of the statement a stage computes (caches: their reader's)."""
@@ -15,34 +17,9 @@ def stage_loc(sched, stage: str):
 
 
 def effective_reads(sched, stage: str) -> set[str]:
-    """Tensors a stage reads, directly or through stages inlined into it."""
-    out, todo = set(), [stage]
-    while todo:
-        for t in sched.states[todo.pop()].definition.reads():
-            if t in out:
-                continue
-            out.add(t)
-            writers = [n for n, s in sched.states.items() if s.tensor == t]
-            if len(writers) == 1 and sched.states[writers[0]].attach == ("inline",):
-                todo.append(writers[0])
-    return out
-
-
-def reads_here(sched, stage: str, tensor: str) -> bool:
-    """Whether `stage` reads `tensor` directly or through inlined stages (whose
-    reads happen where `stage` computes): what a producer computed at the same
-    loop must cover."""
-    seen, todo = set(), [sched.states[stage].definition]
-    while todo:
-        reads = todo.pop().reads()
-        if tensor in reads:
-            return True
-        for t in reads - seen:
-            seen.add(t)
-            inlined = inlined_definition(sched, t)
-            if inlined is not None:
-                todo.append(inlined)
-    return False
+    """Tensors a stage reads, directly or through stages inlined into it (their
+    reads happen where the stage computes)."""
+    return reads_through_inlined(sched, sched.states[stage])
 
 
 def inlined_definition(sched, tensor: str):

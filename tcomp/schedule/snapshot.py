@@ -128,9 +128,12 @@ def snapshot_of(sched, stage: str, tensor: str) -> str | None:
     return None
 
 
-def _reads_through_inlined(sched, st, where) -> set:
-    """What stage `st` reads where it is computed: its own reads and those of
-    the inlined stages it reads (placements by `where`), which happen there."""
+def reads_through_inlined(sched, st, where=None) -> set:
+    """What stage state `st` reads where it is computed: its own reads and
+    those of the inlined stages it reads, whose reads happen there (`where`:
+    stage name -> placement, to judge a placement before it is made; default
+    the current ones)."""
+    where = where or (lambda n: sched.states[n].attach)
     reads, todo = set(), [st]
     while todo:
         for t in todo.pop().definition.reads():
@@ -159,7 +162,7 @@ def check_placement(sched, primitive: str, attach: dict) -> None:
                 f"{primitive}: stage '{name}' is the snapshot of '{src}' that '{reader}' "
                 f"reads (it updates '{src}' in place); inlined, it would read "
                 f"'{src}' while '{reader}' overwrites it. Keep it at root")
-        reads = _reads_through_inlined(sched, st, where)
+        reads = reads_through_inlined(sched, st, where)
         host, seen = name, {name}
         while where(host)[0] == "at":
             host = where(host)[1]
