@@ -37,6 +37,8 @@ from hypothesis import strategies as st
 
 import tcomp
 from tcomp.lang.symbolic import NotSymbolic, eval_int, to_sympy
+from tcomp.schedule.primitives import _siblings  # what compute_at accepts as a sibling
+from tcomp.schedule.snapshot import reads_through_inlined
 
 # ------------------------------------------------------------------ ops
 OPS = {
@@ -559,10 +561,11 @@ class Gen:
         attach = dict(self.attach)
         attach[p] = ("at", c, None)
         for n, st_ in self.s.states.items():
+            reads = reads_through_inlined(self.s, st_, attach.get)  # (inlined reads too)
             host = n
             while attach[host][0] == "at":
                 host = attach[host][1]
-                if self.tensor(host) in st_.definition.reads():
+                if self.tensor(host) in reads:
                     return False
         return True
 
@@ -1123,9 +1126,11 @@ def _illegal_moves(g: Gen):
         t = g.tensor(p)
         for c in names:
             if c != p and not _consumes(s, c, t) and s[c].leaf_axes:
-                moves.append((f"{p}.compute_at(non-consumer {c})",
-                              lambda p=p, c=c: s[p].compute_at(s[c], s[c].leaf_axes[0]),
-                              ["compute_at", "does not read"]))
+                if not _siblings(s.states[p], s.states[c]) or _consumes(s, p, g.tensor(c)):
+                    # (a sibling over the same indices may be computed there: compute_at)
+                    moves.append((f"{p}.compute_at(non-consumer {c})",
+                                  lambda p=p, c=c: s[p].compute_at(s[c], s[c].leaf_axes[0]),
+                                  ["compute_at", "does not read"]))
                 if s.tensors[t][2] == "global":
                     moves.append((f"cache_read({t}) by non-reader {c}",
                                   lambda t=t, c=c: s.cache_read(t, "shared", [s[c]]),
@@ -1155,7 +1160,9 @@ def _illegal_moves(g: Gen):
                           lambda n=n, r=reader: s[n].compute_at(s[r], s[r].leaf_axes[0]),
                           # (or: a copy of the source computed at the snapshot would
                           # then be inside the writer too)
-                          ["compute_at", ("snapshot", "vectorized", "in-place update")]))
+                          # (or the snapshot binds blocks of its own)
+                          ["compute_at", ("snapshot", "vectorized", "in-place update",
+                                          "cannot bind blocks")]))
         if src not in g.defn(reader).reads():
             moves.append((f"cache_read({src}) by the in-place {reader}",
                           lambda src=src, r=reader: s.cache_read(src, "shared", [s[r]]),
