@@ -76,15 +76,16 @@ def one_thread(prod: ir.Stmt, thread_loops) -> ir.Stmt:
     whose loop is outside its own spatial loops), the threads' updates of one
     element race: only thread 0 of those loops computes it (the barrier
     after a producer that others read makes its result visible). Left as it
-    is: a producer that synchronises (a barrier or a collective inside it)
-    or binds a loop to the same thread index itself (a cooperative nest)."""
-    stores = [x for x in ir.walk(prod) if isinstance(x, ir.Store)]
-    written = {x.buffer for x in stores}
-    if not written & {x.buffer for x in ir.walk(prod) if isinstance(x, ir.Load)}:
-        return prod
+    is: a producer that synchronises (a barrier or a collective inside it, or
+    a shared buffer, which gets barriers later) or binds a loop to the same
+    thread index itself (a cooperative nest)."""
     nodes = list(ir.walk(prod))
-    if any(isinstance(x, (ir.Barrier, ir.AllReduce)) or isinstance(x, ir.Evaluate)
-           for x in nodes):
+    own = {x.buffer.name: x.buffer.scope for x in nodes if isinstance(x, ir.Alloc)}
+    if "shared" in own.values() or any(
+            isinstance(x, (ir.Barrier, ir.AllReduce, ir.Evaluate)) for x in nodes):
+        return prod  # (shared buffers inside get barriers later: all threads must run it)
+    written = {x.buffer for x in nodes if isinstance(x, ir.Store) and x.buffer not in own}
+    if not written & {x.buffer for x in nodes if isinstance(x, ir.Load)}:
         return prod
     own_tags = {str(x.tag) for x in nodes if isinstance(x, ir.For) and x.kind == "thread"}
     used = {x.name for x in nodes if isinstance(x, ir.Var)}

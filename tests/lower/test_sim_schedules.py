@@ -1318,3 +1318,21 @@ def test_a_memory_accumulation_inside_a_thread_loop_runs_in_one_thread():
     text = str(tcomp.lower(s, sizes=sizes))
     assert "if d == 0" in text
     run_sim(s, inputs_for(op, sizes, seed=5), sizes)
+
+
+def test_a_global_copy_holding_shared_copies_inside_a_thread_loop_runs_in_every_thread():
+    """A global copy computed at a thread-bound loop, with shared copies inside it
+    (which get barriers): it is not narrowed to one thread (a barrier that only
+    some threads reach; found by a random run of the property test)."""
+    op = tcomp.op("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }")
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    AG = s.cache_read("A", "global", [C])
+    AS = s.cache_read("A", "shared", [AG])
+    AS.compute_at(AG, AG.axes[0])
+    AS1 = s.cache_read("A", "shared", [AS])
+    C.bind(C.axes[1], "threadIdx.x")
+    AS1.compute_at(AS, AS.axes[0])
+    AG.compute_at(C, C.axes[1])
+    sizes = {"M": 2, "K": 3, "N": 2}
+    run_sim(s, inputs_for(op, sizes, seed=6), sizes)

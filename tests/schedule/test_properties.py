@@ -591,11 +591,11 @@ class Gen:
                 if self.keeps_a_place(p, c)]
 
     def keeps_a_place(self, p, c):
-        """Rule: computing p inside a pending copy c (or inside a stage pending
-        copies host) leaves those copies a place to be computed at (a global copy
-        of O inside the shared copy that O's update reads would put a reader of O
-        inside O's writer: found by a random run)."""
-        pend = [q for q in self.pending() if q == c or c in self.subtree(q)]
+        """Rule: computing p at c leaves every pending copy a place to be computed
+        at (a global copy of O inside the shared copy that O's update reads, or
+        inside O's update itself while its own shared copy of O is pending, would
+        put a reader of O inside O's writer: found by random runs)."""
+        pend = [q for q in self.pending() if q != p]
         if not pend:
             return True
         old = self.attach[p]
