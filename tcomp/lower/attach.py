@@ -15,7 +15,7 @@ from .context import View
 from .legality import check_cover, check_global_storage_order
 from .printer import expr as show
 from .simplify import simplify_expr
-from .stages import effective_reads, inlined_definition
+from .stages import inlined_definition
 from .translate import Translator
 
 
@@ -55,11 +55,11 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
     deeper = []
     for j in range(level + 1, len(cst.leaves)):
         for q in b.children.get((cname, cst.leaves[j]), []):
-            if pd.tensor in effective_reads(b.sched, q):
+            if pd.tensor in b.reads(q):
                 deeper.append((q, b.region(q, cname, cst, j, info, [])))
     for q, qdom in list(siblings) + deeper:
         qd = b.sched.states[q].definition
-        if pd.tensor not in effective_reads(b.sched, q):  # (through inlined stages too)
+        if pd.tensor not in b.reads(q):  # (through inlined stages too)
             continue
         index = {}
         for v in qd.spatial + qd.reduce:
@@ -68,8 +68,7 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
             vary[tmp] = (ir.const(0), simplify_expr(sub(qdom[v][1], ir.const(1))))
         Translator(index, qd.lets, b.size, collect)(qd.rhs)
     reg = bounding_box(reads, vary) if reads else None
-    if any(pd.tensor in effective_reads(b.sched, r)
-           for q, _ in list(siblings) + deeper for r in b.nested(q)):
+    if any(pd.tensor in b.reads(r) for q, _ in list(siblings) + deeper for r in b.nested(q)):
         # a stage computed inside one of them (a cache at its loops) reads it over
         # a region not known here: the whole tensor, computed each time (correct;
         # compute the reader's cache elsewhere to make it smaller)

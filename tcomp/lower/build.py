@@ -30,6 +30,7 @@ from .legality import check_global_storage_order, check_readers
 from .loops import leaf_loop
 from .simplify import simplify_expr
 from .stage_nest import StageNest
+from .stages import effective_reads
 from .translate import Translator, size_expr
 
 
@@ -37,9 +38,19 @@ class Builder:
     def __init__(self, sched, sizes: dict[str, int]):
         self.sched, self.op, self.sizes = sched, sched.op, dict(sizes)
         self.children: dict[tuple[str, str], list[str]] = {}
+        self._reads: dict[str, set] = {}
         for n, st in sched.states.items():
             if st.attach[0] == "at":
                 self.children.setdefault((st.attach[1], st.attach[2]), []).append(n)
+
+    def reads(self, stage: str) -> set:
+        """What `stage` reads, directly or through inlined stages (stages.
+        effective_reads), once per lowering: bound inference asks it of every
+        sibling of every producer."""
+        got = self._reads.get(stage)
+        if got is None:
+            got = self._reads[stage] = effective_reads(self.sched, stage)
+        return got
 
     def nested(self, stage: str):
         """The stages computed at `stage`'s loops, and at theirs, and so on."""

@@ -100,9 +100,7 @@ class _Pipeline(Rewriter):
                 break
         else:
             return ""
-        own = {y.buffer.name for x in lead for y in walk_stmts(x) if isinstance(y, ir.Alloc)}
-        other = sorted({y.buffer for x in lead for y in walk_stmts(x) if isinstance(y, ir.Store)
-                        and y.buffer not in rings and y.buffer not in own})
+        other = sorted(b for x in lead for b in _outside_writes(x, rings))
         if other:
             return (f": the copy into the ring also writes '{other[0]}', a buffer that lives "
                     f"outside it (a stage computed inside the copy's loops in global memory); "
@@ -115,12 +113,18 @@ class _Pipeline(Rewriter):
         """Whether `s` is a copy into a ring: it stores into rings, and
         elsewhere only into registers it allocates itself (a register cache
         computed inside the copy's loops), with no barrier or intrinsic."""
-        stores = [x for x in walk_stmts(s) if isinstance(x, ir.Store)]
-        own = {x.buffer.name for x in walk_stmts(s)
-               if isinstance(x, ir.Alloc) and x.buffer.scope == "local"}
-        return any(x.buffer in rings for x in stores) and \
-            all(x.buffer in rings or x.buffer in own for x in stores) and \
+        return any(isinstance(x, ir.Store) and x.buffer in rings for x in walk_stmts(s)) and \
+            not _outside_writes(s, rings) and \
             not any(isinstance(x, (ir.Barrier, ir.Evaluate)) for x in walk_stmts(s))
+
+
+def _outside_writes(s, rings) -> set:
+    """The buffers `s` stores into other than the rings and the registers it
+    allocates itself."""
+    own = {x.buffer.name for x in walk_stmts(s)
+           if isinstance(x, ir.Alloc) and x.buffer.scope == "local"}
+    return {x.buffer for x in walk_stmts(s) if isinstance(x, ir.Store)
+            and x.buffer not in rings and x.buffer not in own}
 
 
 class _Async(Rewriter):

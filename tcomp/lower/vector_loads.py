@@ -30,8 +30,7 @@ import dataclasses
 from . import intrinsics, ir
 from .rewriter import Rewriter, substitute, walk_stmts
 from .simplify import Simplifier
-
-PIECE_BYTES = (4, 8, 16)
+from .vectorize import VECTOR_BYTES
 
 
 def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
@@ -101,7 +100,7 @@ class _VectorLoads(Rewriter):
     def _piece(self, ld: ir.Load, var: str, w: int) -> bool:
         """Whether `ld` reads w consecutive elements over the lanes, of a total
         size a vector moves: only its last subscript varies, as `e + var`."""
-        if not ld.indices or w * ld.dtype.numpy.itemsize not in PIECE_BYTES:
+        if not ld.indices or w * ld.dtype.numpy.itemsize not in VECTOR_BYTES:
             return False
         *outer, last = ld.indices
         if any(var in ir.free_vars(i) for i in outer):
