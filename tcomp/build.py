@@ -9,6 +9,7 @@ from .lang.symbolic import eval_int
 from .lower import ir
 from .lower.pipeline import lower as _lower
 from .lower.pipeline import run_passes
+from .lower.remarks import lowering_remarks
 
 TARGETS = ("sim", "cuda")
 
@@ -19,22 +20,42 @@ def lower(schedule, sizes: dict | None = None, dump: str | None = None) -> ir.Pr
     return _lower(schedule, sizes, dump=dump)
 
 
-def build(schedule, target: str = "cuda", sizes: dict | None = None):
-    """Compile a schedule for `target` ("sim" runs on the CPU; "cuda" on a GPU)."""
+def build(schedule, target: str = "cuda", sizes: dict | None = None, *, records=None,
+          strict: bool = False):
+    """Compile a schedule for `target` ("sim" runs on the CPU; "cuda" on a GPU).
+
+    Given an Op instead of a Schedule, the schedule is chosen first by
+    `tcomp.auto_schedule(op, sizes, records=records)` (search/auto.py: the
+    search space ranked by the cost estimate, checked on the sim; tuning
+    `records` win when they hold one). The kernel's `remarks` say what was
+    chosen and what lowering declined; `strict=True` makes anything lowering
+    declined (a lowering remark) a LoweringError instead."""
     from .schedule import Schedule
-    if not isinstance(schedule, Schedule):
-        from .lang.op import Op
-        if isinstance(schedule, Op):
-            schedule = Schedule(schedule)
-        else:
-            raise TcompError(f"build: needs a tcomp.Schedule (or an Op), got "
-                             f"{type(schedule).__name__}")
+    from .lang.op import Op
+    remarks = []
+    if isinstance(schedule, Op):
+        from .search.auto import choose  # (search sits above build: imported on use)
+        choice = choose(schedule, sizes, "sim" if target == "sim" else "cuda", records=records)
+        schedule, remarks = choice.schedule, list(choice.remarks)
+    elif not isinstance(schedule, Schedule):
+        raise TcompError(f"build: needs a tcomp.Schedule (or an Op), got "
+                         f"{type(schedule).__name__}")
+    elif records is not None:
+        raise TcompError("build: records= chooses a schedule for an Op; this call passes a "
+                         "Schedule (pass the Op, or tcomp.search.best(records, op, sizes))")
     if target == "sim":
-        return SimKernel(schedule, sizes)
-    if isinstance(target, str) and target.startswith("cuda"):
+        k = SimKernel(schedule, sizes)
+    elif isinstance(target, str) and target.startswith("cuda"):
         from .target_cuda.kernel import CudaKernel
-        return CudaKernel.from_program(_lower(schedule, sizes), target)
-    raise TcompError(f"build: unknown target {target!r} (targets: {', '.join(TARGETS)})")
+        k = CudaKernel.from_program(_lower(schedule, sizes), target)
+    else:
+        raise TcompError(f"build: unknown target {target!r} (targets: {', '.join(TARGETS)})")
+    declined = lowering_remarks(k.program)
+    if strict and declined:
+        raise LoweringError("build(strict=True): lowering declined what the schedule asked "
+                            "for:\n  " + "\n  ".join(declined))
+    k.remarks = tuple(remarks) + declined
+    return k
 
 
 class SimKernel:
@@ -49,6 +70,7 @@ class SimKernel:
     `set_unflattened(p)` replaces both by `p` and its flattening (the tests
     that break the IR on purpose)."""
     target = "sim"
+    remarks: tuple = ()  # set by tcomp.build: what was chosen, what lowering declined
 
     def __init__(self, schedule, sizes):
         self.schedule = schedule

@@ -323,6 +323,9 @@ class Kernel:
     grid: tuple[Expr, Expr, Expr]
     block: tuple[Expr, Expr, Expr]
     body: Stmt
+    # What a pass declined or chose that the schedule asked for (a vectorized loop left
+    # lane by lane, ...): one line each, printed under the kernel, on `k.remarks`.
+    remarks: tuple[str, ...] = field(default=(), compare=False, hash=False)
 
     def const_block(self) -> tuple[int, int, int] | None:
         """The block dimensions when all three are constants, else None."""

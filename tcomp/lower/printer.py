@@ -119,7 +119,8 @@ def kernel_to_text(k: ir.Kernel) -> str:
     block = ", ".join(expr(b) for b in k.block)
     params = ", ".join(k.buffers + k.sizes)
     head = f"kernel {k.name}({params}) grid=({grid}) block=({block})"
-    return "\n".join([head] + stmt(k.body, 1))
+    notes = [f"  # remark: {r}" for r in k.remarks]
+    return "\n".join([head] + notes + stmt(k.body, 1))
 
 
 def program_to_text(p: ir.Program) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from . import ir
+from .printer import expr
 from .rewriter import Rewriter, substitute, walk_stmts
 from .simplify import Linear, Simplifier
 
@@ -44,7 +45,13 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
             dtypes.setdefault(x.buffer.name, x.buffer.dtype)
             if x.buffer.scope in ("local", "fragment"):  # registers
                 local.add(x.buffer.name)
-    return dataclasses.replace(k, body=_Vectorize(dtypes, local).stmt(k.body))
+    v = _Vectorize(dtypes, local)
+    body = v.stmt(k.body)
+    counts = {}  # one remark per reason and loop: unrolled copies of a loop say it once
+    for r in v.remarks:
+        counts[r] = counts.get(r, 0) + 1
+    said = tuple(r if n == 1 else f"{r} ({n} copies)" for r, n in counts.items())
+    return dataclasses.replace(k, body=body, remarks=k.remarks + said)
 
 
 def vector_access(loop: ir.For, dtypes: dict, local: set) -> ir.VectorAccess | None:
@@ -61,14 +68,20 @@ class _Vectorize(Rewriter):
     def __init__(self, dtypes: dict, local: set):
         self.dtypes, self.local = dtypes, local
         self.simp = Simplifier()  # linear forms only (no ranges needed)
+        self.remarks: list[str] = []  # one per vectorized loop left lane by lane
+        self.why: str | None = None  # why `decide` returned None, for the remark
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         if s.kind != "vectorize":
             return self.generic_stmt(s)
         guard, s = self.unguarded(s)
+        self.why = None
         vector = self.decide(s)
         if vector is not None:
             s = dataclasses.replace(s, vector=vector)
+        else:
+            self.remarks.append(f"vectorize: loop '{s.var}' runs lane by lane (no vector "
+                                f"access): {self.why or 'nothing it reads or writes is a vector'}")
         return s if guard is None else ir.If(guard, s)  # (the same meaning, vector or not)
 
     def unguarded(self, s: ir.For) -> tuple[ir.Expr | None, ir.For]:
@@ -103,23 +116,31 @@ class _Vectorize(Rewriter):
         return (not any(var in ir.free_vars(t) for t in rest) and diff.const % n == 0
                 and all(c % n == 0 for c in rest.values()))
 
+    def no(self, why: str) -> None:
+        self.why = why
+
     def decide(self, s: ir.For) -> ir.VectorAccess | None:
+        if isinstance(s.body, ir.If) and isinstance(s.body.then, ir.Store):
+            return self.no(f"its guard ({expr(s.body.cond)}) is not the same for every lane "
+                           f"(a bound that is not a multiple of the lanes at these sizes, or "
+                           f"symbolic)")
         if not isinstance(s.extent, ir.Imm) or not isinstance(s.body, ir.Store):
-            return None
+            return self.no("its body is not one store")
         if not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
-            return None
+            return self.no("it does not start at 0")
         n = int(s.extent.value)
         if n < 2:
-            return None  # (one lane: a scalar access)
+            return self.no("it has one lane")  # (a scalar access)
         st = s.body
         dt = self.dtypes.get(st.buffer)
         if dt is None:
-            return None
+            return self.no(f"the type of '{st.buffer}' is not known here")
         nbytes = n * dt.numpy.itemsize
         sbase = None
         if st.buffer not in self.local:
             if nbytes not in VECTOR_BYTES or dt.name not in VECTOR_TYPES:
-                return None
+                return self.no(f"{n} lanes of {dt.name} are {nbytes} bytes: a vector is 4, 8 or "
+                               f"16 bytes of {', '.join(VECTOR_TYPES)}")
             sbase = self.contiguous(st.indices[0], s.var, n)
         else:
             nbytes = None  # a per-lane register store: the loads set the size
@@ -139,14 +160,17 @@ class _Vectorize(Rewriter):
                                                   or size == nbytes)):
                 base = self.contiguous(ld.indices[0], s.var, n)
             if base is None:
-                if sbase is not None:
-                    return None  # a vector store needs every varying load as a vector
+                if sbase is not None:  # a vector store needs every varying load as a vector
+                    return self.no(f"the load of '{ld.buffer}' is not {n} contiguous elements "
+                                   f"at a multiple of {n} (unaligned or symbolic offsets, another "
+                                   f"type or a conditional read)")
                 continue
             vec_loads[ld] = base
             if sbase is None:
                 nbytes = size
         if sbase is None and not vec_loads:
-            return None
+            return self.no(f"neither the store to '{st.buffer}' nor a load is {n} contiguous "
+                           f"elements at a multiple of {n} (unaligned or symbolic offsets)")
         return ir.VectorAccess(nbytes, tuple(vec_loads), tuple(vec_loads.values()), sbase)
 
     def contiguous(self, index: ir.Expr, var: str, width: int):

@@ -165,6 +165,7 @@ class CudaKernel:
     the 32-bit variant is built, and a call whose tensors need 64 bits
     compiles the 64-bit variant once (`export` writes both)."""
     target = "cuda"
+    remarks: tuple = ()  # set by tcomp.build: what was chosen, what lowering declined
 
     def __init__(self, meta: dict, cubin: bytes, source: str = "", ptx: str = "", program=None,
                  wide: Variant | None = None):

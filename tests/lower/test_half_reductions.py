@@ -153,7 +153,7 @@ def test_half_reduction_in_memory_needs_cache_write():
 def test_cuda_source_rounds_once(tname):
     """Default schedule: the accumulator is a float register, the store converts it."""
     op = tcomp.op(ROWSUM.format(t=tname))
-    src = tcomp.build(op, target="cuda").source
+    src = tcomp.build(tcomp.Schedule(op), target="cuda").source
     conv = "__float2half_rn" if tname == "float16" else "__float2bfloat16_rn"
     assert "float S_acc[1];" in src
     store = [line for line in src.splitlines() if conv in line]
