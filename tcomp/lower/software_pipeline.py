@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import LoweringError
-from . import ir
+from . import intrinsics, ir
 from .rewriter import Rewriter, substitute, walk_stmts
 from .simplify import Linear, kernel_simplifier
 
@@ -46,13 +46,15 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
     dtypes = {b.name: b.dtype for b in program.buffers}
     shared = {x.buffer.name for x in walk_stmts(k.body)
               if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"}
-    return dataclasses.replace(k, body=_Pipeline(shapes, dtypes, kernel_simplifier(k), shared)
-                               .stmt(k.body))
+    pipe = _Pipeline(shapes, dtypes, kernel_simplifier(k), shared)
+    body = pipe.stmt(k.body)
+    return dataclasses.replace(k, body=body, remarks=k.remarks + tuple(pipe.remarks))
 
 
 class _Pipeline(Rewriter):
     def __init__(self, shapes, dtypes, simp, shared):
         self.shapes, self.dtypes, self.simp, self.shared = shapes, dtypes, simp, shared
+        self.remarks: list[str] = []  # rings (or parts) filled by ordinary stores, and why
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         s = self.generic_stmt(s)
@@ -74,9 +76,25 @@ class _Pipeline(Rewriter):
             raise LoweringError(f"pipeline on '{s.var}' (stages={n}): no copy into a shared "
                                 f"ring at the top of the loop{why}")
         compute = ir.seq(*body)
-        copy = ir.seq(*[_Async(self, s.var).stmt(c) for c in copies])
-        commit = ir.Evaluate(ir.Call("cp_async_commit", (), I32))
-        wait = lambda m: ir.Evaluate(ir.Call("cp_async_wait", (ir.const(m),), I32))  # noqa
+        async_ = _Async(self, s.var)
+        copy = ir.seq(*[async_.stmt(c) for c in copies])
+        plain = "; ".join(f"'{b}': {why}" for b, why in dict(async_.plain).items())
+        issued = any("async" in getattr(intrinsics.of(x), "effects", ()) for x in walk_stmts(copy))
+        if not issued:
+            # No copy moves asynchronously: the ring is filled by ordinary stores, stages-1
+            # iterations ahead (ordered by the loop's barrier), with no cp.async group to
+            # commit or wait for.
+            self.remarks.append(f"pipeline: loop '{s.var}' (stages={n}): no copy into the ring "
+                                f"is a cp.async, so it is filled by ordinary stores with no "
+                                f"asynchronous overlap ({plain or 'nothing to copy'})")
+            commit = ir.seq()
+            wait = lambda m: ir.seq()  # noqa: E731
+        else:
+            if plain:
+                self.remarks.append(f"pipeline: loop '{s.var}' (stages={n}): some copies are "
+                                    f"ordinary stores, not cp.async ({plain})")
+            commit = ir.Evaluate(ir.Call("cp_async_commit", (), I32))
+            wait = lambda m: ir.Evaluate(ir.Call("cp_async_wait", (ir.const(m),), I32))  # noqa
         var, ext = ir.Var(s.var), s.extent
         prologue = []
         for j in range(n - 1):
@@ -133,25 +151,39 @@ class _Async(Rewriter):
 
     def __init__(self, owner: _Pipeline, var: str):
         self.o, self.var = owner, var
+        self.plain: list[tuple[str, str]] = []  # (ring, why its copy is not a cp.async)
+        self.why = ""
+
+    def stmt_Store(self, s: ir.Store) -> ir.Stmt:
+        if s.buffer in self.o.shared:  # a copy not in a vectorized loop
+            self.plain.append((s.buffer, "its copy loop is not vectorized (vectorize the "
+                                         "innermost copy axis: 4, 8 or 16 bytes)"))
+        return s
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         if s.kind != "vectorize" or not isinstance(s.body, ir.Store):
             return self.generic_stmt(s)
+        self.why = ""
         made = self._cp_async(s)
+        if made is None:
+            self.plain.append((s.body.buffer, self.why or "not a plain copy"))
         return made if made is not None else s
+
+    def no(self, why: str):
+        self.why = why
 
     def _cp_async(self, s: ir.For):
         st = s.body
         got = _zero_filled_load(st.value, self.o.dtypes)
         if got is None:
-            return None
+            return self.no("it stores a computed value, not a global load")
         inside, src = got
         dt = self.o.dtypes[src.buffer]
         if not isinstance(s.extent, ir.Imm) or not (isinstance(s.lo, ir.Imm) and s.lo.value == 0):
-            return None
+            return self.no("its vector loop has no constant extent from 0")
         nbytes = int(s.extent.value) * dt.numpy.itemsize
         if nbytes not in (4, 8, 16) or src.dtype != dt:
-            return None
+            return self.no(f"it moves {nbytes} bytes a lane group (cp.async moves 4, 8 or 16)")
         v = ir.Var(s.var)
         width = nbytes // dt.numpy.itemsize
         at0 = {s.var: ir.const(0)}
@@ -161,15 +193,17 @@ class _Async(Rewriter):
             flat = self._flat(buf, idx)
             if flat is None or flat.terms.get(v) != 1 or any(
                     s.var in ir.free_vars(a) for a in flat.terms if a != v):
-                return None  # not contiguous along the vector loop
+                return self.no(f"'{buf}' is not contiguous along the vector loop, or its row "
+                               f"length is not a constant (symbolic sizes)")
             base = self._flat(buf, full)
             if base is None or not _multiple(base, width):
-                return None
+                return self.no(f"'{buf}' is not aligned to {nbytes} bytes at these sizes")
         src_bytes = ir.const(nbytes)
         if inside is not None:
             cond = self._per_piece(inside, v, width)
             if cond is None:
-                return None
+                return self.no("its bound check differs between the lanes of one piece "
+                               "(a tensor edge that is not a multiple of the vector)")
             src_bytes = ir.Select(cond, ir.const(nbytes), ir.const(0), I32)
         return ir.Evaluate(ir.Call("cp_async", (ir.Ref(st.buffer, dst_idx),
                                                 ir.Ref(src.buffer, src_idx),

@@ -1183,7 +1183,8 @@ def test_matmul_kmajor_vectorized_copies_layout():
     for pipeline in (False, True):
         ordered = tcomp.lower(matmul_vector_gemm(pipeline=pipeline), sizes=sizes)
         plain = tcomp.lower(matmul_vector_gemm(pipeline=pipeline, order=False), sizes=sizes)
-        a, b = str(ordered).splitlines(), str(plain).splitlines()
+        # (the remarks say which vectorized loops got no vector: compared through the loops)
+        a, b = ([x for x in str(p).splitlines() if "# remark:" not in x] for p in (ordered, plain))
         assert len(a) == len(b)
         diff = [(x, y) for x, y in zip(a, b) if x != y]
         vector_record = lambda x, y: (x.strip().startswith("for ") and  # noqa: E731
