@@ -215,9 +215,21 @@ class Simplifier(Rewriter):
         return out
 
     def _merge_divmod(self, lin: Linear) -> Linear:
-        """(x / c) * (c*k) + (x % c) * k  ->  x * k  (floor division identity)."""
+        """(x / c) * (c*k) + (x % c) * k  ->  x * k  (floor division identity), and for a
+        divisor N that is not a constant (a size: what `fuse` divides by),
+        (x / N) * N * k + (x % N) * k  ->  x * k (q * N + r == x for any N != 0, floored or
+        truncated alike)."""
         for a, k in list(lin.terms.items()):
-            if not (isinstance(a, ir.Bin) and a.op == "%" and isinstance(a.b, ir.Imm)):
+            if not (isinstance(a, ir.Bin) and a.op == "%"):
+                continue
+            if not isinstance(a.b, ir.Imm):
+                q = ir.Bin("/", a.a, a.b, a.dtype)
+                for qn in (ir.Bin("*", q, a.b, a.dtype), ir.Bin("*", a.b, q, a.dtype)):
+                    if a in lin.terms and lin.terms.get(qn) == k:
+                        rest = Linear({t: v for t, v in lin.terms.items() if t not in (a, qn)},
+                                      lin.const)
+                        lin = rest.add(self.linear(a.a).scale(k))
+                        break
                 continue
             c = int(a.b.value)
             q = ir.Bin("/", a.a, a.b, a.dtype)

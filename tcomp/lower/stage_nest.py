@@ -60,10 +60,17 @@ class StageNest:
                 val[r.inner] = ir.Bin("%", val[r.fused], ext[r.inner], ir.int32)
         index = {v: simplify_expr(add(domain[v][0], val[v])) for v in d.spatial + d.reduce}
         # Clamp to the stage's own ranges when its domain is a region (computed at a consumer).
+        # Over its own whole range an index needs none: its loops cover exactly that range
+        # (fuse divides exactly; an imperfect split has its guard above), and a clamp on a
+        # fused index (`f / N < M`) is one the simplifier cannot drop with symbolic sizes.
         clamps = []
         for v in d.spatial:
             lo, hi = d.ranges[v]
             lo_ir, hi_ir = b.lsize(lo), b.lsize(hi)
+            base, extent = domain[v]
+            if simplify_expr(base) == simplify_expr(lo_ir) and \
+                    simplify_expr(extent) == simplify_expr(sub(hi_ir, lo_ir)):
+                continue
             clamps.append(ir.Bin(">=", index[v], lo_ir, ir.bool_))
             clamps.append(ir.Bin("<", index[v], hi_ir, ir.bool_))
         # Tensor-core tiles are whole: a fragment stage computes its full tile (the

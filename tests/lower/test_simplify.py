@@ -514,3 +514,45 @@ def test_simplify_expr_remembers_only_what_prints_the_same():
     flag = ir.Bin("&&", ir.Var("b", ir.bool_), ir.Imm(True, ir.bool_), ir.bool_)
     one = ir.Bin("&&", ir.Var("b", ir.bool_), ir.Imm(1, ir.bool_), ir.bool_)
     assert flag == one and ir.plain(flag) and not ir.plain(one)
+
+
+# ------------------------------------------------------------ symbolic divisors (fuse)
+N_, M_, S_ = ir.Var("N"), ir.Var("M"), ir.Var("S")
+
+
+def _b(op, a, b):
+    return ir.Bin(op, a, b, ir.int32)
+
+
+@pytest.mark.parametrize("e, text", [
+    (_b("+", _b("*", _b("/", X, N_), N_), _b("%", X, N_)), "x"),
+    (_b("+", _b("*", N_, _b("/", X, N_)), _b("%", X, N_)), "x"),
+    (_b("+", _b("*", _b("+", _b("*", _b("/", X, N_), N_), _b("%", X, N_)), S_), Y), "x * S + y"),
+    (_b("+", _b("*", _b("*", _b("/", X, N_), N_), ir.const(3)),
+        _b("*", _b("%", X, N_), ir.const(3))), "x * 3"),
+    # not the identity: kept
+    (_b("+", _b("*", _b("/", X, N_), M_), _b("%", X, N_)), "x / N * M + x % N"),
+    (_b("+", _b("*", _b("/", X, N_), N_), _b("%", Y, N_)), "x / N * N + y % N"),
+])
+def test_a_symbolic_division_and_its_remainder_recombine(e, text):
+    assert show(simplify_expr(e)) == text
+
+
+def test_a_fused_axis_with_symbolic_sizes_indexes_and_guards_plainly():
+    """fuse(b, h) with symbolic sizes: b = f / H and h = f % H recombine into f in the
+    subscripts, and the clamps of b and h, implied by f's loop, are not emitted."""
+    import tcomp
+    op = tcomp.op("def f(float(B,H,S) X) -> (O) { O(b,h,s) = X(b,h,s) * 2 }")
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    b, h, x = O.axes
+    f = O.fuse(b, h)
+    O.bind(f, "blockIdx.x")
+    _, xi = O.split(x, 128)
+    O.bind(xi, "threadIdx.x")
+    text = str(tcomp.lower(s))
+    assert "if s_o * 128 + s_i < S\n" in text, text
+    assert "O[b_h_f * S + s_o * 128 + s_i] = X[b_h_f * S + s_o * 128 + s_i] * 2.0" in text
+    assert "/ H" not in text and "% H" not in text
+    X_ = np.random.default_rng(0).random((3, 5, 130)).astype(np.float32)
+    np.testing.assert_array_equal(tcomp.build(s, target="sim")(X_), tcomp.evaluate(op, X_))

@@ -22,7 +22,7 @@ extern "C" __global__ void __launch_bounds__(1) f_O_1_snap(const float* __restri
 extern "C" __global__ void __launch_bounds__(4) f_O_1(float* O, const float* __restrict__ O_snap, int N) {
   const int i_o = blockIdx.x;
   const int i_i = threadIdx.x;
-  if (i_o * 4 + i_i < N - 1 && i_o * 4 + i_i + 1 < N) {
+  if (i_o * 4 + i_i < N - 1) {
     O[i_o * 4 + i_i + 1] = O_snap[i_o * 4 + i_i + 1] + O_snap[i_o * 4 + i_i];
   }
 }
