@@ -155,6 +155,7 @@ class _Walk:
         self.size_names = set(sizes)
         self.touched = set()
         self.lane_var = lane_var
+        self.vector_lanes = 1  # lanes of the vector loops around: one thread's contiguous piece
         # two evaluation environments: lane 0 and its neighbour along the lane axis
         self.env0 = {k: int(v) for k, v in sizes.items()}
         self.env1 = dict(self.env0)
@@ -191,7 +192,11 @@ class _Walk:
             copies = s.kind == "unroll" and lo0 is not None and _eval(s.extent, {}) is not None
             if copies:  # the unroll pass will make a copy per value: guards may decide
                 self.unrolled[s.var] = range(lo0, lo0 + n)
+            lanes = self.vector_lanes
+            if vector is not None:
+                self.vector_lanes = lanes * max(1, n)
             self.stmt(s.body, w * n, u)
+            self.vector_lanes = lanes
             if copies:
                 del self.unrolled[s.var]
         elif isinstance(s, ir.Let):
@@ -366,7 +371,9 @@ class _Walk:
             per_thread = nbytes  # unknown: count as coalesced
         elif stride == 0:
             per_thread = max(nbytes, 32) / 32  # a broadcast: one sector for the warp
-        elif stride <= nbytes:
+        elif stride <= nbytes * self.vector_lanes:
+            # neighbouring threads' pieces abut: a vector access of `vector_lanes` elements
+            # each moves whole sectors (a float4 per thread at 16-byte strides)
             per_thread = nbytes
         else:
             per_thread = min(max(nbytes, 32), stride)  # lanes in different sectors
