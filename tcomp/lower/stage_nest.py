@@ -11,7 +11,7 @@ reduction.py's part.
 """
 from __future__ import annotations
 
-from ..errors import LoweringError
+from ..errors import LoweringError, ScheduleError
 from ..schedule import threads
 from ..schedule.stage import SplitRel
 from . import ir
@@ -48,6 +48,7 @@ class StageNest:
             else:
                 ext[r.fused] = simplify_expr(mul(ext[r.outer], ext[r.inner]))
         loopvar = {leaf: ctx.fresh(leaf, prefix) for leaf in st.leaves}
+        _check_rebinds(stage, st, ctx, loopvar)
         val: dict[str, ir.Expr] = {leaf: ir.Var(loopvar[leaf]) for leaf in st.leaves}
         guards = []  # (kind, condition)
         for r in reversed(st.relations):
@@ -189,3 +190,24 @@ class StageNest:
 
     def for_loop(self, leaf, body) -> ir.For:
         return for_loop(self.st, leaf, self.info.loopvar[leaf], self.info.ext[leaf], body)
+
+
+def _check_rebinds(stage: str, st, ctx, loopvar: dict) -> None:
+    """A thread axis is bound at most once on any path from the kernel to a statement:
+    a stage computed inside a loop bound to threadIdx.T that binds a loop of its own to
+    threadIdx.T again would be computed only where the two indices coincide (each thread
+    runs one value of both). The exception is a shared stage: its region covers every
+    enclosing thread (attach.py relaxes it over them), so its own threads share out the
+    whole region cooperatively."""
+    if st.scope == "shared":
+        return
+    outer = {tag: var for var, _, tag in ctx.thread_loops}
+    for leaf, tag in st.bind.items():
+        if tag in outer:
+            raise ScheduleError(
+                f"stage '{stage}' binds its loop '{loopvar.get(leaf, leaf)}' ({leaf}) to "
+                f"{tag}, but it is computed inside loop '{outer[tag]}', already bound to {tag}: "
+                f"each thread would compute only the elements where the two indices coincide. "
+                f"Bind '{leaf}' to another thread axis, compute '{stage}' at a loop outside "
+                f"'{outer[tag]}' (or at root), or give it shared scope (a cooperative stage "
+                f"covering every thread)")

@@ -57,6 +57,7 @@ from ..lower.printer import expr as expr_text
 from ..lower import intrinsics
 from ..lower.accesses import accesses
 from ..lower.rewriter import walk_stmts
+from .coverage import Coverage
 from .expressions import Expressions
 from .intrinsics import RULES
 from .memory import Local, Memory, Shared
@@ -121,12 +122,13 @@ class _Launch(Memory, Expressions):
         self.block_fns = [self.compile_expr(b) for b in k.block]
         self.block_text = [expr_text(b) for b in k.block]
         self.local_shapes = _local_shapes(k.body)
+        self.coverage = Coverage(k.name)  # every stored instance runs in some thread
         self.body = self.compile_stmt(k.body)
         self.stored = set(accesses(k.body).writes)
         self.allocs = [(s.buffer.scope, s.buffer.dtype.numpy.itemsize,
                         [self.compile_expr(d) for d in s.buffer.shape])
                        for s in walk_stmts(k.body) if isinstance(s, ir.Alloc)]
-        del self.compiled, self.scopes, self.local_shapes  # only needed while compiling
+        del self.compiled, self.scopes, self.local_shapes, self.coverage  # compiling only
 
     def const_offset(self, name, key):
         """The flat offset of constant subscripts `key` into local buffer `name`
@@ -262,7 +264,11 @@ class _Launch(Memory, Expressions):
 
     def _s_Let(self, s):
         value, inv = self._compile(s.value)
-        body, var = self._scoped(s.var, inv, s.body), s.var
+        saved = self.coverage.enter_let(s)
+        try:
+            body, var = self._scoped(s.var, inv, s.body), s.var
+        finally:
+            self.coverage.leave_let(saved)
 
         def let(env, mask):
             v = value(env, mask)
@@ -382,6 +388,7 @@ class _Launch(Memory, Expressions):
         return alloc
 
     def _s_Store(self, s):
+        self.coverage.store(s)
         name = s.buffer
         where = f" (computing the statement at {s.loc})" if s.loc is not None else ""
         idx = [self.compile_expr(i) for i in s.indices]
