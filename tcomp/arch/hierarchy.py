@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from .layout import PY
+from .threads import SPECIAL, parse
 
 WARP_SIZE = 32
 WARPGROUP_WARPS = 4
@@ -134,7 +135,6 @@ def register_uniformity(name: str, block=(None, None, None)) -> Uniformity | Non
     `block` extents (None where unknown), or None for a name that is not one.
     threadIdx.y is warp-uniform when blockDim.x is a multiple of 32, warpgroup-
     uniform when of 128; a component of extent 1 is 0, a constant."""
-    from .threads import SPECIAL, parse
     if name in SPECIAL:
         return Uniformity.CLUSTER if name.startswith("clusterid") else Uniformity.BLOCK
     a = parse(name)
