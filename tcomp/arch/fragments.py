@@ -7,8 +7,8 @@ wgmma. Each is the one definition the lowering, the sim and the tests use
 Fragments map (thread, value) to (row, col). With g = lane / 4 and
 t = lane % 4 (PTX's groupID and threadID_in_group):
 
-  mma.m16n8k16 (PTX ISA 9.7.14.5.8, "Matrix Fragments for mma.m16n8k16 with
-  floating point type"):
+  mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating
+  point type"):
     A (16 x 16, 16-bit): a0..a7 at (g + 8 ((i / 2) % 2), 2t + i % 2 + 8 (i / 4))
         lane (4, 8) : (E(0,2), E(1,0));  value (2, 2, 2) : (E(0,1), E(8,0), E(0,8))
     B (16 x 8, k x n):   b0..b3 at (2t + i % 2 + 8 (i / 2), g)
@@ -16,8 +16,8 @@ t = lane % 4 (PTX's groupID and threadID_in_group):
     C, D (16 x 8, 32-bit): c0..c3 at (g + 8 (i / 2), 2t + i % 2)
         lane (4, 8) : (E(0,2), E(1,0));  value (2, 2) : (E(0,1), E(8,0))
 
-  wgmma m64nNk16 (PTX ISA 9.7.15.5.1.1.1, "Matrix Fragments for
-  wgmma.mma_async.m64nNk16", the figures for A in registers and for D):
+  wgmma m64nNk16 (PTX ISA, "Matrix Fragments for wgmma.mma_async.m64nNk16",
+  the figures for A in registers and for D):
   thread = lane + 32 w over the warpgroup's 4 warps; warp w owns rows
   16w .. 16w + 15, and within a warp the layout is mma.m16n8k16's:
     D (64 x N, 32-bit): the C layout repeated over the N / 8 column blocks,
@@ -32,7 +32,7 @@ t = lane % 4 (PTX's groupID and threadID_in_group):
         value (4, 2, 2) : (E(0,1), E(8,0), E(0,16))        (CUTLASS ALayout_64x32)
   (for fp8 the D layout is the same as for 16-bit inputs.)
 
-  ldmatrix .x1/.x2/.x4 (PTX ISA 9.7.14.5.15, "ldmatrix"): lanes 8q .. 8q + 7
+  ldmatrix .x1/.x2/.x4 (PTX ISA, "ldmatrix"): lanes 8q .. 8q + 7
   give the row addresses of matrix q; lane l receives from matrix q the pair
   (row l / 4, columns 2 (l % 4) + {0, 1}) into values 2q, 2q + 1, or with
   .trans the pair (rows 2 (l % 4) + {0, 1}, column l / 4). As a fragment of
@@ -106,7 +106,7 @@ def _check_n(n: int) -> None:
 # ------------------------------------------------------------------ shared memory
 SWIZZLE_BYTES = {32: Swizzle(1, 4, 3), 64: Swizzle(2, 4, 3), 128: Swizzle(3, 4, 3)}
 # the wgmma matrix descriptor's "swizzle mode" field (bits 62-63) per span (PTX ISA
-# 9.7.15.5.1.2, "Matrix Descriptor Format"); 0 is no swizzle
+# "Matrix Descriptor Format" of wgmma); 0 is no swizzle
 WGMMA_SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
 
