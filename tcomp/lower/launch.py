@@ -9,29 +9,13 @@ the limits of the device it runs on.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..arch.limits import CUDA_LIMITS, LaunchLimits  # noqa: F401  (defined in the machine model)
 from ..errors import LoweringError
 from ..schedule import threads
 from . import ir
 from .printer import expr as show
 from .rewriter import Visitor, walk_stmts
 from .simplify import simplify_expr
-
-
-@dataclass(frozen=True)
-class LaunchLimits:
-    """What a device accepts in one launch. The defaults are CUDA's limits on
-    every GPU since compute capability 2.0. `kernel_threads` is the compiled
-    kernel's own limit on threads per block (lower than the device's when the
-    kernel uses many registers), when the driver reports one."""
-    threads_per_block: int = 1024
-    block: tuple[int, int, int] = (1024, 1024, 64)
-    grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
-    kernel_threads: int | None = None
-
-
-CUDA_LIMITS = LaunchLimits()
 
 
 def launch_problem(kernel: str, grid, block, limits: LaunchLimits = CUDA_LIMITS,

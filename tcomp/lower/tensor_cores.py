@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..arch import fragments
 from ..errors import LoweringError
 from . import ir
 from .printer import expr as expr_text
 from .rewriter import Rewriter, substitute, walk_stmts
 from .simplify import Linear, kernel_simplifier
-from .warp_layouts import MMA_A, MMA_B, MMA_C
+from .warp_layouts import IR_OPS, MMA_A, MMA_B, MMA_C, MMA_C_PAIRS, FragmentLayout
 
 LANE = ir.Var("threadIdx.x")
 I32 = ir.int32
@@ -49,31 +50,27 @@ def _b(op, a, b):
     return ir.Bin(op, a, b if isinstance(b, ir.Expr) else ir.const(b), I32)
 
 
-# (tile rows, tile cols, elements per lane, (row, col) of element e of this lane)
-def _coords_c(e):
-    g, t = _b("/", LANE, 4), _b("%", LANE, 4)
-    return _b("+", g, _b("*", _b("/", e, 2), 8)), _b("+", _b("*", t, 2), _b("%", e, 2))
-
-
-def _coords_a(e):
-    g, t = _b("/", LANE, 4), _b("%", LANE, 4)
-    row = _b("+", g, _b("*", _b("%", _b("/", e, 2), 2), 8))
-    col = _b("+", _b("+", _b("*", t, 2), _b("%", e, 2)), _b("*", _b("/", e, 4), 8))
-    return row, col
-
-
-def _coords_b(e):
-    g, t = _b("/", LANE, 4), _b("%", LANE, 4)
-    return _b("+", _b("+", _b("*", t, 2), _b("%", e, 2)), _b("*", _b("/", e, 2), 8)), g
-
-
 @dataclasses.dataclass(frozen=True)
 class Layout:
+    """An mma operand's fragment (arch/fragments.py) as this pass uses it:
+    its th x tw tile and the (row, col) of this lane's element e, as IR."""
     role: str  # 'a', 'b' or 'c'
-    th: int
-    tw: int
-    per_lane: int
-    coords: object
+    fragment: FragmentLayout
+
+    @property
+    def th(self) -> int:
+        return self.fragment.rows
+
+    @property
+    def tw(self) -> int:
+        return self.fragment.cols
+
+    @property
+    def per_lane(self) -> int:
+        return self.fragment.per_lane
+
+    def coords(self, e):
+        return self.fragment.coords(LANE, e, ops=IR_OPS)
 
     def check(self, name, shape):
         rows, cols = shape
@@ -83,9 +80,7 @@ class Layout:
                                 f"({self.role.upper()}); make the warp tile a multiple of it")
 
 
-LAYOUTS = {"a": Layout("a", 16, 16, MMA_A.per_lane, _coords_a),
-           "b": Layout("b", 16, 8, MMA_B.per_lane, _coords_b),
-           "c": Layout("c", 16, 8, MMA_C.per_lane, _coords_c)}
+LAYOUTS = {"a": Layout("a", MMA_A), "b": Layout("b", MMA_B), "c": Layout("c", MMA_C)}
 
 
 def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
@@ -385,9 +380,9 @@ class _Distribute(Rewriter):
         n = self.count
         ta, tb, h = f"{buf}_ti{n}", f"{buf}_tj{n}", f"{buf}_h{n}"
         half = lay.tw // 2  # pairs per tile row: 4, one per t
-        sub = {outer.var: _b("+", _b("+", _b("*", ir.Var(ta), lay.th), _b("/", LANE, 4)),
-                             _b("*", ir.Var(h), 8)),
-               inner.var: _b("+", _b("*", ir.Var(tb), half), _b("%", LANE, 4))}
+        row, pair = MMA_C_PAIRS.coords(LANE, ir.Var(h), ops=IR_OPS)  # pair h of this lane
+        sub = {outer.var: _b("+", _b("*", ir.Var(ta), lay.th), row),
+               inner.var: _b("+", _b("*", ir.Var(tb), half), pair)}
         body = dataclasses.replace(vec, body=substitute(self.stmt(vec.body), sub))
         out = ir.For(h, ir.const(0), ir.const(2), "unroll", body)
         self.element_loops[h] = (buf, _b("+", _b("*", ir.Var(h), 2), vv))
@@ -415,11 +410,12 @@ class _Distribute(Rewriter):
         if lins[-1].terms.get(c) != 1 or any(c in l.terms for l in lins[:-1]):
             return None
         if lay.role == "a":
-            lr, lc, fn = _b("%", LANE, 16), _b("*", _b("/", LANE, 16), 8), "ldmatrix_x4"
+            rows, fn = fragments.LDMATRIX_A_ROWS, "ldmatrix_x4"
         elif pair:  # lanes 16-31: the rows of the second tile, 8 columns on
-            lr, lc, fn = _b("%", LANE, 16), _b("*", _b("/", LANE, 16), 8), "ldmatrix_x4_trans"
+            rows, fn = fragments.LDMATRIX_B_ROWS, "ldmatrix_x4_trans"
         else:
-            lr, lc, fn = _b("%", LANE, 16), ir.const(0), "ldmatrix_x2_trans"
+            rows, fn = fragments.LDMATRIX_X2_ROWS, "ldmatrix_x2_trans"
+        lr, lc = rows(LANE, ops=IR_OPS)  # the (row, col) whose address this lane gives
         at = {rv: _b("+", origin[rv], lr), cv: _b("+", origin[cv], lc)}
         sidx = tuple(self.simp.expr(substitute(i, at)) for i in src.indices)
         strides, stride = [], 1

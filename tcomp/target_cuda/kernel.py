@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arch import limits
 from ..errors import CudaError, TcompError
 from ..lang import dtypes
 from ..lang.signature import InputSpec, Signature
@@ -123,13 +124,10 @@ class Variant:
     module: object = None
 
 
-# The most shared memory one block may opt into, by compute capability (CUDA C++
-# Programming Guide, technical specifications per compute capability): a kernel above it
-# compiles but can never launch there, so it is refused at build, with its figure.
-SHARED_PER_BLOCK = {"sm_70": 96 * 1024, "sm_72": 96 * 1024, "sm_75": 64 * 1024,
-                    "sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_87": 163 * 1024,
-                    "sm_89": 99 * 1024, "sm_90": 227 * 1024, "sm_100": 227 * 1024,
-                    "sm_103": 227 * 1024, "sm_120": 99 * 1024}
+# The most shared memory one block may opt into, by compute capability (the machine
+# model's table, arch/limits.py): a kernel above it compiles but can never launch there,
+# so it is refused at build, with its figure.
+SHARED_PER_BLOCK = limits.SHARED_PER_BLOCK
 
 
 def check_shared_memory(smem: dict, arch: str) -> None:
