@@ -131,6 +131,8 @@ def test_no_gpu_suggests_the_sim(tmp_path, capsys, monkeypatch):
      "tcomp: argument --trials: expected a positive integer, got 0 (see 'tcomp tune --help')\n"),
     (["--records", "r.jsonl"],
      "tcomp: the following arguments are required: --sizes (see 'tcomp tune --help')\n"),
+    (["--sizes", SIZES, "--seed", "-5"], "tcomp: tune: seed must be a non-negative integer, "
+                                         "got -5\n"),
 ])
 def test_tune_errors(argv, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -150,6 +152,16 @@ def test_a_records_file_of_something_else_is_refused(tmp_path, capsys):
                           capsys)
     assert rc == 2
     assert err == f"tcomp: {rec}:1: not a tcomp record (no \"tcomp_record\" format field)\n"
+
+
+def test_a_records_file_nested_too_deeply_is_refused_without_a_traceback(tmp_path, capsys):
+    rec = tmp_path / "r.jsonl"
+    rec.write_text("[" * 100000 + "]" * 100000 + "\n")  # a RecursionError, before
+    rc, _, err = tune_cli([MM_TC, "--sizes", SIZES, "--records", str(rec), "--target", "sim"],
+                          capsys)
+    assert rc == 2
+    assert err == (f"tcomp: {rec}:1: nested too deeply to read (more than 32 levels); not a "
+                   f"tcomp record\n")
 
 
 @pytest.mark.cuda

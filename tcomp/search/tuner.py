@@ -164,7 +164,8 @@ def _resume(st, recs, op, sizes, target, runner, seed) -> None:
     from .recheck import recheck
     from .resume import resume
     from .runner import MeasureInput, MeasureResult
-    sim = runner if target == "sim" else None  # the tune's own sim runner (its inputs=)
+    from .sim_runner import SimRunner
+    sim = runner if isinstance(runner, SimRunner) else None  # its inputs=, budget and limit
     failed = resume(st, recs.matching(op, sizes, target),
                     lambda text: recheck(op, sizes, text, sim), seed, recs.path)
     for t, rec, res in failed:
