@@ -87,7 +87,7 @@ WARM_UP = "def warm(bfloat16(N) X, float(N) Y) -> (Z) { Z(i) = float(X(i)) + Y(i
 
 
 def _preload() -> None:
-    """Run a tiny check, so that what a candidate's halves import on first use
+    """(Also run by RayRunner's actors.) Run a tiny check, so that what a candidate's halves import on first use
     is imported before the worker says "ready": the cost then falls under
     startup_timeout_s, not under the first candidate's deadline. On the
     2-core CI machine ml_dtypes (loaded by tcomp's dtypes for bfloat16) took
