@@ -7,11 +7,14 @@ Progress: on a terminal, one line on stderr rewritten after each trial
 (trials, best so far, ETA); elsewhere a line on stdout each time the best
 improves. At the end: the top candidates as a table. Ctrl-C stops the search,
 keeps what was measured (the records are appended per measurement), prints
-the best so far and exits with status 130.
+the best so far and exits with status 130. Warnings (a records line passed
+over by its re-check, a last line cut short) are printed as
+"tcomp: warning: ..." on stderr, as they happen.
 """
 from __future__ import annotations
 
 import sys
+import warnings
 
 from .errors import TcompError
 
@@ -81,9 +84,12 @@ def cmd_tune(args, load_op) -> int:
             raise TcompError("no CUDA GPU found on this machine: tune with --target sim (checks "
                              "each candidate on the CPU and ranks by the cost estimate)")
     show = _Progress(sys.stderr.isatty())
-    res = tune(op, sizes, trials=args.trials, records=args.records, target=args.target,
-               batch=args.batch, patience=args.patience, time_limit_s=args.time_limit,
-               seed=args.seed, progress=show)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show.warning
+        res = tune(op, sizes, trials=args.trials, records=args.records, target=args.target,
+                   batch=args.batch, patience=args.patience, time_limit_s=args.time_limit,
+                   seed=args.seed, progress=show)
     show.close()
     resumed = sum(t.resumed for t in res.history)
     print(f"tuned {op.name} at {sizes_text(sizes)} for {args.target}: {len(res.history)} trials"
@@ -144,6 +150,13 @@ class _Progress:
             new = p.last.score(p.last.time_ms is not None) == p.best_ms and p.last.sketch
             print(f"trial {p.done}/{p.total}: best {fmt_ms(p.best_ms)}"
                   f"{f' ({p.last.sketch})' if new else ''}", flush=True)
+
+    def warning(self, message, category, filename, lineno, file=None, line=None) -> None:
+        """warnings.showwarning: one line, without Python's file and line."""
+        if self.tty and self.width:  # below the live line, which the next trial rewrites
+            sys.stderr.write("\n")
+            self.width = 0
+        print(f"tcomp: warning: {message}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.tty and self.width:

@@ -131,6 +131,8 @@ def test_no_gpu_suggests_the_sim(tmp_path, capsys, monkeypatch):
      "tcomp: argument --trials: expected a positive integer, got 0 (see 'tcomp tune --help')\n"),
     (["--records", "r.jsonl"],
      "tcomp: the following arguments are required: --sizes (see 'tcomp tune --help')\n"),
+    (["--sizes", SIZES, "--seed", "-5"], "tcomp: tune: seed must be a non-negative integer, "
+                                         "got -5\n"),
 ])
 def test_tune_errors(argv, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -150,6 +152,35 @@ def test_a_records_file_of_something_else_is_refused(tmp_path, capsys):
                           capsys)
     assert rc == 2
     assert err == f"tcomp: {rec}:1: not a tcomp record (no \"tcomp_record\" format field)\n"
+
+
+def test_a_records_file_nested_too_deeply_is_refused_without_a_traceback(tmp_path, capsys):
+    rec = tmp_path / "r.jsonl"
+    rec.write_text("[" * 100000 + "]" * 100000 + "\n")  # a RecursionError, before
+    rc, _, err = tune_cli([MM_TC, "--sizes", SIZES, "--records", str(rec), "--target", "sim"],
+                          capsys)
+    assert rc == 2
+    assert err == (f"tcomp: {rec}:1: nested too deeply to read (more than 32 levels); not a "
+                   f"tcomp record\n")
+
+
+def test_a_best_record_that_lies_is_a_warning_line_and_the_tune_goes_on(tmp_path, capsys):
+    rec = tmp_path / "r.jsonl"
+    argv = [MM_TC, "--sizes", "M=8,N=8,K=8", "--trials", "2", "--batch", "2", "--records",
+            str(rec), "--target", "sim"]
+    assert tune_cli(argv, capsys)[0] == 0
+    lines = [json.loads(x) for x in rec.read_text().splitlines()]
+    for d in lines:  # neither replays now: both are passed over, and the tune measures two more
+        d["schedule"]["directives"].insert(0, {"kind": "Split", "stage": "Q", "axis": "m",
+                                               "factor": 2, "nparts": None})
+    rec.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    rc, out, err = tune_cli(argv[:4] + ["4"] + argv[5:], capsys)
+    assert rc == 0 and "tuned matmul at M=8,N=8,K=8 for sim: 4 trials (2 resumed)" in out
+    assert err.count("tcomp: warning: tune: ") == 2 and "Traceback" not in err
+    assert err.startswith(f"tcomp: warning: tune: {rec}:")
+    assert ": the best recorded candidate is passed over: its re-check on the sim failed " \
+           "(schedule: ScheduleError: " in err
+    assert "RecordCheckWarning" not in err and "warnings.warn" not in err
 
 
 @pytest.mark.cuda

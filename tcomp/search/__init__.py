@@ -8,7 +8,8 @@
   `LocalRunner` (one process per local GPU), `RayRunner` (one Ray actor per
   GPU, `pip install tcomp[ray]`).
 - `Records`, `Record`, `best` (records.py): tuning records as JSON lines
-  (docs/tuning.md).
+  (docs/tuning.md); recheck.py: a recorded winner checked again before it
+  is trusted (`RecordCheckWarning`).
 - The search (docs/tuning.md): features.py (features of lowered candidates and
   the analytic cost proxy), model.py (`CostModel`, the learned cost model),
   tuner.py (`tune`, the evolutionary search behind tcomp.tune), quality.py
@@ -28,15 +29,19 @@ from .sim_runner import SimProgram, SimRunner
 from .space import Candidate, SearchError, Space, generate, mutate
 from .validate import Invalid, Valid, validate
 from .model import CostModel
-from .tuner import Trial, TuneResult, tune
+from .recheck import RecordCheckWarning
+from .tuner import ProgressWarning, Trial, TuneResult, tune
 from .quality import Batch, Quality, model_quality, plot_quality
 
-__all__ = ["Batch", "Candidate", "CandidateFailed", "CostModel", "CudaProgram", "DeviceInfo",
-           "DeviceProgram", "ERROR_KINDS", "Invalid", "Limits", "LocalRunner", "MeasureInput",
-           "MeasureResult", "OracleError", "Quality", "RULES", "RayRunner", "Record", "Records",
-           "RecordsError", "RecordsWarning", "Runner", "SearchError", "SimProgram", "SimRunner",
-           "Space", "Trial", "TuneResult", "Valid", "best", "generate", "model_quality",
-           "mutate", "op_hash", "plot_quality", "small_sizes", "stage_graph", "topological_order", "tune", "validate"]
+__all__ = ["Batch", "Candidate", "CandidateFailed", "CostModel", "CudaProgram",
+           "DeviceInfo", "DeviceProgram", "ERROR_KINDS", "Invalid", "Limits",
+           "LocalRunner", "MeasureInput", "MeasureResult", "OracleError",
+           "ProgressWarning", "Quality", "RULES", "RayRunner", "Record",
+           "RecordCheckWarning", "Records", "RecordsError", "RecordsWarning", "Runner",
+           "SearchError", "SimProgram", "SimRunner", "Space", "Trial", "TuneResult",
+           "Valid", "best", "generate", "model_quality", "mutate", "op_hash",
+           "plot_quality", "small_sizes", "stage_graph", "topological_order", "tune",
+           "validate"]
 
 
 def __getattr__(name):

@@ -10,7 +10,8 @@ spawned, talk over pipes (workers.py has the protocol) and outlive a batch;
 
 Faults: a worker that dies is recorded as "crash" for the candidate it was
 working on; one that runs past its deadline (`timeout_s` for a device run,
-`prepare_timeout_s` for a prepare) is killed and recorded as "timeout"; a
+`prepare_timeout_s` for a prepare, counted from the moment the worker
+begins the candidate: workers.py) is killed and recorded as "timeout"; a
 device worker whose run failed with a CUDA error (an illegal address leaves
 its context unusable) is restarted. Either way the batch goes on, on a fresh
 worker. The runner raises only when it cannot measure at all: a worker that
@@ -185,6 +186,9 @@ class LocalRunner(Runner):
     def _message(self, w: Worker, msg: tuple) -> None:
         if msg[0] == "ready":
             w.state, w.info = "idle", msg[1]
+            return
+        if msg[0] == "started":
+            w.began(msg[1])
             return
         if msg[0] == "setup_failed":
             self.close()

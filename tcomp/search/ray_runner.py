@@ -8,7 +8,10 @@ GPU. Each actor measures one candidate at a time; the runner hands the next
 one to whichever actor is free. A candidate whose actor dies is recorded as
 "crash", one that runs past `timeout_s` as "timeout" (the actor is killed),
 and either way, or after a CUDA error in the run, the actor is replaced by a
-fresh one. tcomp must be importable on every node of the cluster.
+fresh one. An actor imports what a check loads on first use before it
+reports its device (workers._preload), so that these imports count toward
+`startup_timeout_s`, not toward its first candidate's `timeout_s`. tcomp
+must be importable on every node of the cluster.
 
 With a `SimProgram` the actors need no GPU (`num_gpus=0`): that is how CI
 tests this runner, on a local Ray instance.
@@ -39,6 +42,8 @@ class _Actor:
     """What runs inside a Ray actor (wrapped by ray.remote at run time)."""
 
     def __init__(self, program: DeviceProgram):
+        from .workers import _preload
+        _preload()  # first-use imports under startup_timeout_s, not a candidate's timeout_s
         self.program = program
         self.info = program.setup()
 

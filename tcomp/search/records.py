@@ -45,7 +45,16 @@ Validation: records are data, never executed. Every other line must be a
 JSON object of this format with fields of the right types, or loading
 raises `RecordsError` naming the file, the line and what is wrong: a file
 edited by hand or written by another program is not silently half-read.
-Blank lines are skipped. One process appends to a file at a time.
+Blank lines are skipped. One process appends to a file at a time. A line
+nested deeper than MAX_DEPTH levels (a record is at most about 6) is refused
+as such, before anything walks it.
+
+Several lines of one candidate (the same op, sizes, target and schedule:
+a re-measured timeout, a failed re-check that tune recorded) are its
+history; the last one is its result (`Records.latest`).
+
+Re-check: `best` checks the record it would return again on the sim
+(recheck.py) and passes over one that fails, with a RecordCheckWarning.
 """
 from __future__ import annotations
 
@@ -67,6 +76,7 @@ FORMAT = 2  # what this tcomp writes
 FIELDS = ("tcomp_record", "op_hash", "op", "sizes", "target", "device", "schedule", "plan",
           "times_ms", "median_ms", "error", "message", "build_s", "predicted_ms", "search",
           "time", "tcomp_version")
+MAX_DEPTH = 32  # JSON nesting of a line; deeper is refused (RecursionError otherwise)
 VERSIONS = {1: tuple(f for f in FIELDS if f not in ("plan", "search")), 2: FIELDS}
 
 
@@ -246,6 +256,19 @@ def _search_problem(x) -> str | None:
     return None
 
 
+def _deeper_than(x, limit: int) -> bool:
+    """Whether the JSON value x nests more than `limit` levels (walked without
+    recursion)."""
+    todo = [(x, 1)]
+    while todo:
+        v, depth = todo.pop()
+        if isinstance(v, (dict, list)):
+            if depth > limit:
+                return True
+            todo.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
 def _record(d: dict, line: int) -> Record:
     return Record(d["op_hash"], d["op"], d["sizes"], d["target"], d["device"], d["schedule"],
                   tuple(d["times_ms"]) if d["times_ms"] is not None else None, d["error"],
@@ -283,6 +306,9 @@ class Records:
             where = f"{self.path}:{i}"
             try:
                 d = json.loads(raw.decode("utf-8"))
+            except RecursionError:
+                raise RecordsError(f"{where}: nested too deeply to read (more than "
+                                   f"{MAX_DEPTH} levels); not a tcomp record") from None
             except (UnicodeDecodeError, ValueError) as e:
                 if last:  # no newline after it: a write that kill -9 cut short
                     warnings.warn(f"{where}: the last line is incomplete (a run was killed "
@@ -292,6 +318,9 @@ class Records:
                     continue
                 raise RecordsError(f"{where}: not a JSON line ({type(e).__name__}: {e}); "
                                    f"records files hold one JSON object per line") from None
+            if _deeper_than(d, MAX_DEPTH):
+                raise RecordsError(f"{where}: nested too deeply to read (more than "
+                                   f"{MAX_DEPTH} levels); not a tcomp record")
             problem = _validate(d)
             if problem is not None:
                 raise RecordsError(f"{where}: {problem}")
@@ -347,21 +376,53 @@ class Records:
         return rec
 
     def matching(self, op: Op, sizes: Mapping[str, int], target: str) -> list[Record]:
-        """The records of `op` at `sizes` for `target`."""
+        """The records of `op` at `sizes` for `target`, every line in file order."""
         h, sizes = op_hash(op), dict(sizes)
         return [r for r in self.records
                 if r.op_hash == h and r.sizes == sizes and r.target == target]
 
+    def latest(self, op: Op, sizes: Mapping[str, int], target: str) -> list[Record]:
+        """One record per candidate of `op` at `sizes` for `target`: its last
+        line (its result), in the order the candidates were first recorded."""
+        last: dict = {}  # key -> its last line; a dict keeps the order of first insertion
+        for r in self.matching(op, sizes, target):
+            last[r.key] = r
+        return list(last.values())
+
     def best(self, op: Op, sizes: Mapping[str, int], target: str = "cuda",
-             device: str | None = None) -> Record:
+             device: str | None = None, check: bool = True) -> Record:
         """The best valid record of `op` at `sizes` for `target`: the least
         median time; where none is timed (the sim), the least predicted time.
-        `device` picks one device when records of several match."""
+        `device` picks one device when records of several match. A candidate
+        recorded more than once counts by its last line. `check`: re-check the
+        winner on the sim first (recheck.py) and pass over one that fails, with
+        a RecordCheckWarning, for the next."""
+        ranked = self.ranked(op, sizes, target, device)
+        if not check:
+            return ranked[0]
+        from .recheck import RecordCheckWarning, failed_text, recheck
+        sizes = dict(ranked[0].sizes)
+        for rec in ranked:
+            res = recheck(op, sizes, rec.schedule_json)
+            if res.ok:
+                return rec
+            warnings.warn(f"{self.path}:{rec.line}: the best remaining record of '{op.name}' "
+                          f"is passed over: {failed_text(res)}", RecordCheckWarning,
+                          stacklevel=3)
+        raise RecordsError(f"best: every one of the {len(ranked)} valid records of '{op.name}' "
+                           f"at {sizes_text(sizes)} for target '{target}' in {self.path} "
+                           f"failed its re-check on the sim (see the warnings)")
+
+    def ranked(self, op: Op, sizes: Mapping[str, int], target: str = "cuda",
+               device: str | None = None) -> list[Record]:
+        """The valid records of `op` at `sizes` for `target`, one per candidate
+        (its last line), best first, as `best` ranks them, not re-checked.
+        RecordsError when there is none."""
         if not isinstance(op, Op):
             raise RecordsError(f"best: op must be a tcomp.Op, got {type(op).__name__}")
         sizes = check_sizes(op, sizes, "best")
         where = f"{self.path}"
-        found = self.matching(op, sizes, target)
+        found = self.latest(op, sizes, target)
         if not found:
             raise RecordsError(f"best: {where} has no record of '{op.name}' at "
                                f"{sizes_text(sizes)} for target '{target}'{self._held()}")
@@ -385,10 +446,10 @@ class Records:
                                f"devices ({', '.join(devs)}); times from different devices do "
                                f"not compare: pass device= one of them")
         if timed:
-            return min(timed, key=lambda r: r.median_ms)
+            return sorted(timed, key=lambda r: r.median_ms)
         predicted = [r for r in valid if r.predicted_ms is not None]
         if predicted:
-            return min(predicted, key=lambda r: r.predicted_ms)
+            return sorted(predicted, key=lambda r: r.predicted_ms)
         raise RecordsError(f"best: the {len(valid)} valid records of '{op.name}' at "
                            f"{sizes_text(sizes)} for target '{target}' in {where} have neither "
                            f"times nor predicted times to rank them by")
@@ -404,9 +465,11 @@ class Records:
 
 def best(path, op: Op, sizes: Mapping[str, int], target: str = "cuda",
          device: str | None = None):
-    """The `Schedule` of the best record in `path` (Records.best), replayed
-    through `Schedule.from_json`, so it is checked against `op` as any
-    schedule is. RecordsError when no valid record matches."""
+    """The `Schedule` of the best record in `path` (Records.best: re-checked
+    on the sim first, a record that fails passed over with a
+    RecordCheckWarning), replayed through `Schedule.from_json`, so it is
+    checked against `op` as any schedule is. RecordsError when no valid
+    record matches."""
     from ..errors import ScheduleError
     from ..schedule import Schedule
     records = Records(path)

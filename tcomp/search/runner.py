@@ -52,8 +52,8 @@ class MeasureInput:
     on its device run (check and timing), when shorter than the runner's:
     the search sets it from the best time so far, so that a candidate far
     slower than the best costs seconds, not the runner's hang limit
-    (LocalRunner applies it to the device run; SimRunner has no time limit,
-    and RayRunner's `timeout_s`, which also covers compiling, stays as it is)."""
+    (LocalRunner applies it to the device run, SimRunner to the whole check;
+    RayRunner's `timeout_s`, which also covers compiling, stays as it is)."""
     op: Op
     sizes: Mapping[str, int]
     schedule: str

@@ -12,19 +12,30 @@ iterations of its statements, or elements of its tensors, whichever is
 larger) is at most `budget` (default 2**15: the sim runs a fully serial
 32x32x32 matmul in about half a second); else `identity.small_sizes`
 halves the largest size until it fits.
+
+Time limit: the candidates run in this process, one after another, each
+under `timeout_s` (default SIM_TIMEOUT_S, 60 s: a check within the budget
+takes about a second), or the candidate's own `MeasureInput.timeout_s` when
+shorter; one that runs past it (a sim run or a lowering that does not end)
+is stopped from inside (deadline.py) and recorded as "timeout", and the
+batch goes on.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from ..build import build, lower
 from ..schedule import Schedule
+from ..errors import TcompError
+from .deadline import Deadline, DeadlineExceeded
 from .identity import op_hash, sizes_text, small_sizes
 from .oracle import compare, make_case
 from .runner import (CandidateFailed, DeviceInfo, DeviceProgram, MeasureInput, MeasureResult,
                      Runner, measure_here, stage)
 
 SIM_BUDGET = 1 << 15
+SIM_TIMEOUT_S = 60.0
 SIM_DEVICE = DeviceInfo("sim", "sim")
 
 
@@ -85,16 +96,39 @@ def check(op, got, want, sizes: dict) -> None:
 
 
 class SimRunner(Runner):
-    """Checks candidates on the sim, in this process, one after another."""
+    """Checks candidates on the sim, in this process, one after another, each
+    under a time limit of `timeout_s` seconds (see the module docstring)."""
     target = "sim"
 
-    def __init__(self, budget: int = SIM_BUDGET, inputs=None):
+    def __init__(self, budget: int = SIM_BUDGET, inputs=None, timeout_s: float = SIM_TIMEOUT_S):
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
+                or not timeout_s > 0:
+            raise TcompError(f"SimRunner: timeout_s must be a positive number of seconds, got "
+                             f"{timeout_s!r}")
         self.program = SimProgram(budget, inputs)
+        self.timeout_s = float(timeout_s)
 
     def run(self, batch: Sequence[MeasureInput], on_result=None) -> list[MeasureResult]:
         out = []
         for i, inp in enumerate(self._check_batch(batch, on_result)):
-            out.append(measure_here(self.program, inp, SIM_DEVICE))
+            out.append(self._measure(inp))
             if on_result is not None:
                 on_result(i, out[-1])
         return out
+
+    def _measure(self, inp: MeasureInput) -> MeasureResult:
+        own = inp.timeout_s is not None and inp.timeout_s < self.timeout_s
+        limit = inp.timeout_s if own else self.timeout_s
+        # the check's data is the op's, made once for all its candidates: not in the limit
+        self.program.cases.get(inp.op, small_sizes(inp.op, inp.sizes, self.program.budget))
+        t0 = time.perf_counter()
+        try:
+            with Deadline(limit):
+                return measure_here(self.program, inp, SIM_DEVICE)
+        except DeadlineExceeded:
+            why = (f"{limit:g} s, the limit the search set for this candidate" if own else
+                   f"timeout_s={limit:g} s (a hang?)")
+            return MeasureResult(None, "timeout", f"checking it on the sim (replay, lowering, "
+                                                  f"the sim run) took longer than {why}; it was "
+                                                  f"stopped", time.perf_counter() - t0,
+                                 SIM_DEVICE.name)

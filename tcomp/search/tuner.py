@@ -4,7 +4,8 @@
     res.schedule, res.time_ms, res.history
 
 One run, round by round:
-1. the *population* starts as `population` candidates from `Space.generate`;
+1. the *population* starts as `population` candidates from `Space.generate`
+   (on resume: the best recorded candidates, and fresh ones for the rest);
 2. each round makes a pool of unmeasured candidates: mutations
    (`Space.mutate`) of the best candidates so far and of the population,
    plus a few fresh ones from `Space.generate` (so no region of the space is
@@ -22,18 +23,29 @@ One run, round by round:
    measurements of this op, sizes and target count: rerunning the same call
    resumes and stops at the same total; raise `trials` to search further),
    when the best has not improved for `patience` rounds, after
-   `time_limit_s`, when the space has nothing unmeasured left, or at Ctrl-C
-   (KeyboardInterrupt), which keeps everything measured.
+   `time_limit_s`, when the space has nothing unmeasured left ("exhausted":
+   a pool came up empty EXHAUSTED_AFTER + 1 times in a row, the later ones
+   drawn wider: mutations of every measured candidate and a population of
+   fresh ones), or at Ctrl-C (KeyboardInterrupt), which keeps everything
+   measured.
 
-Resume: the records file is read first; its candidates for this op, sizes
-and target are never measured again, its timed ones train the model (their
-schedules are lowered again for their features) and its best is the best so
-far. Records also keep each candidate's plan (records.py, format 2): a
-recorded plan that still yields the recorded schedule (`Space.from_plan`)
-makes that record a candidate of the search again, so the best recorded
-candidates are parents of the next round's mutations, exactly as if they
-had been measured in this run. Records without a plan (format 1, or from
-elsewhere) are replayed and learnt from, not mutated.
+Resume (resume.py): the records file is read first; its candidates for this
+op, sizes and target are never measured again (but one recorded once as a
+`timeout`, which is measured again, once, first), its timed ones train the
+model (their schedules are lowered again for their features) and its best,
+re-checked on the sim, is the best so far. Records also keep each
+candidate's plan (records.py, format 2): a recorded plan that still yields
+the recorded schedule (`Space.from_plan`) makes that record a candidate of
+the search again, so the best recorded candidates are parents of the next
+round's mutations, exactly as if they had been measured in this run.
+Records without a plan (format 1, or from elsewhere) are replayed and learnt
+from, not mutated. The random draws are seeded from the seed and the number
+of records resumed, so a rerun explores on from where the last one stopped.
+
+Progress: `progress(Progress)` is called after each measurement. A callback
+that raises (anything but KeyboardInterrupt, which stops the tune as Ctrl-C
+does) is reported once with a ProgressWarning and not called again in that
+run; the search goes on.
 
 Target "sim" (no GPU): the SimRunner checks each candidate's result on the
 CPU but measures no time, so nothing can be learned; candidates are ranked
@@ -48,8 +60,8 @@ import datetime
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,86 +69,11 @@ from ..lang.op import Op
 from ..schedule import Schedule
 from .model import CostModel
 from .space import Candidate, SearchError, Space
+from .trials import Progress, Trial, TuneResult
 
 
-@dataclass(frozen=True)
-class Trial:
-    """One measured candidate. `index`: 1-based, in measuring order (records
-    read on resume come first); `time_ms`: measured median (None when not
-    timed: failed, or the sim); `predicted_ms`: the model's prediction when it
-    was chosen; `error`/`message`: as the runner said; `elapsed_s`: seconds
-    from the start of this run (0 for resumed ones); `sketch`: the rules of
-    the candidate ("" for a resumed record without a usable plan);
-    `round`, `rank`, `pool`: the round of its run that measured it, its place
-    in the model's predicted order of that round's pool of `pool` candidates
-    (from the records for resumed ones; 0, None, 0 when not known)."""
-    index: int
-    schedule: str
-    sketch: str
-    time_ms: float | None
-    predicted_ms: float | None
-    error: str | None
-    message: str
-    elapsed_s: float
-    resumed: bool = False
-    round: int = 0  # the round of its run that measured it (0: not known)
-    rank: int | None = None  # its place in that round's predicted order (0: fastest)
-    pool: int = 0  # how many candidates that round predicted
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def score(self, timed: bool) -> float | None:
-        """What ranks it: the measured time, or on the sim the prediction."""
-        if not self.ok:
-            return None
-        return self.time_ms if timed else self.predicted_ms
-
-
-@dataclass
-class Progress:
-    """What a progress callback gets after each measurement."""
-    done: int            # trials so far, resumed ones included
-    total: int           # the trials asked for
-    best_ms: float | None
-    elapsed_s: float
-    eta_s: float | None  # at this run's pace
-    last: Trial
-
-
-@dataclass
-class TuneResult:
-    """The outcome of `tune`. `schedule`: the best Schedule; `time_ms`: its
-    measured median time, or on the sim its analytic estimate (`timed`
-    False); `history`: every Trial in order; `best`: the best Trial;
-    `stopped`: why the run ended ("trials", "patience", "time_limit",
-    "exhausted", "interrupted"); `model`: the cost model as trained."""
-    op: Op
-    sizes: dict
-    target: str
-    schedule: Schedule
-    time_ms: float
-    timed: bool
-    history: list
-    best: Trial
-    stopped: str
-    records: str | None = None
-    model: CostModel | None = None
-    space: Space | None = field(default=None, repr=False)
-
-    def top(self, n: int = 10) -> list:
-        """The n best valid trials, best first."""
-        ok = [t for t in self.history if t.score(self.timed) is not None]
-        return sorted(ok, key=lambda t: t.score(self.timed))[:n]
-
-    def errors(self) -> dict:
-        """error kind -> how many trials failed with it."""
-        out = {}
-        for t in self.history:
-            if t.error:
-                out[t.error] = out.get(t.error, 0) + 1
-        return out
+class ProgressWarning(UserWarning):
+    """The progress callback of `tune` raised; it is not called again in that run."""
 
 
 def tune(op, sizes: dict, trials: int = 200, records=None, target: str = "cuda", *,
@@ -160,7 +97,7 @@ def tune(op, sizes: dict, trials: int = 200, records=None, target: str = "cuda",
     progress: called with a Progress after each measurement."""
     if population is None and isinstance(trials, int):
         population = max(8, min(32, 2 * trials))
-    _check_args(op, trials, target, batch, population, epsilon, patience, time_limit_s)
+    _check_args(op, trials, target, batch, population, epsilon, patience, time_limit_s, seed)
     from .records import Records
     from .runner import MeasureInput, Runner
     timed = target != "sim"
@@ -182,7 +119,7 @@ def tune(op, sizes: dict, trials: int = 200, records=None, target: str = "cuda",
                           f" or target='{runner.target}'")
     st = _State(space, model, timed, seed)
     if recs is not None:
-        st.resume(recs.matching(op, sizes, target))
+        _resume(st, recs, op, sizes, target, runner, seed)
     try:
         if st.done < trials:
             runner = runner if runner is not None else _default_runner(target)
@@ -198,7 +135,7 @@ def tune(op, sizes: dict, trials: int = 200, records=None, target: str = "cuda",
     return st.result(op, sizes, target, records)
 
 
-def _check_args(op, trials, target, batch, population, epsilon, patience, time_limit_s):
+def _check_args(op, trials, target, batch, population, epsilon, patience, time_limit_s, seed):
     if not isinstance(op, Op):
         raise SearchError(f"tune: op must be a tcomp.Op (from tcomp.op), got {type(op).__name__}")
     for name, v in (("trials", trials), ("batch", batch), ("population", population)):
@@ -214,10 +151,27 @@ def _check_args(op, trials, target, batch, population, epsilon, patience, time_l
                                      or not time_limit_s > 0):
         raise SearchError(f"tune: time_limit_s must be a positive number of seconds or None, "
                           f"got {time_limit_s!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SearchError(f"tune: seed must be a non-negative integer, got {seed!r}")
     if not isinstance(target, str) or not (target == "sim" or target == "cuda"
                                            or target.startswith("cuda:")):
         raise SearchError(f"tune: target must be 'cuda', 'cuda:<arch>' or 'sim', got "
                           f"{target!r}")
+
+
+def _resume(st, recs, op, sizes, target, runner, seed) -> None:
+    """Take over the records (resume.py); failed re-checks are recorded."""
+    from .recheck import recheck
+    from .resume import resume
+    from .runner import MeasureInput, MeasureResult
+    from .sim_runner import SimRunner
+    sim = runner if isinstance(runner, SimRunner) else None  # its inputs=, budget and limit
+    failed = resume(st, recs.matching(op, sizes, target),
+                    lambda text: recheck(op, sizes, text, sim), seed, recs.path)
+    for t, rec, res in failed:
+        recs.add(MeasureInput(op, sizes, t.schedule, target),
+                 MeasureResult(None, res.error, t.message, res.build_s, res.device),
+                 predicted_ms=rec.predicted_ms, plan=rec.plan)
 
 
 def _default_runner(target: str):
@@ -246,6 +200,7 @@ class _State:
         self.cands: dict[str, Candidate] = {}  # measured ones of this run, by schedule text
         self.start = time.perf_counter()
         self.resumed = 0
+        self.retry: list = []  # resume.Retry: recorded once as a timeout, to measure again
         self.stopped = "trials"
 
     @property
@@ -257,21 +212,6 @@ class _State:
         if text not in self.space.features and not self.space.analyse(text).ok:
             return None
         return self.space.features[text]
-
-    def resume(self, found) -> None:
-        for r in found:
-            text = r.schedule_json
-            cand = self.space.from_plan(r.plan, text) if r.plan is not None else None
-            if cand is not None:
-                text = cand.schedule  # the same schedule, as the space writes it
-                self.cands[text] = cand  # a parent for mutations, as if measured here
-            w = r.search or {}
-            t = Trial(len(self.history) + 1, text, cand.sketch if cand is not None else "",
-                      r.median_ms, r.predicted_ms, r.error, r.message, 0.0, resumed=True,
-                      round=w.get("round", 0), rank=w.get("rank"), pool=w.get("pool", 0))
-            self._add(t, canonical(text))
-        self.resumed = len(self.history)
-        self.refit()
 
     def _add(self, t: Trial, key: str) -> bool:
         """Record a trial; True when it is a new best."""
@@ -318,11 +258,23 @@ class _State:
 def _search(st: _State, runner, recs, trials, target, batch, population, epsilon, patience,
             time_limit_s, progress, MeasureInput) -> str:
     space, rng = st.space, st.rng
-    pop = [c for c in space.generate(population, rng) if canonical(c.schedule) not in st.measured]
+    pop = _first_population(st, population)
     stale, rounds = 0, 0
     run = datetime.datetime.now(datetime.timezone.utc).isoformat()  # names this run in records
+    calls = _Callback(progress)
     while st.done < trials:
+        if st.retry:  # recorded once as a timeout: measured again, once, before anything new
+            n = min(batch, trials - st.done)
+            todo, st.retry = st.retry[:n], st.retry[n:]
+            pred = [_predicted(st, x.cand, x.record.predicted_ms) for x in todo]
+            _measure(st, runner, recs, trials, target, [x.cand for x in todo], pred,
+                     [None] * len(todo), calls, MeasureInput)
+            continue
         pool = _pool(st, pop, batch)
+        for _ in range(EXHAUSTED_AFTER):
+            if pool:
+                break
+            pool = _pool(st, pop, batch, wide=population)
         if not pool:
             return "exhausted"
         pred = st.predict(pool)
@@ -330,33 +282,10 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
         rank[np.argsort(pred, kind="stable")] = np.arange(len(pool))
         rounds += 1
         chosen = _choose(pool, pred, min(batch, trials - st.done), epsilon, rng)
-        limit = _slow_limit_s(st)
-        inputs = [MeasureInput(space.op, space.sizes, pool[i].schedule, target, limit)
-                  for i in chosen]
-        reported = set()
-        improved = False
-
-        def record(j, res):  # as each candidate finishes: appended and flushed at once
-            nonlocal improved
-            if j in reported:
-                return
-            reported.add(j)
-            c, p = pool[chosen[j]], float(pred[chosen[j]])
-            elapsed = time.perf_counter() - st.start
-            where = {"run": run, "round": rounds, "rank": int(rank[chosen[j]]),
-                     "pool": len(pool), "elapsed_s": round(elapsed, 3)}
-            if recs is not None:
-                recs.add(inputs[j], res, predicted_ms=p, plan=c.plan_dict(), search=where)
-            t = Trial(st.done + 1, c.schedule, c.sketch, res.median_ms, p, res.error,
-                      res.message, elapsed, round=rounds, rank=where["rank"], pool=len(pool))
-            st.cands[c.schedule] = c
-            improved |= st._add(t, canonical(c.schedule))
-            if progress is not None:
-                progress(_progress(st, trials, t))
-
-        results = runner.run(inputs, on_result=record)
-        for j, res in enumerate(results):  # any a runner did not report as it went
-            record(j, res)
+        where = [{"run": run, "round": rounds, "rank": int(rank[i]), "pool": len(pool)}
+                 for i in chosen]
+        improved = _measure(st, runner, recs, trials, target, [pool[i] for i in chosen],
+                            [float(pred[i]) for i in chosen], where, calls, MeasureInput)
         st.refit()
         stale = 0 if improved else stale + 1
         if patience is not None and stale >= patience:
@@ -366,6 +295,69 @@ def _search(st: _State, runner, recs, trials, target, batch, population, epsilon
             return "time_limit"  # checked after a round: a run measures at least one
         pop = _next_population(st, pool, pred, population)
     return "trials"
+
+
+def _measure(st: _State, runner, recs, trials, target, cands, pred, where, calls,
+             MeasureInput) -> bool:
+    """Measure `cands` (predicted `pred`; `where`: each one's search field
+    without the elapsed seconds, None for a re-measure); each result is
+    recorded as the runner reports it. True when one is a new best."""
+    limit = _slow_limit_s(st)
+    inputs = [MeasureInput(st.space.op, st.space.sizes, c.schedule, target, limit)
+              for c in cands]
+    reported = set()
+    improved = False
+
+    def record(j, res):  # as each candidate finishes: appended and flushed at once
+        nonlocal improved
+        if j in reported:
+            return
+        reported.add(j)
+        c, p = cands[j], pred[j]
+        elapsed = time.perf_counter() - st.start
+        w = None if where[j] is None else {**where[j], "elapsed_s": round(elapsed, 3)}
+        if recs is not None:
+            recs.add(inputs[j], res, predicted_ms=p, plan=c.plan_dict(), search=w)
+        w = w or {}
+        t = Trial(st.done + 1, c.schedule, c.sketch, res.median_ms, p, res.error,
+                  res.message, elapsed, round=w.get("round", 0), rank=w.get("rank"),
+                  pool=w.get("pool", 0))
+        if c.plan_dict() is not None:
+            st.cands[c.schedule] = c
+        improved |= st._add(t, canonical(c.schedule))
+        calls(lambda: _progress(st, trials, t), t)
+
+    results = runner.run(inputs, on_result=record)
+    for j, res in enumerate(results):  # any a runner did not report as it went
+        record(j, res)
+    return improved
+
+
+class _Callback:
+    """The progress callback: an error in it is reported once (ProgressWarning)
+    and the callback dropped; KeyboardInterrupt goes through (it stops the tune)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, make, trial: Trial) -> None:
+        if self.fn is None:
+            return
+        try:
+            self.fn(make())
+        except Exception as e:
+            self.fn = None
+            warnings.warn(f"tune: the progress callback raised {type(e).__name__}: {e} (after "
+                          f"trial {trial.index}); it is not called again in this run, and the "
+                          f"search goes on", ProgressWarning, stacklevel=2)
+
+
+def _predicted(st: _State, cand: Candidate, recorded: float | None) -> float | None:
+    """The model's prediction for a re-measured candidate (the recorded one
+    when its schedule no longer lowers)."""
+    if st.feature(cand.schedule) is None:
+        return recorded
+    return float(st.predict([cand])[0])
 
 
 # A candidate's device run (a check at small sizes, two warm-up calls, then
@@ -385,12 +377,25 @@ def _slow_limit_s(st: _State) -> float | None:
     return max(SLOW_FLOOR_S, SLOW_FACTOR * st.best.time_ms / 1000.0)
 
 
-def _pool(st: _State, pop: list, batch: int) -> list:
+# Empty pools in a row, after the first, before a run stops as "exhausted":
+# each is drawn wider (see _pool). One pool can come up empty while the space
+# still has unmeasured candidates, when the population and the few fresh
+# draws are all measured already (a resumed run).
+EXHAUSTED_AFTER = 3
+WIDE_PARENTS = 64  # measured candidates a wide pool mutates (at random), at most
+
+
+def _pool(st: _State, pop: list, batch: int, wide: int = 0) -> list:
     """Unmeasured candidates to predict: the population, mutations of the best
-    measured and of the population, and a few fresh ones."""
+    measured and of the population, and a few fresh ones. `wide` (a
+    population size) when the last pool was empty: mutations of up to
+    WIDE_PARENTS measured candidates at random and `wide` fresh ones."""
     space, rng = st.space, st.rng
-    best = [st.cands[t.schedule] for t in _ranked(st) if t.schedule in st.cands][:4]
-    parents = best + pop[:8]
+    measured = [st.cands[t.schedule] for t in _ranked(st) if t.schedule in st.cands]
+    parents = measured[:4] + pop[:8]
+    if wide and measured:
+        picks = rng.choice(len(measured), size=min(WIDE_PARENTS, len(measured)), replace=False)
+        parents = [measured[int(i)] for i in picks]
     out, seen = [], set()
 
     def add(c):
@@ -404,9 +409,18 @@ def _pool(st: _State, pop: list, batch: int) -> list:
     for p in parents:
         for _ in range(2):
             add(space.mutate(p, rng))
-    for c in space.generate(max(2, batch // 2), rng):
+    for c in space.generate(wide or max(2, batch // 2), rng):
         add(c)
     return out
+
+
+def _first_population(st: _State, size: int) -> list:
+    """The first round's population: the best measured candidates (the
+    records', on resume) for up to half, fresh unmeasured ones for the rest."""
+    keep = [st.cands[t.schedule] for t in _ranked(st) if t.schedule in st.cands][:size // 2]
+    fresh = [c for c in st.space.generate(size, st.rng)
+             if canonical(c.schedule) not in st.measured]
+    return keep + fresh[:size - len(keep)]
 
 
 def _ranked(st: _State) -> list:

@@ -13,13 +13,18 @@ Protocol (tuples over the pipe; the runner speaks first after "ready"):
     worker -> runner  ("ready", DeviceInfo | None)    after setup
                       ("setup_failed", message)        setup raised; it exits
     runner -> worker  ("task", task_id, argument)
-    worker -> runner  ("done", task_id, value)
+    worker -> runner  ("started", task_id)             as it begins the task
+                      ("done", task_id, value)
                       ("failed", task_id, kind, message, poisoned)
                       ("fatal", task_id, message)      OracleError: no candidate can be checked
     runner -> worker  ("stop",)                        or the pipe closes: it exits
 
 A worker that dies or runs past its deadline is killed by the runner
-(`Worker.kill`), which records the task as "crash" or "timeout".
+(`Worker.kill`), which records the task as "crash" or "timeout". The
+deadline of a task counts from the worker's "started", not from when the
+runner sent it, and a worker imports what the halves load on first use
+before it says "ready" (`_preload`): neither the wait for a worker that is
+still starting nor its imports are charged to a candidate.
 """
 from __future__ import annotations
 
@@ -43,6 +48,7 @@ def worker_main(conn, role: str, program, device_index: int | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with_parent()
     try:
+        _preload()
         info = program.setup() if role == "device" else None
     except BaseException as e:  # noqa: BLE001  (reported to the runner, which raises)
         conn.send(("setup_failed", f"{type(e).__name__}: {e}"))
@@ -56,6 +62,7 @@ def worker_main(conn, role: str, program, device_index: int | None) -> None:
         if msg[0] == "stop":
             return
         _, task_id, arg = msg
+        conn.send(("started", task_id))
         try:
             value = program.prepare(*arg) if role == "prepare" else program.run(arg)
         except CandidateFailed as f:
@@ -72,6 +79,23 @@ def worker_main(conn, role: str, program, device_index: int | None) -> None:
                        role == "device"))
             continue
         conn.send(("done", task_id, value))
+
+
+# A tiny op whose check (make_case: parse, random inputs, the oracle) touches
+# what every candidate's check does, bfloat16 included.
+WARM_UP = "def warm(bfloat16(N) X, float(N) Y) -> (Z) { Z(i) = float(X(i)) + Y(i) }"
+
+
+def _preload() -> None:
+    """(Also run by RayRunner's actors.) Run a tiny check, so that what a candidate's halves import on first use
+    is imported before the worker says "ready": the cost then falls under
+    startup_timeout_s, not under the first candidate's deadline. On the
+    2-core CI machine ml_dtypes (loaded by tcomp's dtypes for bfloat16) took
+    about 1 s and numpy.random 0.1-1 s, under load more than the test's 1 s
+    deadline, so that healthy candidates on a fresh worker were "timeout"."""
+    from ..lang import op
+    from .oracle import make_case
+    make_case(op(WARM_UP), {"N": 2})
 
 
 def _exit_with_parent() -> None:
@@ -96,6 +120,7 @@ class Worker:
         self.state = "dead"  # dead -> starting -> idle <-> busy
         self.task = None  # what it works on: (task_id, anything the runner keeps)
         self.deadline = float("inf")
+        self.limit = 0.0  # the time limit of its task
         self.info = None  # the DeviceInfo of a ready device worker
         self.started = 0.0
 
@@ -111,9 +136,15 @@ class Worker:
         self.deadline = self.started + startup_timeout_s
 
     def send(self, task_id, argument, timeout_s: float, keep) -> None:
+        """Give it a task; its deadline is `timeout_s` from now, and again from
+        its "started" (`began`), which is what counts."""
         self.conn.send(("task", task_id, argument))
-        self.state, self.task = "busy", (task_id, keep)
+        self.state, self.task, self.limit = "busy", (task_id, keep), timeout_s
         self.deadline = time.monotonic() + timeout_s
+
+    def began(self, task_id) -> None:
+        if self.task is not None and self.task[0] == task_id:
+            self.deadline = time.monotonic() + self.limit
 
     def kill(self) -> None:
         if self.process is not None:

@@ -7,15 +7,20 @@ check: the oracle's outputs on the check data, compared by the runner's own
 `check`. Behaviours:
 
   prepare: "schedule" (a ScheduleError while replaying), "prepare_crash"
-           (os._exit), "prepare_hang", "oracle" (OracleError: fatal);
+           (os._exit), "prepare_hang", "oracle" (OracleError: fatal),
+           "slow_payload" (a payload that takes 1.5 s to unpickle, in the
+           device worker before it begins the task; then as "ok");
   run:     "ok" (times 1, 2, 3 ms), "pid" (times: the worker's pid),
            "wrong" (outputs off by one), "crash" (os._exit(3)), "hang",
-           "poison" (a runtime failure that leaves the device unusable).
+           "poison" (a runtime failure that leaves the device unusable),
+           "preloaded" (as "ok" when the worker had imported what a check
+           imports on first use before its first task, else a runtime failure).
 """
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import tcomp
@@ -58,11 +63,19 @@ class FakeProgram(DeviceProgram):
             time.sleep(600)
         if what == "oracle":
             raise OracleError("cannot check candidates of 'matmul': the oracle fails")
+        loaded = sorted(m for m in ("ml_dtypes", "numpy.random") if m in sys.modules)
         arrays, want = make_case(inp.op, inp.sizes)
-        return what, inp.op, inp.sizes, arrays, want
+        if what == "slow_payload":
+            return what, inp.op, inp.sizes, arrays, want, SlowToUnpickle()
+        return what, inp.op, inp.sizes, arrays, want, loaded
 
     def run(self, payload):
-        what, op, sizes, arrays, want = payload
+        what, op, sizes, arrays, want, extra = payload
+        if what == "preloaded":
+            here = sorted(m for m in ("ml_dtypes", "numpy.random") if m in sys.modules)
+            if extra != ["ml_dtypes", "numpy.random"] or here != extra:
+                raise CandidateFailed("runtime", f"imported before the task: prepare {extra}, "
+                                                 f"run {here}")
         if what == "crash":
             os._exit(3)
         if what == "hang":
@@ -81,6 +94,17 @@ class FakeProgram(DeviceProgram):
 
 def _raise(e):
     raise e
+
+
+class SlowToUnpickle:
+    """Unpickles as None, after 1.5 s (in the worker's receive, before its task)."""
+
+    def __reduce__(self):
+        return _sleep, (1.5,)
+
+
+def _sleep(seconds):
+    time.sleep(seconds)
 
 
 # ------------------------------------------------------------------ real GPU faults

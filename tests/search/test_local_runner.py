@@ -53,6 +53,20 @@ def test_every_fault_is_recorded_and_the_batch_goes_on(runner):
     assert all(r.times_ms is None for r in res if not r.ok)
 
 
+def test_the_deadline_counts_from_the_candidate_s_start_on_a_warm_worker():
+    """A fresh worker has imported what a check imports on first use (ml_dtypes
+    alone took ~1 s on the 2-core CI machine) before its first task, and a
+    task's deadline counts from the worker's "started", not from dispatch: a
+    payload that takes 1.5 s to arrive is not charged to a 1 s limit."""
+    r = LocalRunner(devices=[0], program=FakeProgram(), prepare_workers=1, timeout_s=1.0,
+                    prepare_timeout_s=1.0)
+    try:
+        res = r.run(inputs("preloaded", "slow_payload", "ok"))
+    finally:
+        r.close()
+    assert [(x.error, x.message) for x in res] == [(None, "")] * 3
+
+
 def test_a_poisoned_worker_is_restarted_a_wrong_result_is_not(runner):
     one = LocalRunner(devices=[1], program=FakeProgram(), prepare_workers=1, timeout_s=5.0)
     try:

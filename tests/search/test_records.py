@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 import tcomp
-from tcomp.search import (MeasureInput, MeasureResult, Record, Records, RecordsError,
-                          RecordsWarning, best)
+from tcomp.search import (MeasureInput, MeasureResult, Record, RecordCheckWarning, Records,
+                          RecordsError, RecordsWarning, best)
 from tcomp.search.records import FIELDS
 from tests.search.fake_programs import MM
 from tests.search.test_sim_runner import tiled
@@ -135,19 +135,89 @@ def test_best_with_neither_times_nor_predictions(tmp_path, op):
                             f"them by")
 
 
-def test_a_best_record_that_no_longer_replays(tmp_path, op):
-    path = tmp_path / "r.jsonl"
-    filled(path, op)
+def _break_first_line(path) -> None:
+    """The first (the best) line's schedule no longer replays; it still loads."""
     lines = path.read_text().splitlines()
     d = json.loads(lines[0])
-    d["schedule"]["directives"][0]["factor"] = 0  # the tile of a matmul that is C.tile(..., 0)
     d["schedule"]["directives"][0]["stage"] = "Q"
     lines[0] = json.dumps(d)
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(RecordsError) as e:
+
+
+def test_a_best_record_that_no_longer_replays_is_passed_over(tmp_path, op):
+    path = tmp_path / "r.jsonl"
+    filled(path, op)
+    _break_first_line(path)
+    with pytest.warns(RecordCheckWarning) as w:
+        s = best(path, op, SIZES)
+    assert s.to_json() == tiled(op, 4).to_json()  # the next best
+    assert [str(x.message) for x in w] == [
+        f"{path}:1: the best remaining record of 'matmul' is passed over: its re-check on the "
+        f"sim failed (schedule: ScheduleError: schedule: no stage named 'Q' (stages: C))"]
+    assert Records(path).best(op, SIZES, check=False).line == 1  # unchecked: as ranked
+
+
+def test_a_best_record_that_computes_a_wrong_result_is_passed_over(tmp_path, op, monkeypatch):
+    from tests.search.test_resume import plant_wrong_result
+    path = tmp_path / "r.jsonl"
+    filled(path, op)
+    plant_wrong_result(monkeypatch, tiled(op, 8).to_json())
+    with pytest.warns(RecordCheckWarning, match=r"r.jsonl:1: the best remaining record of "
+                                                r"'matmul' is passed over: its re-check on the sim "
+                                                r"failed \(wrong_result: output 'C': "):
+        assert best(path, op, SIZES).to_json() == tiled(op, 4).to_json()
+
+
+def test_when_every_valid_record_fails_its_re_check(tmp_path, op):
+    path = tmp_path / "r.jsonl"
+    Records(path).add(cand(op, 8), MeasureResult((1.0,), device="H200"))
+    _break_first_line(path)
+    with pytest.warns(RecordCheckWarning), pytest.raises(RecordsError) as e:
         best(path, op, SIZES)
-    assert str(e.value).startswith(f"best: the best record ({path}:1) does not replay on "
-                                   f"'matmul' with this tcomp: ")
+    assert str(e.value) == (f"best: every one of the 1 valid records of 'matmul' at "
+                            f"M=64,K=64,N=64 for target 'cuda' in {path} failed its re-check on "
+                            f"the sim (see the warnings)")
+
+
+def test_a_candidate_counts_by_its_last_line(tmp_path, op):
+    """A re-measured timeout, or a failed re-check tune recorded: the last line
+    of a candidate is its result."""
+    path = tmp_path / "r.jsonl"
+    recs = filled(path, op)
+    recs.add(cand(op, 8), MeasureResult(None, "wrong_result", "re-checked", 0.1, "sim"))
+    recs.add(cand(op, 16), MeasureResult((0.5,), device="H200"))
+    assert [r.line for r in Records(path).latest(op, SIZES, "cuda")] == [4, 2, 5]
+    assert Records(path).best(op, SIZES).line == 5
+    assert len(Records(path).matching(op, SIZES, "cuda")) == 5
+
+
+def test_an_op_the_oracle_cannot_check_is_re_checked_by_replay_and_lowering(tmp_path):
+    from tcomp.search.recheck import recheck
+    g = tcomp.op("def g(float(N) X, int32(M) I) -> (O) { O(i) = X(I(i)) }")
+    s = tcomp.Schedule(g)
+    assert recheck(g, {"N": 4, "M": 8}, s.to_json()).ok
+    bad = json.loads(s.to_json())
+    bad["directives"] = [{"kind": "Split", "stage": "O", "axis": "q", "factor": 2,
+                          "nparts": None}]
+    res = recheck(g, {"N": 4, "M": 8}, json.dumps(bad))
+    assert res.error == "schedule" and res.message.startswith("ScheduleError: ")
+
+
+@pytest.mark.parametrize("depth", [33, 100000])
+def test_a_line_nested_too_deeply_is_an_error_not_a_recursion_error(tmp_path, op, depth):
+    path = tmp_path / "r.jsonl"
+    d = good_line(op)
+    d["plan"] = {"inline": [], "stages": {"C": {"rule": "flat", "x": {}}}}
+    inner = d["plan"]["stages"]["C"]
+    for _ in range(min(depth, 40)):
+        inner["x"] = {"x": {}}
+        inner = inner["x"]
+    text = json.dumps(d) if depth < 1000 else "[" * depth + "]" * depth
+    path.write_text(json.dumps(good_line(op)) + "\n" + text + "\n")
+    with pytest.raises(RecordsError) as e:
+        Records(path)
+    assert str(e.value) == (f"{path}:2: nested too deeply to read (more than 32 levels); not a "
+                            f"tcomp record")
 
 
 # ------------------------------------------------------------------ validation on load

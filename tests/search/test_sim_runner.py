@@ -231,3 +231,72 @@ def test_an_inputs_function_that_fails():
 
 def broken_inputs(op, sizes, rng):
     return [sizes["Q"]]
+
+
+# ------------------------------------------------------------------ the time limit
+SERIAL = {"M": 128, "N": 128, "K": 128}  # a serial matmul: about a minute on the sim, unbudgeted
+
+
+def test_a_candidate_that_runs_past_the_limit_is_a_timeout_and_the_batch_goes_on(op):
+    """The sim runs in this process: a slow candidate is stopped from inside
+    (deadline.py) after its own limit (MeasureInput.timeout_s) or the runner's
+    timeout_s, and the next one runs."""
+    serial = tcomp.Schedule(op).to_json()
+    r = SimRunner(budget=1 << 40)
+    res = r.run([MeasureInput(op, SERIAL, serial, "sim", timeout_s=0.5),
+                 MeasureInput(op, {"M": 4, "N": 4, "K": 4}, serial, "sim")])
+    assert [x.error for x in res] == ["timeout", None]
+    assert res[0].message == ("checking it on the sim (replay, lowering, the sim run) took "
+                              "longer than 0.5 s, the limit the search set for this candidate; "
+                              "it was stopped")
+    assert res[0].times_ms is None and res[0].device == "sim" and res[0].build_s >= 0.5
+    (own,) = SimRunner(budget=1 << 40, timeout_s=0.25).run([MeasureInput(op, SERIAL, serial,
+                                                                         "sim")])
+    assert own.message == ("checking it on the sim (replay, lowering, the sim run) took longer "
+                           "than timeout_s=0.25 s (a hang?); it was stopped")
+
+
+def test_the_limit_holds_in_a_thread_and_nothing_escapes_after_it(op):
+    import threading
+    out = []
+    serial = tcomp.Schedule(op).to_json()
+
+    def work():
+        r = SimRunner(budget=1 << 40, timeout_s=0.25)
+        out.append(r.run([MeasureInput(op, SERIAL, serial, "sim")])[0].error)
+        sum(range(10 ** 6))  # no late DeadlineExceeded after the runner returned
+        out.append("after")
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(120)
+    assert out == ["timeout", "after"]
+
+
+class Hangs(SimProgram):
+    """Every candidate after the first hangs in its sim run (a loop that never ends)."""
+
+    def __init__(self):
+        super().__init__()
+        self.runs = 0
+
+    def run(self, payload):
+        self.runs += 1
+        while self.runs > 1:
+            pass
+        return super().run(payload)
+
+
+def test_a_tune_on_the_sim_goes_past_hanging_candidates(op, tmp_path):
+    runner = SimRunner(timeout_s=0.5)
+    runner.program = Hangs()
+    res = tcomp.tune(op, {"M": 16, "N": 16, "K": 16}, trials=3, target="sim", batch=3,
+                     runner=runner, records=str(tmp_path / "r.jsonl"))
+    assert [t.error for t in res.history] == [None, "timeout", "timeout"]
+    assert res.stopped == "trials" and res.best is res.history[0]
+
+
+@pytest.mark.parametrize("bad", [0, -1, "5", True])
+def test_a_sim_runner_time_limit_must_be_positive(bad):
+    with pytest.raises(tcomp.TcompError) as e:
+        SimRunner(timeout_s=bad)
+    assert str(e.value) == f"SimRunner: timeout_s must be a positive number of seconds, got {bad!r}"

@@ -289,6 +289,8 @@ def test_a_space_with_one_candidate_is_exhausted():
     ({"time_limit_s": 0}, "tune: time_limit_s must be a positive number of seconds or None, "
                           "got 0"),
     ({"target": "gpu"}, "tune: target must be 'cuda', 'cuda:<arch>' or 'sim', got 'gpu'"),
+    ({"seed": -5}, "tune: seed must be a non-negative integer, got -5"),
+    ({"seed": 1.5}, "tune: seed must be a non-negative integer, got 1.5"),
     ({"model": 3}, "tune: model must be a CostModel or a backend name, got int"),
     ({"runner": "local"}, "tune: runner must be a tcomp.search Runner (SimRunner, LocalRunner, "
                           "...), got str"),
