@@ -249,6 +249,29 @@ def launch_limits(func):
     return dataclasses.replace(_device_limits(), kernel_threads=kernel)
 
 
+def param_sizes(func) -> list[int] | None:
+    """The size in bytes of each of `func`'s parameters, as the driver reports
+    them (cuFuncGetParamInfo: CUDA 12.4 drivers and later); None where the
+    driver or cuda-bindings cannot tell."""
+    driver = _driver()
+    get = getattr(driver, "cuFuncGetParamInfo", None)
+    if get is None:
+        return None
+    sizes = []
+    while len(sizes) <= 8192:  # (kernel parameters take at most 32764 bytes)
+        try:
+            err, _, size = get(func, len(sizes))
+        except Exception:  # a driver older than the bindings: the function is missing
+            return None
+        if err == driver.CUresult.CUDA_SUCCESS:
+            sizes.append(int(size))
+        elif err == driver.CUresult.CUDA_ERROR_INVALID_VALUE:
+            return sizes  # past the last parameter
+        else:
+            return None
+    return None
+
+
 def launch(func, grid, block, smem: int, args: list, stream=0):
     """args: list of (ctypes type, value). (The general form; kernel calls go
     through `launch_packed` with parameters packed once per launch plan.)"""
