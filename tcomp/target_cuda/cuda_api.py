@@ -201,6 +201,12 @@ class Module:
             check(_driver().cuModuleUnload(self.mod), "cuModuleUnload")
             self.mod, self.funcs, self.limits = None, {}, {}
 
+    def param_sizes(self, name: str) -> list[int] | None:
+        """`param_sizes` of the function `name` (its handle is not kept: `function`
+        fetches and sets it up for launches)."""
+        f = check(_driver().cuModuleGetFunction(self.mod, name.encode()), "cuModuleGetFunction")
+        return param_sizes(f)
+
     def function(self, name: str, dynamic_smem: int = 0):
         driver = _driver()
         if name not in self.funcs:

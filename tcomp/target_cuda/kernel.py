@@ -404,18 +404,19 @@ class CudaKernel:
         against what the driver reports of the function (cuFuncGetParamInfo,
         CUDA 12.4 drivers and later): their number and sizes (CudaError)."""
         v = self.variant(bits)
-        if v.module is None:
-            v.module = cuda_api.Module(v.cubin)
+        module = v.module or cuda_api.Module(v.cubin)
         for kd in v.kernels:
-            got = cuda_api.param_sizes(v.module.function(kd["name"], kd["dynamic_smem"]))
+            got = module.param_sizes(kd["name"])
             want = sidecar.param_sizes(kd, bits)
             if got is not None and tuple(got) != want:
-                where = f"{self.origin}: " if self.origin else ""
+                where, remedy = ((self.origin, sidecar.REMEDY) if self.origin else
+                                 (f"'{self.meta['op']}'", "a tcomp bug: please report it"))
                 raise CudaError(
-                    f"{where}kernel {kd['name']} takes {len(got)} parameter(s) of "
+                    f"{where}: kernel {kd['name']} takes {len(got)} parameter(s) of "
                     f"({', '.join(map(str, got))}) bytes by the driver's account, but the "
                     f"launch passes {len(want)} of ({', '.join(map(str, want))}) bytes; "
-                    f"{sidecar.REMEDY}")
+                    f"{remedy}")
+        v.module = module
 
 
 def cubin_path(path, what: str) -> str:
@@ -435,12 +436,12 @@ def load(path) -> CudaKernel:
     use (sidecar.py); on a GPU also against the driver (`check_entry_points`)."""
     path = cubin_path(path, "load")
     side = path[:-len(".cubin")] + ".json"
-    meta = sidecar.read_json(side)
-    sidecar.validate(meta, side)
     try:
         cubin = _read(path)
     except OSError as e:
         raise TcompError(f"load: {e}") from None
+    meta = sidecar.read_json(side)
+    sidecar.validate(meta, side)
     sidecar.check_cubin(cubin, path, meta["cubin_sha256"], meta["kernels"], meta["index_bits"])
     wide = None
     if "index64" in meta:

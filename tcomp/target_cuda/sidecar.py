@@ -216,7 +216,7 @@ def validate(meta, side: str) -> None:
     c.unique(buffers, "inputs, outputs and temps together")
 
     _size_sources(c, meta["size_sources"], inputs, sizes, bound)
-    _signature(c, meta["signature"], meta["op"], inputs, sizes, bound)
+    _signature(c, meta["signature"], meta["op"], inputs, bound)
     bits = meta["index_bits"]
     if bits not in (32, 64) or isinstance(bits, bool):
         c.fail("index_bits", f"must be 32 or 64, got {_short(bits)}")
@@ -268,12 +268,11 @@ def _size_sources(c: _Checker, sources, inputs: list, sizes: list, bound: dict) 
                           f"is {_short(shape[d] if shape else None)}, not '{name}'")
 
 
-def _signature(c: _Checker, sig, op: str, inputs: list, sizes: list, bound: dict) -> None:
+def _signature(c: _Checker, sig, op: str, inputs: list, bound: dict) -> None:
     c.obj(sig, "signature", ("op", "inputs", "write_checks"))
     if sig["op"] != op:
         c.fail("signature.op", f"is {_short(sig['op'])}, but the sidecar's op is '{op}'")
     specs = c.list(sig["inputs"], "signature.inputs", len(inputs))
-    seen = set()
     for i, (s, b) in enumerate(zip(specs, inputs)):
         where = f"signature.inputs[{i}]"
         c.obj(s, where, ("name", "dtype", "dims"))
@@ -284,15 +283,11 @@ def _signature(c: _Checker, sig, op: str, inputs: list, sizes: list, bound: dict
         for k, (d, extent) in enumerate(zip(dims, b["shape"])):
             if isinstance(d, str):
                 c.size(d, f"{where}.dims[{k}]")
-                seen.add(d)
             else:
                 c.int(d, f"{where}.dims[{k}]", 0, INT64 - 1)
             if extent not in (d, bound.get(d, d) if isinstance(d, str) else d):
                 c.fail(f"{where}.dims[{k}]", f"is {_short(d)}, but inputs[{i}].shape[{k}] is "
                                              f"{_short(extent)}")
-    for name in sizes:
-        if name not in seen:
-            c.fail("signature.inputs", f"bind no input dimension to size '{name}'")
     for i, w in enumerate(c.list(sig["write_checks"], "signature.write_checks")):
         where = f"signature.write_checks[{i}]"
         c.obj(w, where, ("tensor", "dim", "var", "lo", "hi", "extent", "line", "last_line"))
