@@ -344,7 +344,7 @@ class CudaKernel:
             cuda_api.ensure_context()
             v = self.variant(bits)
             if v.module is None:
-                self.check_entry_points(bits)  # loads the module
+                v.module = cuda_api.Module(v.cubin)
             plan = self._plans[bits] = Plan(self.meta, v.kernels, v.module, bits)
         bound = plan.bind(sizes)
         if not self.meta["sizes"]:
@@ -402,20 +402,19 @@ class CudaKernel:
     def check_entry_points(self, bits: int) -> None:
         """Load the variant of `bits`, and check each of its launches' parameters
         against what the driver reports of the function (cuFuncGetParamInfo,
-        CUDA 12.4 drivers and later): their number and sizes (CudaError)."""
+        CUDA 12.4 drivers and later): their number and sizes (CudaError).
+        `load` calls it on a machine with a GPU; the module is kept for the calls."""
         v = self.variant(bits)
         module = v.module or cuda_api.Module(v.cubin)
         for kd in v.kernels:
             got = module.param_sizes(kd["name"])
             want = sidecar.param_sizes(kd, bits)
             if got is not None and tuple(got) != want:
-                where, remedy = ((self.origin, sidecar.REMEDY) if self.origin else
-                                 (f"'{self.meta['op']}'", "a tcomp bug: please report it"))
                 raise CudaError(
-                    f"{where}: kernel {kd['name']} takes {len(got)} parameter(s) of "
-                    f"({', '.join(map(str, got))}) bytes by the driver's account, but the "
-                    f"launch passes {len(want)} of ({', '.join(map(str, want))}) bytes; "
-                    f"{remedy}")
+                    f"{self.origin or self.meta['op']}: kernel {kd['name']} takes {len(got)} "
+                    f"parameter(s) of ({', '.join(map(str, got))}) bytes by the driver's "
+                    f"account, but the launch passes {len(want)} of "
+                    f"({', '.join(map(str, want))}) bytes; {sidecar.REMEDY}")
         v.module = module
 
 
@@ -428,6 +427,8 @@ def cubin_path(path, what: str) -> str:
                          f"got {type(path).__name__}")
     if not path.endswith(".cubin"):
         raise TcompError(f"{what}: path must end with .cubin, got '{path}'")
+    if "\x00" in path:
+        raise TcompError(f"{what}: path must not contain a NUL character, got {path!r}")
     return path
 
 

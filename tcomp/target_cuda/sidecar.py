@@ -218,7 +218,7 @@ def validate(meta, side: str) -> None:
     _size_sources(c, meta["size_sources"], inputs, sizes, bound)
     _signature(c, meta["signature"], meta["op"], inputs, bound)
     bits = meta["index_bits"]
-    if bits not in (32, 64) or isinstance(bits, bool):
+    if type(bits) is not int or bits not in (32, 64):
         c.fail("index_bits", f"must be 32 or 64, got {_short(bits)}")
     names = _kernels(c, meta["kernels"], "kernels", arch, set(buffers))
     c.str(meta["cubin_sha256"], "cubin_sha256", _HEX, "a sha256 in lowercase hex")
@@ -228,8 +228,8 @@ def validate(meta, side: str) -> None:
             c.fail("index64", "is present, but only a 32-bit kernel with symbolic sizes has a "
                               "64-bit variant")
         file = c.str(wide["cubin"], "index64.cubin")
-        if (not file.endswith(".cubin") or "/" in file or "\\" in file or ":" in file
-                or file in (".cubin", "..cubin")):
+        if (not file.endswith(".cubin") or any(ch in file for ch in "/\\:")
+                or any(ord(ch) < 32 for ch in file)):
             c.fail("index64.cubin", f"must be the bare name of a .cubin file beside the "
                                     f"sidecar (no folder, no '..', not absolute), got {file!r}")
         c.str(wide["cubin_sha256"], "index64.cubin_sha256", _HEX, "a sha256 in lowercase hex")

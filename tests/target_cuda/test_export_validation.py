@@ -186,14 +186,15 @@ def test_a_cubin_that_is_not_the_exported_one_is_refused(copy, tmp_path):
 
 @pytest.mark.parametrize("name", ["/tmp/x.i64.cubin", "../normalize.i64.cubin",
                                   "sub/normalize.i64.cubin", "..\\normalize.i64.cubin",
-                                  "normalize.i64", "C:normalize.i64.cubin", "..cubin"])
+                                  "normalize.i64", "C:normalize.i64.cubin",
+                                  "normalize\x00.i64.cubin", "\nnormalize.i64.cubin"])
 def test_the_64_bit_variant_stays_beside_the_sidecar(copy, name):
     path = copy["normalize"]
     folder = os.path.dirname(path)
     meta = S.read(path)
     # the file is there, with the right content: only the path is wrong
     target = name if os.path.isabs(name) else os.path.join(folder, name)
-    if name.endswith(".cubin") and "\\" not in name and ":" not in name:
+    if name.endswith(".cubin") and not any(ch in name for ch in "\\:\x00\n"):
         os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
         shutil.copy(path[:-6] + ".i64.cubin", target)
     meta["index64"]["cubin"] = name
