@@ -201,6 +201,12 @@ class Module:
             check(_driver().cuModuleUnload(self.mod), "cuModuleUnload")
             self.mod, self.funcs, self.limits = None, {}, {}
 
+    def param_sizes(self, name: str) -> list[int] | None:
+        """`param_sizes` of the function `name` (its handle is not kept: `function`
+        fetches and sets it up for launches)."""
+        f = check(_driver().cuModuleGetFunction(self.mod, name.encode()), "cuModuleGetFunction")
+        return param_sizes(f)
+
     def function(self, name: str, dynamic_smem: int = 0):
         driver = _driver()
         if name not in self.funcs:
@@ -247,6 +253,29 @@ def launch_limits(func):
         driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, func),
         "cuFuncGetAttribute"))
     return dataclasses.replace(_device_limits(), kernel_threads=kernel)
+
+
+def param_sizes(func) -> list[int] | None:
+    """The size in bytes of each of `func`'s parameters, as the driver reports
+    them (cuFuncGetParamInfo: CUDA 12.4 drivers and later); None where the
+    driver or cuda-bindings cannot tell."""
+    driver = _driver()
+    get = getattr(driver, "cuFuncGetParamInfo", None)
+    if get is None:
+        return None
+    sizes = []
+    while len(sizes) <= 8192:  # (kernel parameters take at most 32764 bytes)
+        try:
+            err, _, size = get(func, len(sizes))
+        except Exception:  # a driver older than the bindings: the function is missing
+            return None
+        if err == driver.CUresult.CUDA_SUCCESS:
+            sizes.append(int(size))
+        elif err == driver.CUresult.CUDA_ERROR_INVALID_VALUE:
+            return sizes  # past the last parameter
+        else:
+            return None
+    return None
 
 
 def launch(func, grid, block, smem: int, args: list, stream=0):

@@ -12,17 +12,14 @@ import numpy as np
 from ..arch import limits
 from ..errors import CudaError, TcompError
 from ..lang import dtypes
-from ..lang.signature import InputSpec, Signature
+from ..lang.signature import Signature
 from ..lower import ir
 from ..lower.launch import LaunchLimits, launch_problem
 from . import arrays as A
-from . import cuda_api, streams
+from . import cuda_api, sidecar, streams
 from .codegen import CodegenOptions, program_source
 from .compile import DEFAULT_ARCH, CompileOptions, compile_source
 from .index_width import static_index_bits
-
-FORMAT = 1
-
 
 def size_to_json(e: ir.Expr):
     if isinstance(e, ir.Imm):
@@ -89,7 +86,7 @@ def describe_program(prog: ir.Program, smem: dict, arch: str) -> dict:
     bufs = {b.name: b for b in prog.buffers}
     declared = prog.declared_shapes
     return {
-        "format": FORMAT, "tcomp_version": __version__, "arch": arch, "op": prog.name,
+        "format": sidecar.FORMAT, "tcomp_version": __version__, "arch": arch, "op": prog.name,
         "inputs": [_buf(bufs[n]) for n in prog.inputs],
         "outputs": [_buf(bufs[n]) | {
             "declared_shape": ([size_to_json(d) for d in declared[n]] if n in declared
@@ -169,6 +166,7 @@ class CudaKernel:
                  wide: Variant | None = None):
         self.meta, self.cubin, self.source, self.ptx = meta, cubin, source, ptx
         self.program = program  # the Kernel IR (built kernels; None for loaded ones)
+        self.origin = None  # the .cubin a loaded kernel came from
         bits = int(meta.get("index_bits", 32))
         self._variants = {bits: Variant(bits, cubin, meta["kernels"], source, ptx)}
         self._plans = {}  # index bits -> launch_plan.Plan, made on first use
@@ -210,12 +208,8 @@ class CudaKernel:
     @functools.cached_property
     def signature(self) -> Signature:
         """The inputs' contract, checked before anything reaches the GPU; rebuilt
-        from the sidecar for loaded kernels (older sidecars: from the input buffers)."""
-        m = self.meta
-        if "signature" in m:
-            return Signature.from_json(m["signature"])
-        return Signature(m["op"], tuple(InputSpec(i["name"], dtypes.BY_NAME[i["dtype"]],
-                                                  tuple(i["shape"])) for i in m["inputs"]))
+        from the sidecar for loaded kernels."""
+        return Signature.from_json(self.meta["signature"])
 
     @functools.cached_property
     def _check(self):
@@ -371,59 +365,106 @@ class CudaKernel:
         return torch_op(self, name)
 
     # ------------------------------------------------------------------ files
-    def export(self, path: str) -> None:
+    def export(self, path) -> None:
         """Write `path` (.cubin) and the sidecar `path` with .json (entry points,
         launch geometry as size expressions, parameters, sizes, version, arch,
-        `index_bits`: size parameters are C `int` for 32, `long long` for 64).
+        `index_bits`: size parameters are C `int` for 32, `long long` for 64),
+        sealed with the sha256 of each cubin and of its own content (sidecar.py).
         A 32-bit kernel with symbolic sizes also writes its 64-bit variant as
         `<stem>.i64.cubin`, named with its launches under "index64" in the
         sidecar, so `tcomp.load` serves tensors of 2^31 elements or more too."""
-        if not path.endswith(".cubin"):
-            raise TcompError(f"export: path must end with .cubin, got '{path}'")
+        path = cubin_path(path, "export")
         stem = path[:-len(".cubin")]
-        meta = dict(self.meta, index_bits=self.index_bits)
+        meta = {k: v for k, v in self.meta.items()
+                if k not in ("index64", "cubin_sha256", "sidecar_sha256")}
+        meta.update(format=sidecar.FORMAT, index_bits=self.index_bits,
+                    cubin_sha256=sidecar.sha256(self.cubin))
         wide = None
         if self.index_bits == 32 and self.meta["sizes"] and (64 in self._variants
                                                              or self.program is not None):
             wide = self.variant(64)
             meta["index64"] = {"cubin": os.path.basename(stem) + ".i64.cubin",
+                               "cubin_sha256": sidecar.sha256(wide.cubin),
                                "kernels": wide.kernels}
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(self.cubin)
+        files = [(path, self.cubin)]
         if wide is not None:
-            with open(stem + ".i64.cubin", "wb") as f:
-                f.write(wide.cubin)
-        with open(stem + ".json", "w") as f:
-            json.dump(meta, f, indent=1)
+            files.append((stem + ".i64.cubin", wide.cubin))
+        files.append((stem + ".json", json.dumps(sidecar.seal(meta), indent=1).encode()))
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            for name, data in files:
+                with open(name, "wb") as f:
+                    f.write(data)
+        except OSError as e:
+            raise TcompError(f"export: cannot write {path}: {e}") from None
+
+    def check_entry_points(self, bits: int) -> None:
+        """Load the variant of `bits`, and check each of its launches' parameters
+        against what the driver reports of the function (cuFuncGetParamInfo,
+        CUDA 12.4 drivers and later): their number and sizes (CudaError).
+        `load` calls it on a machine with a GPU; the module is kept for the calls."""
+        v = self.variant(bits)
+        module = v.module or cuda_api.Module(v.cubin)
+        for kd in v.kernels:
+            got = module.param_sizes(kd["name"])
+            want = sidecar.param_sizes(kd, bits)
+            if got is not None and tuple(got) != want:
+                raise CudaError(
+                    f"{self.origin or self.meta['op']}: kernel {kd['name']} takes {len(got)} "
+                    f"parameter(s) of ({', '.join(map(str, got))}) bytes by the driver's "
+                    f"account, but the launch passes {len(want)} of "
+                    f"({', '.join(map(str, want))}) bytes; {sidecar.REMEDY}")
+        v.module = module
 
 
-def load(path: str) -> CudaKernel:
-    """A runnable kernel from files written by `export`."""
+def cubin_path(path, what: str) -> str:
+    """`path` as a str ending in .cubin (TcompError otherwise)."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str):
+        raise TcompError(f"{what}: path must be a str or os.PathLike naming a .cubin file, "
+                         f"got {type(path).__name__}")
     if not path.endswith(".cubin"):
-        raise TcompError(f"load: path must end with .cubin, got '{path}'")
+        raise TcompError(f"{what}: path must end with .cubin, got '{path}'")
+    if "\x00" in path:
+        raise TcompError(f"{what}: path must not contain a NUL character, got {path!r}")
+    return path
+
+
+def load(path) -> CudaKernel:
+    """A runnable kernel from files written by `export`, checked before any
+    use (sidecar.py); on a GPU also against the driver (`check_entry_points`)."""
+    path = cubin_path(path, "load")
     side = path[:-len(".cubin")] + ".json"
     try:
-        with open(path, "rb") as f:
-            cubin = f.read()
-        with open(side) as f:
-            meta = json.load(f)
+        cubin = _read(path)
     except OSError as e:
         raise TcompError(f"load: {e}") from None
-    except ValueError as e:
-        raise TcompError(f"load: {side} is not valid JSON ({e})") from None
-    if meta.get("format") != FORMAT:
-        raise TcompError(f"load: {side} has format {meta.get('format')!r}, expected {FORMAT}")
+    meta = sidecar.read_json(side)
+    sidecar.validate(meta, side)
+    sidecar.check_cubin(cubin, path, meta["cubin_sha256"], meta["kernels"], meta["index_bits"])
     wide = None
     if "index64" in meta:
-        wide_path = os.path.join(os.path.dirname(os.path.abspath(path)), meta["index64"]["cubin"])
+        w = meta["index64"]
+        wide_path = os.path.join(os.path.dirname(path), w["cubin"])
         try:
-            with open(wide_path, "rb") as f:
-                wide = Variant(64, f.read(), meta["index64"]["kernels"])
+            data = _read(wide_path)
         except OSError as e:
-            raise TcompError(f"load: {side} names the 64-bit variant "
-                             f"'{meta['index64']['cubin']}', which cannot be read ({e})") from None
-    return CudaKernel(meta, cubin, wide=wide)
+            raise TcompError(f"load: {side} names the 64-bit variant '{w['cubin']}', which "
+                             f"cannot be read ({e})") from None
+        sidecar.check_cubin(data, wide_path, w["cubin_sha256"], w["kernels"], 64)
+        wide = Variant(64, data, w["kernels"])
+    k = CudaKernel(meta, cubin, wide=wide)
+    k.origin = path
+    if cuda_api.have_device():
+        for bits in k._variants:
+            k.check_entry_points(bits)
+    return k
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 del np

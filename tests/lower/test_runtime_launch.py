@@ -84,12 +84,12 @@ def test_golden_cuda_runtime_thread_extent(update_golden):
 
 def test_sidecar_block_is_a_size_expression(tmp_path):
     """The exported sidecar describes the block like the grid: JSON size
-    expressions that `tcomp.load` evaluates (format unchanged)."""
+    expressions that `tcomp.load` evaluates."""
     k = tcomp.build(conv_rows_on_threads(), target="cuda:sm_90a", sizes={"KW": 3})
     (kd,) = k.meta["kernels"]
     assert kd["block"] == [4, ["+", ["-", "H", "KH"], 1], 1]
     assert kd["grid"] == ["K", "N", 1]
-    assert k.meta["format"] == 1
+    assert k.meta["format"] == 2
     k.export(str(tmp_path / "conv.cubin"))
     loaded = tcomp.load(str(tmp_path / "conv.cubin"))
     assert loaded.meta["kernels"][0]["block"] == kd["block"]

@@ -14,6 +14,7 @@ from tcomp.lower import ir
 from tcomp.lower.pipeline import lower
 from tcomp.lower.rewriter import walk_stmts
 from tcomp.target_cuda.codegen import CodegenOptions, program_source
+from tcomp.target_cuda.kernel import CudaKernel
 from tcomp.target_cuda.index_width import LIMIT, index_bits_for, static_index_bits, widen
 from tests.target_cuda.test_gpu_runtime import tiled_matmul as _tiled_matmul
 
@@ -243,16 +244,14 @@ def test_export_writes_both_widths_and_load_reads_them(tmp_path):
                                                r"'mm.i64.cubin', which cannot be read"):
         tcomp.load(path)
 
-    # a sidecar written before 64-bit indexing existed: 32-bit only, and a call that
-    # needs 64 bits says what to do
-    del meta["index64"], meta["index_bits"]
-    json.dump(meta, open(tmp_path / "mm.json", "w"))
-    old = tcomp.load(path)
-    assert old.index_bits == 32
+    # a kernel without its 64-bit variant (one a tuning worker made from a cubin alone): a
+    # call that needs 64 bits says what to do
+    bare = CudaKernel(dict(k.meta), k.cubin)
+    assert bare.index_bits == 32
     with pytest.raises(tcomp.CudaError, match="'matmul' needs 64-bit indexing for these sizes, "
                                               "but it was loaded from files without the 64-bit "
                                               "variant; export it again"):
-        old.variant(64)
+        bare.variant(64)
 
 
 def test_export_of_a_64_bit_kernel(tmp_path):
