@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from . import directives as D
-from .args import as_int
+from .args import as_int, too_large
 from .snapshot import check_placement
 from . import threads
 from .stage import THREAD_TAGS, Axis, FuseRel, SplitRel
@@ -104,6 +104,8 @@ class Stage:
         if as_int(n) is None or as_int(n) < 1:
             what = "factor" if factor is not None else "nparts"
             raise ScheduleError(f"{p}: {what} must be a positive int, got {n!r}")
+        if msg := too_large(as_int(n), p, "factor" if factor is not None else "nparts"):
+            raise ScheduleError(msg)
         factor, nparts = (as_int(factor), None) if factor is not None else (None, as_int(nparts))
         s = self._s
         outer, inner = s.fresh(f"{name}_o"), s.fresh(f"{name}_i")
@@ -132,6 +134,8 @@ class Stage:
         for f, arg in ((x_factor, "x_factor"), (y_factor, "y_factor")):
             if as_int(f) is None or as_int(f) < 1:
                 raise ScheduleError(f"{p}: {arg} must be a positive int, got {f!r}")
+            if msg := too_large(as_int(f), p, arg):
+                raise ScheduleError(msg)
         x_factor, y_factor = as_int(x_factor), as_int(y_factor)
         n_dir = len(self._sched.directives)
         xo, xi = self.split(x, x_factor)
@@ -253,6 +257,8 @@ class Stage:
         s = self._s
         if as_int(group) is None or as_int(group) < 1:
             raise ScheduleError(f"{p}: group must be a positive int, got {group!r}")
+        if msg := too_large(as_int(group), p, "group"):
+            raise ScheduleError(msg)
         group = as_int(group)
         if not threads.is_block(tag):
             raise ScheduleError(f"{p}: tag must be one of "
@@ -307,6 +313,8 @@ class Stage:
             if as_int(factor) is None or as_int(factor) < 1:
                 raise ScheduleError(f"{p}: factor must be a positive int (1: keep the loop "
                                     f"rolled), got {factor!r}")
+            if msg := too_large(as_int(factor), p, "factor"):
+                raise ScheduleError(msg)
             factor = as_int(factor)  # a NumPy integer too, recorded as a plain int (JSON)
         if name in s.bind or name in s.vectorize:
             raise ScheduleError(f"{p}: axis {ax!r} is already bound or vectorized")
@@ -394,6 +402,8 @@ class Stage:
         if f is None or o is None or not (f > 0 and 0 <= o < f):
             raise ScheduleError(f"{p}: need factor > 0 and 0 <= offset < factor, got "
                                 f"{factor!r}, {offset!r}")
+        if msg := too_large(f, p, "factor"):
+            raise ScheduleError(msg)
         factor, offset = f, o
         if s.swizzle is not None:
             raise ScheduleError(f"{p}: stage '{self.name}' is swizzled (swizzle({s.swizzle})), "
