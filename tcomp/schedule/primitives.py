@@ -167,14 +167,24 @@ class Stage:
         for i, n in zip(pos, names):
             s.leaves[i] = n
 
-    def fuse(self, outer: Axis, inner: Axis) -> Axis:
-        """Fuse two adjacent loops into one.
+    def fuse(self, outer: Axis, inner: Axis, *more: Axis) -> Axis:
+        """Fuse adjacent loops into one.
 
         for m_o in 0:A            ->  for f in 0:A*B
           for n_o in 0:B                m_o = f / B, n_o = f % B
+
+        `fuse(a, b, c)` fuses three (or more) loops, each directly outside the
+        next: it is `fuse(fuse(a, b), c)`, and is recorded so.
         """
         p = "fuse"
         self._not_inline(p)
+        axes = (outer, inner, *more)
+        if more:
+            self._check_fuse_chain(axes)
+            fused = self.fuse(outer, inner)
+            for ax in more:
+                fused = self.fuse(fused, ax)
+            return fused
         o, i = self._leaf(outer, p, "outer"), self._leaf(inner, p, "inner")
         s = self._s
         hosted = self._attached_at(o)
@@ -198,6 +208,26 @@ class Stage:
         s.leaves[k:k + 2] = [fused]
         self._move_attached(i, fused)
         return Axis(self.name, fused, s.kinds[o])
+
+    def _check_fuse_chain(self, axes) -> None:
+        """The errors `fuse(*axes)` of three or more axes would meet, before any is fused
+        (a failed call leaves the schedule as it was)."""
+        p, s = "fuse", self._s
+        names = [self._leaf(a, p) for a in axes]
+        for (a, na), (b, nb) in zip(zip(axes, names), zip(axes[1:], names[1:])):
+            if s.leaves.index(nb) != s.leaves.index(na) + 1:
+                raise ScheduleError(f"{p}: {a!r} must be the loop directly outside {b!r}")
+            if s.kinds[na] != s.kinds[nb]:
+                raise ScheduleError(f"{p}: cannot fuse a spatial and a reduction axis ({a!r}, "
+                                    f"{b!r})")
+        for n in names:
+            if n in s.bind or n in s.unroll or n in s.vectorize:
+                raise ScheduleError(f"{p}: axis '{n}' is already bound/unrolled/vectorized")
+        for n in names[:-1]:
+            if hosted := self._attached_at(n):
+                raise ScheduleError(f"{p}: stage '{hosted[0]}' is computed at "
+                                    f"'{self.name}.{n}', which fusing would remove; compute it "
+                                    f"at '{names[-1]}' or after the fuse")
 
     def bind(self, ax: Axis, tag: str):
         """Spread a loop over GPU blocks or threads.
