@@ -232,8 +232,12 @@ def _directive(i: int, item):
     kind = item.get("kind")
     cls = KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        what = "has no \"kind\"" if "kind" not in item else f"has an unknown kind {_short(kind)!r}" \
-            if isinstance(kind, str) else f"has a kind that is not a string ({_json_type(kind)})"
+        if "kind" not in item:
+            what = "has no \"kind\""
+        elif isinstance(kind, str):
+            what = f"has an unknown kind {_short(kind)!r}"
+        else:
+            what = f"has a kind that is not a string ({_json_type(kind)})"
         raise ScheduleError(f"{where} {what} (kinds: {', '.join(KINDS)})")
     fields = dataclasses.fields(cls)
     names = [f.name for f in fields]
