@@ -8,7 +8,7 @@ from .lang.evaluate import bind_inputs
 from .lang.symbolic import eval_int
 from .lower import ir
 from .lower.pipeline import lower as _lower
-from .lower.pipeline import run_passes
+from .lower.pipeline import checked_sizes, run_passes
 from .lower.remarks import lowering_remarks
 
 TARGETS = ("sim", "cuda")
@@ -75,7 +75,7 @@ class SimKernel:
     def __init__(self, schedule, sizes):
         self.schedule = schedule
         self.op = schedule.op
-        self.sizes = dict(sizes or {})
+        self.sizes = checked_sizes(schedule, sizes)
         self.set_unflattened(_lower(schedule, self.sizes, until="flatten_storage"))
 
     def set_unflattened(self, prog: ir.Program) -> None:

@@ -65,6 +65,22 @@ def _positive(text: str) -> int:
     return n
 
 
+def _seed(text: str) -> int:
+    """A seed of NumPy's generator: a non-negative integer (of any size)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got "
+                                         f"'{_short(text)}'") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {n}")
+    return n
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _read_text(path: str, what: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
@@ -146,7 +162,8 @@ def compare(op, got, want) -> tuple[bool, str]:
 
 def cmd_run(args) -> int:
     from . import build, evaluate
-    from .cli_inputs import bind_sizes, load_array, make_inputs, parse_input_flags, parse_sizes
+    from .cli_inputs import (bind_sizes, check_memory, load_array, make_inputs,
+                             parse_input_flags, parse_sizes)
     from .target_cuda import cuda_api
     op, s = _load(args)
     sizes = parse_sizes(args.sizes, op)
@@ -154,6 +171,7 @@ def cmd_run(args) -> int:
     given = {t.name: load_array(t.name, files[t.name], t.dtype)
              for t in op.inputs if t.name in files}
     sizes = bind_sizes(op, given, sizes)
+    check_memory(op, given, sizes)
     arrays = make_inputs(op, given, sizes, np.random.default_rng(args.seed))
     want = evaluate(op, *arrays)  # first: invalid data is reported before compiling
     target = args.target
@@ -214,7 +232,7 @@ def parser() -> argparse.ArgumentParser:
                                 "when a GPU is present, else sim; the default)")
             p.add_argument("--repeat", type=_positive, default=3, metavar="N",
                            help="timed runs after the first (default: 3); the median is shown")
-            p.add_argument("--seed", type=int, default=None, metavar="S",
+            p.add_argument("--seed", type=_seed, default=None, metavar="S",
                            help="seed of the random inputs (default: a fresh seed each run)")
     from .cli_tune import add_parser
     add_parser(sub, _positive, argparse.RawDescriptionHelpFormatter)
@@ -230,6 +248,11 @@ def main(argv=None) -> int:
         return cmd_compile(args) if args.cmd == "compile" else cmd_run(args)
     except TcompError as e:
         print(f"tcomp: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except MemoryError:
+        # What check_memory could not foresee (the machine's free memory, the
+        # compiler's own): still one line, as every other error.
+        print(f"tcomp: {args.cmd}: out of memory; give smaller --sizes", file=sys.stderr)
         return EXIT_ERROR
 
 

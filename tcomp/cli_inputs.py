@@ -21,6 +21,7 @@ from .lang.ast import (Binary, Cast, Const, ExistsClause, Expr, LetClause, LetRe
 from .lang.symbolic import eval_int
 
 SMALL_INT = (0, 100)  # [lo, hi) of integer inputs that index nothing
+MAX_SIZE = 2 ** 63 - 1  # a size variable's largest value (kernels take sizes as 64-bit ints)
 
 
 def parse_sizes(text: str | None, op) -> dict[str, int]:
@@ -30,22 +31,41 @@ def parse_sizes(text: str | None, op) -> dict[str, int]:
         return out
     for item in text.split(","):
         if "=" not in item:
-            raise TcompError(f"--sizes: expected NAME=INT, got '{item}'")
+            raise TcompError(f"--sizes: expected NAME=INT, got '{_short(item)}'")
         k, v = (x.strip() for x in item.split("=", 1))
-        try:
-            n = int(v)
-        except ValueError:
-            raise TcompError(f"--sizes: {k} must be an integer, got '{v}'") from None
+        digits = v[1:] if v[:1] in ("+", "-") else v
+        if digits.isascii() and digits.isdigit():  # int() refuses more than 4,300 digits
+            digits = digits.lstrip("0") or "0"
+            if len(digits) > len(str(MAX_SIZE)):
+                n = -1 if v[0] == "-" else MAX_SIZE + 1
+                shown = v if len(v) <= 24 else f"{v[:12]}... ({len(v)} characters)"
+            else:
+                n = -int(digits) if v[0] == "-" else int(digits)
+                shown = str(n)
+        else:
+            try:
+                n = int(v)
+            except ValueError:
+                raise TcompError(f"--sizes: {_short(k)} must be an integer, got "
+                                 f"'{_short(v)}'") from None
+            shown = str(n)
         if k not in op.size_vars:
             known = ", ".join(op.size_vars) or "none"
-            raise TcompError(f"--sizes: '{k}' is not a size variable of '{op.name}' (sizes: "
-                             f"{known})")
+            raise TcompError(f"--sizes: '{_short(k)}' is not a size variable of '{op.name}' "
+                             f"(sizes: {known})")
         if n < 0:
-            raise TcompError(f"--sizes: {k} must be >= 0, got {n}")
+            raise TcompError(f"--sizes: {k} must be >= 0, got {shown}")
+        if n > MAX_SIZE:
+            raise TcompError(f"--sizes: {k} must be at most 2^63 - 1 (sizes are 64-bit ints), "
+                             f"got {shown}")
         if k in out:
             raise TcompError(f"--sizes: {k} is given twice")
         out[k] = n
     return out
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def parse_input_flags(flags: list[str] | None, op) -> dict[str, str]:
@@ -116,6 +136,58 @@ def bind_sizes(op, given: dict[str, np.ndarray], sizes: dict[str, int]) -> dict[
                     raise TcompError(f"--input {t.name}: dimension {d} is {n}, but '{t.name}' "
                                      f"declares it as {eval_int(dim, sizes)}")
     return sizes
+
+
+def check_memory(op, given: dict[str, np.ndarray], sizes: dict[str, int],
+                 limit: int | None = None) -> None:
+    """Refuse, before allocating anything, sizes whose arrays do not fit in memory
+    (`limit` bytes; default: this machine's physical memory): the random inputs
+    (floats drawn in float64 first), and the outputs and temporaries, which
+    tcomp.evaluate and the kernel each compute."""
+    limit = _physical_memory() if limit is None else limit
+    if limit is None:
+        return
+    arrays, draw = [], 0
+    for t in op.inputs + op.outputs + op.temporaries:
+        if t.name in given or not all(_known(d, sizes) for d in t.shape):
+            continue
+        n = 1
+        for d in t.shape:
+            n *= max(eval_int(d, sizes), 0)
+        copies = 1 if t in op.inputs else 2
+        arrays.append((n * t.dtype.numpy.itemsize * copies, t.name))
+        if t in op.inputs:
+            draw = max(draw, n * 8)
+    need = sum(b for b, _ in arrays) + draw
+    if need > limit:
+        biggest = max(arrays)[1]
+        raise TcompError(f"run: at these sizes the arrays need {_bytes(need)} ('{biggest}' the "
+                         f"most), more than the {_bytes(limit)} of memory free here; give smaller "
+                         f"--sizes")
+
+
+def _physical_memory() -> int | None:
+    """The memory free for new arrays: MemAvailable where Linux tells it, else the
+    physical memory, else None (no check)."""
+    import os
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _bytes(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
 
 
 def make_inputs(op, given: dict[str, np.ndarray], sizes: dict[str, int], rng) -> list:

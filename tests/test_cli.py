@@ -278,7 +278,7 @@ def test_no_valid_gather_index(gathers, capsys):
     (["run", "MM", "--repeat", "0"], "argument --repeat: expected a positive integer, got 0 "
                                      "(see 'tcomp run --help')"),
     (["run", "MM", "--repeat", "x"], "argument --repeat: expected a positive integer, got 'x'"),
-    (["run", "MM", "--seed", "x"], "argument --seed: invalid int value: 'x'"),
+    (["run", "MM", "--seed", "x"], "argument --seed: expected a non-negative integer, got 'x'"),
     (["compile", "MM"], "the following arguments are required: -o/--output"),
     ([], "the following arguments are required: COMMAND (see 'tcomp --help')"),
     (["frobnicate"], "argument COMMAND: invalid choice: 'frobnicate'"),

@@ -30,6 +30,15 @@ from .source import Source
 # so that no input can exhaust Python's recursion limit.
 MAX_DEPTH = 100
 INT32_MAX = 2**31 - 1
+MAX_RANK = 64  # NumPy's limit on an array's dimensions (evaluate and the sim hold tensors in it)
+
+
+def check_rank(name, rank: int) -> None:
+    """A tensor of more dimensions than an array can have is refused where it is written."""
+    if rank > MAX_RANK:
+        raise LangError(f"tensor '{name.text}' has {rank} dimensions; tcomp supports at most "
+                        f"{MAX_RANK} (NumPy's limit)", name.loc)
+
 
 # As in TC, all six comparisons share one level (left-associative): `a == b < c` is
 # `(a == b) < c`, unlike C.
@@ -155,6 +164,7 @@ class _Parser:
         ty = self.type_name()
         dims = self.dims()
         name = self.tensor_name("an input tensor name")
+        check_rank(name, len(dims))
         return Param(name.text, ty.text, dims, loc=name.loc)
 
     def out_param(self) -> OutParam:
@@ -163,6 +173,7 @@ class _Parser:
             ty = self.advance()
             dims = self.dims()
             name = self.tensor_name("an output tensor name")
+            check_rank(name, len(dims))
             return OutParam(name.text, ty.text, dims, loc=name.loc)
         name = self.tensor_name("an output tensor name")
         return OutParam(name.text, loc=name.loc)
@@ -179,6 +190,7 @@ class _Parser:
         if self.tok.is_op("("):
             self.advance()
             indices = self.comma_list(self.lhs_index, ")")
+            check_rank(name, len(indices))
         if not (self.tok.kind == "op" and self.tok.text in ASSIGN_OPS):
             self.error("an assignment operator (=, +=, *=, max=, min=, or their ! forms)")
         op = self.advance().text
@@ -291,7 +303,11 @@ class _Parser:
         return e
 
     def int_const(self, t: Token) -> Const:
-        v = int(t.text)
+        digits = t.text.lstrip("0")
+        if len(digits) > len(str(INT32_MAX)):  # int() refuses more than 4300 digits
+            text = t.text if len(t.text) <= 20 else f"{t.text[:12]}... ({len(t.text)} digits)"
+            raise LangError(f"integer literal {text} does not fit in int32", t.loc)
+        v = int(digits or "0")
         if v > INT32_MAX:
             raise LangError(f"integer literal {t.text} does not fit in int32", t.loc)
         return Const(v, loc=t.loc)

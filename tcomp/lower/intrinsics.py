@@ -65,6 +65,7 @@ class Intrinsic:
     effects: frozenset[str]
     kind: str = "statement"
     noun: str = ""  # how messages call it ("barrier"); the name when empty
+    min_arch: int = 0  # the first compute capability whose GPUs have it (80: sm_80); 0: all
 
     @property
     def collective(self) -> bool:
@@ -145,7 +146,7 @@ register(Intrinsic(
               Operand("a", ref=True, scopes=_FRAGMENT, dtypes=_16BIT),
               Operand("b", ref=True, scopes=_FRAGMENT, dtypes=_16BIT),
               Operand("c", ref=True, scopes=_FRAGMENT, dtypes=("float32",))),
-    effects=frozenset({"reads", "writes", "warp_collective"}), kind="tensorize"))
+    effects=frozenset({"reads", "writes", "warp_collective"}), kind="tensorize", min_arch=80))
 
 for _count in (1, 2, 4):
     for _trans in (False, True):
@@ -155,7 +156,7 @@ for _count in (1, 2, 4):
             f"fragments{', transposed' if _trans else ''} (ldmatrix)",
             operands=(Operand("dst", ref=True, access=WRITE, scopes=_FRAGMENT, dtypes=_16BIT),
                       Operand("src", ref=True, scopes=("shared",), dtypes=_16BIT)),
-            effects=frozenset({"reads", "writes", "warp_collective"})))
+            effects=frozenset({"reads", "writes", "warp_collective"}), min_arch=75))
 
 # Asynchronous copies (cp.async): a copy lands at the wait that completes its group.
 register(Intrinsic(
@@ -165,10 +166,10 @@ register(Intrinsic(
               Operand("src", ref=True, scopes=("global",)),
               Operand("bytes", dtypes=("int32",)),
               Operand("src_bytes", dtypes=("int32",))),
-    effects=frozenset({"reads", "writes", "async"})))
+    effects=frozenset({"reads", "writes", "async"}), min_arch=80))
 register(Intrinsic(
     "cp_async_commit", "close the group of this thread's asynchronous copies issued so far",
-    operands=(), effects=frozenset({"async"})))
+    operands=(), effects=frozenset({"async"}), min_arch=80))
 register(Intrinsic(
     "cp_async_wait", "wait until all but the n newest committed groups of copies have landed",
-    operands=(Operand("n", dtypes=("int32",)),), effects=frozenset({"async"})))
+    operands=(Operand("n", dtypes=("int32",)),), effects=frozenset({"async"}), min_arch=80))

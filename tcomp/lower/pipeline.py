@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 
 from ..errors import LoweringError, TcompError
 from ..schedule.args import as_int
@@ -55,14 +56,7 @@ def lower(schedule, sizes: dict | None = None, dump: str | None = None,
     from ..schedule import Schedule
     if not isinstance(schedule, Schedule):
         raise LoweringError(f"lower: needs a tcomp.Schedule, got {type(schedule).__name__}")
-    sizes = dict(sizes or {})
-    for name, v in sizes.items():
-        if name not in schedule.op.size_vars:
-            raise LoweringError(f"lower: '{name}' is not a size variable of '{schedule.op.name}' "
-                                f"(sizes: {', '.join(schedule.op.size_vars) or 'none'})")
-        if as_int(v) is None or v < 0:
-            raise LoweringError(f"lower: size {name} must be a non-negative int, got {v!r}")
-        sizes[name] = as_int(v)  # NumPy integers (a shape) become Python ints
+    sizes = checked_sizes(schedule, sizes)
     try:
         prog = Builder(schedule, sizes).program()
     except TcompError:
@@ -74,6 +68,32 @@ def lower(schedule, sizes: dict | None = None, dump: str | None = None,
         for k in prog.kernels:
             verify(k, prog)
     return run_passes(prog, until=until, dump=dump, check=check)
+
+
+def checked_sizes(schedule, sizes) -> dict:
+    """`sizes=` of lower and build as a dict of Python ints, or the LoweringError
+    that says what is wrong with it."""
+    if sizes is None:
+        return {}
+    if not isinstance(sizes, Mapping):
+        raise LoweringError(f"lower: sizes must be a dict of size variable -> int (like "
+                            f"{{'N': 1024}}), got {type(sizes).__name__} {_short(sizes)}")
+    out = {}
+    for name, v in sizes.items():
+        if name not in schedule.op.size_vars:
+            raise LoweringError(f"lower: {_short(name)} is not a size variable of "
+                                f"'{schedule.op.name}' (sizes: "
+                                f"{', '.join(schedule.op.size_vars) or 'none'})")
+        if as_int(v) is None or v < 0:
+            raise LoweringError(f"lower: size {name} must be a non-negative int, got "
+                                f"{_short(v)}")
+        out[name] = as_int(v)  # NumPy integers (a shape) become Python ints
+    return out
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def run_passes(prog: Program, start: str | None = None, until: str | None = None,

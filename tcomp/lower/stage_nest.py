@@ -15,13 +15,58 @@ from ..errors import LoweringError, ScheduleError
 from ..schedule import threads
 from ..schedule.stage import SplitRel
 from . import ir
-from .construct import add, ceildiv, conj, ident, mul, sub
+from .construct import add, conj, ident, mul, sub
 from .context import StageLoops
 from .loops import for_loop
 from .reduction import init_nest, register_accumulation
 from .simplify import simplify_expr
 from .stages import effective_reads, stage_loc
 from .translate import Translator, cast, combine
+
+
+# A split factor (or part count) above this is no loop's meaning (no thread, vector,
+# tensor-core or unrolled loop is that long): split_extents clamps it to the extent.
+LARGE_SPLIT = 1 << 16
+
+
+def split_extents(st, r: SplitRel, e: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
+    """(outer, inner) extents of split `r` of a loop of extent `e`.
+
+    A factor (or part count) larger than the extent splits it as the extent
+    itself would: the extra iterations of the inner (outer) loop are all guarded
+    off. Above LARGE_SPLIT such a factor is clamped to the extent: to the
+    constant where the extent is one, else to min(factor, extent) (at least 1),
+    unless a loop of the split has a meaning of its own (bound to threads,
+    vectorized, pipelined, tensorized: its extent is a block size or a width).
+    So extent 8 split by 10^6 runs 8 iterations, not 10^6, and `extent +
+    factor - 1` (the outer extent's numerator; the guard's largest index is
+    below it) stays below 2 * extent instead of overflowing int32 for factors
+    near 2^31 (the kernel computed nothing). Factors up to LARGE_SPLIT keep
+    their loops as written (the IR shows the factor given)."""
+    n = r.factor if r.factor is not None else r.nparts
+    if n <= LARGE_SPLIT or _fixed_extent(st, r):
+        fixed = ir.const(n)
+    elif isinstance(e, ir.Imm):
+        fixed = ir.const(max(min(n, int(e.value)), 1))
+    else:
+        fixed = simplify_expr(ir.Bin("max", ir.Bin("min", ir.const(n), e, ir.int32),
+                                     ir.const(1), ir.int32))
+    other = simplify_expr(ir.Bin("/", add(e, sub(fixed, ir.const(1))), fixed, ir.int32))
+    return (other, fixed) if r.factor is not None else (fixed, other)
+
+
+def _fixed_extent(st, r: SplitRel) -> bool:
+    """Whether a loop derived from split `r` needs the extent the split gives it."""
+    derived = {r.outer, r.inner}
+    for rel in st.relations[st.relations.index(r) + 1:]:
+        parents = {rel.parent} if isinstance(rel, SplitRel) else {rel.outer, rel.inner}
+        if parents & derived:
+            derived |= {rel.outer, rel.inner} if isinstance(rel, SplitRel) else {rel.fused}
+    leaves = derived & set(st.leaves)
+    thread_tags = {a.name for a in threads.THREAD}
+    threads_bound = {a for a, tag in st.bind.items() if tag in thread_tags}
+    return bool(st.scope == "fragment" or st.tensorize or
+                leaves & (threads_bound | st.vectorize | set(st.pipeline)))
 
 
 class StageNest:
@@ -38,13 +83,7 @@ class StageNest:
         ext: dict[str, ir.Expr] = {v: domain[v][1] for v in d.spatial + d.reduce}
         for r in st.relations:
             if isinstance(r, SplitRel):
-                e = ext[r.parent]
-                if r.factor is not None:
-                    ext[r.outer] = simplify_expr(ceildiv(e, r.factor))
-                    ext[r.inner] = ir.const(r.factor)
-                else:
-                    ext[r.outer] = ir.const(r.nparts)
-                    ext[r.inner] = simplify_expr(ceildiv(e, r.nparts))
+                ext[r.outer], ext[r.inner] = split_extents(st, r, ext[r.parent])
             else:
                 ext[r.fused] = simplify_expr(mul(ext[r.outer], ext[r.inner]))
         loopvar = {leaf: ctx.fresh(leaf, prefix) for leaf in st.leaves}

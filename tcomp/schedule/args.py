@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import numbers
 
+# Loop extents, factors and part counts are C ints in the generated code.
+MAX_INT32 = 2 ** 31 - 1
+
 
 def as_int(value) -> int | None:
     """`value` as a Python int if it is an integer other than a bool, else None."""
@@ -19,3 +22,11 @@ def as_int(value) -> int | None:
     if isinstance(value, numbers.Integral):
         return int(value)
     return None
+
+
+def too_large(value: int, primitive: str, what: str) -> str | None:
+    """The message for an integer argument beyond MAX_INT32 (None when it fits)."""
+    if value <= MAX_INT32:
+        return None
+    return (f"{primitive}: {what} must be below 2^31 (loop extents are 32-bit ints), got "
+            f"{value}")

@@ -172,6 +172,9 @@ def from_json(text: str) -> list:
     from ..errors import ScheduleError
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise ScheduleError("from_json: not a tcomp schedule (its JSON is nested too deeply to be "
+                            "one)") from None
     except (ValueError, TypeError) as e:
         raise ScheduleError(f"from_json: not a tcomp schedule ({type(e).__name__}: {e})") from None
     if not isinstance(data, dict):
@@ -187,14 +190,71 @@ def from_json(text: str) -> list:
         raise ScheduleError(f"from_json: schedule format version {version!r} is not supported; "
                             f"this tcomp reads version {FORMAT_VERSION} (write the schedule "
                             f"again with this tcomp's Schedule.to_json)")
-    try:
-        items = data["directives"]
-        out = []
-        for item in items:
-            item = dict(item)
-            cls = KINDS[item.pop("kind")]
-            kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in item.items()}
-            out.append(cls(**kwargs))
-        return out
-    except (ValueError, KeyError, TypeError) as e:
-        raise ScheduleError(f"from_json: not a tcomp schedule ({type(e).__name__}: {e})") from None
+    items = data.get("directives")
+    if not isinstance(items, list):
+        got = "none" if "directives" not in data else _json_type(items)
+        raise ScheduleError(f"from_json: not a tcomp schedule: \"directives\" must be a list of "
+                            f"directive objects, got {got}")
+    return [_directive(i, item) for i, item in enumerate(items)]
+
+
+# What each field type of the directives accepts from JSON, and its name in messages.
+_FIELD_TYPES = {
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "int": (lambda v: type(v) is int, "an integer"),
+    "int | None": (lambda v: v is None or type(v) is int, "an integer or null"),
+    "tuple[str, ...]": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                        "a list of strings"),
+}
+
+
+def _json_type(v) -> str:
+    """The JSON spelling of a decoded value's type (for messages)."""
+    if v is None or isinstance(v, bool):
+        return json.dumps(v)
+    kind = {str: "string", int: "integer", float: "number", list: "list", dict: "object"}[type(v)]
+    if not isinstance(v, (str, int, float)):
+        return kind
+    return f"{kind} {_short(json.dumps(v))}"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _directive(i: int, item):
+    """Directive number `i` of a schedule file, its fields checked against its class."""
+    from ..errors import ScheduleError
+    where = f"from_json: not a tcomp schedule: directive {i}"
+    if not isinstance(item, dict):
+        raise ScheduleError(f"{where} must be a JSON object with a \"kind\", got "
+                            f"{_json_type(item)}")
+    kind = item.get("kind")
+    cls = KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        if "kind" not in item:
+            what = "has no \"kind\""
+        elif isinstance(kind, str):
+            what = f"has an unknown kind {_short(kind)!r}"
+        else:
+            what = f"has a kind that is not a string ({_json_type(kind)})"
+        raise ScheduleError(f"{where} {what} (kinds: {', '.join(KINDS)})")
+    fields = dataclasses.fields(cls)
+    names = [f.name for f in fields]
+    where = f"{where} ({kind})"
+    extra = [k for k in item if k != "kind" and k not in names]
+    if extra:
+        raise ScheduleError(f"{where} has an unknown field {_short(extra[0])!r} (a {kind} has "
+                            f"{', '.join(names)})")
+    kwargs = {}
+    for f in fields:
+        if f.name not in item:
+            raise ScheduleError(f"{where} lacks the field {f.name!r} (a {kind} has "
+                                f"{', '.join(names)})")
+        v = item[f.name]
+        ok, expected = _FIELD_TYPES[f.type]
+        if not ok(v):
+            raise ScheduleError(f"{where} field {f.name!r} must be {expected}, got "
+                                f"{_json_type(v)}")
+        kwargs[f.name] = tuple(v) if isinstance(v, list) else v
+    return cls(**kwargs)

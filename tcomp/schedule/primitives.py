@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from . import directives as D
-from .args import as_int
+from .args import as_int, too_large
 from .snapshot import check_placement
 from . import threads
 from .stage import THREAD_TAGS, Axis, FuseRel, SplitRel
@@ -104,6 +104,8 @@ class Stage:
         if as_int(n) is None or as_int(n) < 1:
             what = "factor" if factor is not None else "nparts"
             raise ScheduleError(f"{p}: {what} must be a positive int, got {n!r}")
+        if msg := too_large(as_int(n), p, "factor" if factor is not None else "nparts"):
+            raise ScheduleError(msg)
         factor, nparts = (as_int(factor), None) if factor is not None else (None, as_int(nparts))
         s = self._s
         outer, inner = s.fresh(f"{name}_o"), s.fresh(f"{name}_i")
@@ -132,6 +134,8 @@ class Stage:
         for f, arg in ((x_factor, "x_factor"), (y_factor, "y_factor")):
             if as_int(f) is None or as_int(f) < 1:
                 raise ScheduleError(f"{p}: {arg} must be a positive int, got {f!r}")
+            if msg := too_large(as_int(f), p, arg):
+                raise ScheduleError(msg)
         x_factor, y_factor = as_int(x_factor), as_int(y_factor)
         n_dir = len(self._sched.directives)
         xo, xi = self.split(x, x_factor)
@@ -163,14 +167,24 @@ class Stage:
         for i, n in zip(pos, names):
             s.leaves[i] = n
 
-    def fuse(self, outer: Axis, inner: Axis) -> Axis:
-        """Fuse two adjacent loops into one.
+    def fuse(self, outer: Axis, inner: Axis, *more: Axis) -> Axis:
+        """Fuse adjacent loops into one.
 
         for m_o in 0:A            ->  for f in 0:A*B
           for n_o in 0:B                m_o = f / B, n_o = f % B
+
+        `fuse(a, b, c)` fuses three (or more) loops, each directly outside the
+        next: it is `fuse(fuse(a, b), c)`, and is recorded so.
         """
         p = "fuse"
         self._not_inline(p)
+        axes = (outer, inner, *more)
+        if more:
+            self._check_fuse_chain(axes)
+            fused = self.fuse(outer, inner)
+            for ax in more:
+                fused = self.fuse(fused, ax)
+            return fused
         o, i = self._leaf(outer, p, "outer"), self._leaf(inner, p, "inner")
         s = self._s
         hosted = self._attached_at(o)
@@ -194,6 +208,26 @@ class Stage:
         s.leaves[k:k + 2] = [fused]
         self._move_attached(i, fused)
         return Axis(self.name, fused, s.kinds[o])
+
+    def _check_fuse_chain(self, axes) -> None:
+        """The errors `fuse(*axes)` of three or more axes would meet, before any is fused
+        (a failed call leaves the schedule as it was)."""
+        p, s = "fuse", self._s
+        names = [self._leaf(a, p) for a in axes]
+        for (a, na), (b, nb) in zip(zip(axes, names), zip(axes[1:], names[1:])):
+            if s.leaves.index(nb) != s.leaves.index(na) + 1:
+                raise ScheduleError(f"{p}: {a!r} must be the loop directly outside {b!r}")
+            if s.kinds[na] != s.kinds[nb]:
+                raise ScheduleError(f"{p}: cannot fuse a spatial and a reduction axis ({a!r}, "
+                                    f"{b!r})")
+        for n in names:
+            if n in s.bind or n in s.unroll or n in s.vectorize:
+                raise ScheduleError(f"{p}: axis '{n}' is already bound/unrolled/vectorized")
+        for n in names[:-1]:
+            if hosted := self._attached_at(n):
+                raise ScheduleError(f"{p}: stage '{hosted[0]}' is computed at "
+                                    f"'{self.name}.{n}', which fusing would remove; compute it "
+                                    f"at '{names[-1]}' or after the fuse")
 
     def bind(self, ax: Axis, tag: str):
         """Spread a loop over GPU blocks or threads.
@@ -253,6 +287,8 @@ class Stage:
         s = self._s
         if as_int(group) is None or as_int(group) < 1:
             raise ScheduleError(f"{p}: group must be a positive int, got {group!r}")
+        if msg := too_large(as_int(group), p, "group"):
+            raise ScheduleError(msg)
         group = as_int(group)
         if not threads.is_block(tag):
             raise ScheduleError(f"{p}: tag must be one of "
@@ -307,6 +343,8 @@ class Stage:
             if as_int(factor) is None or as_int(factor) < 1:
                 raise ScheduleError(f"{p}: factor must be a positive int (1: keep the loop "
                                     f"rolled), got {factor!r}")
+            if msg := too_large(as_int(factor), p, "factor"):
+                raise ScheduleError(msg)
             factor = as_int(factor)  # a NumPy integer too, recorded as a plain int (JSON)
         if name in s.bind or name in s.vectorize:
             raise ScheduleError(f"{p}: axis {ax!r} is already bound or vectorized")
@@ -394,6 +432,8 @@ class Stage:
         if f is None or o is None or not (f > 0 and 0 <= o < f):
             raise ScheduleError(f"{p}: need factor > 0 and 0 <= offset < factor, got "
                                 f"{factor!r}, {offset!r}")
+        if msg := too_large(f, p, "factor"):
+            raise ScheduleError(msg)
         factor, offset = f, o
         if s.swizzle is not None:
             raise ScheduleError(f"{p}: stage '{self.name}' is swizzled (swizzle({s.swizzle})), "

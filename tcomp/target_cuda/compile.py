@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..errors import CudaError
 from . import cuda_api
+from .arch import check_arch
 
 CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "tcomp", "nvrtc")
 DEFAULT_ARCH = "sm_90a"
@@ -31,8 +32,7 @@ class CompileOptions:
     lineinfo: bool = False
 
     def nvrtc_args(self) -> list[str]:
-        if not (self.arch.startswith("sm_") and self.arch[3:5].isdigit()):
-            raise CudaError(f"unknown GPU architecture '{self.arch}' (expected e.g. sm_80, sm_90a)")
+        check_arch(self.arch)
         args = [f"--gpu-architecture={self.arch}", f"--std={self.std}"]
         inc = cuda_api.include_dir()
         if inc:

@@ -37,6 +37,20 @@ def nvrtc_version() -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=None)
+def nvrtc_archs() -> tuple[int, ...] | None:
+    """The compute capabilities this NVRTC compiles for (75, 80, ... for sm_75,
+    sm_80, ...); None where the NVRTC is too old to tell."""
+    nvrtc = _nvrtc()
+    try:
+        err, archs = nvrtc.nvrtcGetSupportedArchs()
+    except Exception:
+        return None
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        return None
+    return tuple(int(a) for a in archs)
+
+
+@functools.lru_cache(maxsize=None)
 def include_dir() -> str | None:
     """The CUDA runtime headers (cuda_fp16.h, ...) from the pip wheel or a toolkit."""
     try:

@@ -17,6 +17,7 @@ from ..lower import ir
 from ..lower.launch import LaunchLimits, launch_problem
 from . import arrays as A
 from . import cuda_api, sidecar, streams
+from .arch import check_arch, check_features
 from .codegen import CodegenOptions, program_source
 from .compile import DEFAULT_ARCH, CompileOptions, compile_source
 from .index_width import static_index_bits
@@ -143,6 +144,8 @@ def check_shared_memory(smem: dict, arch: str) -> None:
 
 def compile_variant(prog: ir.Program, arch: str, index_bits: int) -> tuple[dict, Variant]:
     """Generate and compile `prog` with `index_bits`-bit indices: (meta, variant)."""
+    check_arch(arch)
+    check_features(prog, arch)
     src, smem = program_source(prog, CodegenOptions(index_bits))
     check_shared_memory(smem, arch)
     c = compile_source(src, prog.name, CompileOptions(arch))

@@ -292,3 +292,20 @@ def test_bools_and_non_integers_are_not_factors(value):
                                f"{value!r}, 0")
     assert json.loads(s.to_json())["directives"] == [
         {"kind": "CacheRead", "tensor": "A", "scope": "shared", "readers": ["C"]}]
+
+
+def test_fuse_several_adjacent_axes():
+    # fuse(a, b, c) is fuse(fuse(a, b), c), recorded so (it was a TypeError).
+    op = tcomp.op("def t(float(A, B, C, D) X) -> (O) { O(a, b, c, d) = X(a, b, c, d) * 2.0 }")
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    a, b, c, d = O.axes
+    f = O.fuse(a, b, c)
+    assert names(O.leaf_axes) == [f.name, "d"] and f.name == "a_b_f_c_f"
+    assert [x["kind"] for x in json.loads(s.to_json())["directives"]] == ["Fuse", "Fuse"]
+    fo, fi = O.split(f, 8)
+    O.bind(fo, "blockIdx.x")
+    O.bind(fi, "threadIdx.x")
+    X = np.arange(2 * 3 * 5 * 4, dtype=np.float32).reshape(2, 3, 5, 4)
+    np.testing.assert_array_equal(tcomp.build(s, target="sim")(X), tcomp.evaluate(op, X))
+    assert tcomp.Schedule.from_json(op, s.to_json()).to_json() == s.to_json()
