@@ -23,7 +23,7 @@ from ..lower.printer import ATOM, BITWISE, PREC, UNARY
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
-from . import warp_ops
+from . import casts, warp_ops
 from .intrinsics import EMIT
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
@@ -193,6 +193,8 @@ class _Kernel:
                     f"__float2half_rn((float)({x}))"
             return f"__double2bfloat16((double)({x}))" if wide else \
                 f"__float2bfloat16_rn((float)({x}))"
+        if src.is_float and dst.is_int:  # saturating, NaN -> 0: a C cast is not (casts.py)
+            return casts.saturating(dst, ctype(src), x)
         return f"(({ctype(dst)})({x}))"
 
     def call(self, e: ir.Call) -> str:
