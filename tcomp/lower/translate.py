@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import LoweringError
 from ..lang import ast as L
-from ..lang import dtypes, npfuncs
+from ..lang import dtypes, literals, npfuncs
 from . import ir
 
 COMPARE = ("<", "<=", ">", ">=", "==", "!=")
@@ -76,10 +76,9 @@ class Translator:
         ct = t.compute if t is not None else None
         if isinstance(e, L.Const):
             if ct.is_float:
-                # A float literal is a float32 value, also where it meets doubles.
-                v = float(np.float32(e.value)) if t.name in ("float32", "float16", "bfloat16") \
-                    else float(e.value)
-                return ir.Imm(v, ct)
+                # The literal's value in its own type (check.py rounded it from its
+                # text: a no-op then), held in the compute type: exact there.
+                return ir.Imm(literals.rounded(float(e.value), None, t), ct)
             return ir.Imm(int(e.value), ct)
         if isinstance(e, L.Index):
             return self.index[e.name]
