@@ -7,7 +7,7 @@ Locations (`loc`) never take part in equality.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .dtypes import DType
 from .source import Loc, loc_field
@@ -21,10 +21,14 @@ class Expr:
 
 @dataclass(frozen=True)
 class Const(Expr):
-    """Integer or float literal. `value` is never negative (see Unary)."""
+    """Integer or float literal. `value` is never negative (see Unary). A float
+    literal's `value` is exact in its `dtype` once checked (literals.py);
+    `text` is its spelling in the source, from which it was rounded (None
+    where a pass built it), no part of equality."""
     value: int | float
     dtype: DType | None = None
     loc: Loc | None = loc_field()
+    text: str | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,12 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import LangError
-from . import builtins, dtypes
+from . import builtins, dtypes, literals
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, LetClause,
                   LetRef, Name, RangeClause, Read, Select, Size, Stmt, Unary, children, walk)
 from .dtypes import DType
 from .op import Op, Range, Statement, Tensor
-from .parser import MAX_DEPTH
+from .parser import continues_chain, depth_error
 from .printer import expr_to_text
 from .ranges import infer_ranges
 from .signature import WriteCheck
@@ -229,7 +229,7 @@ class _Checker:
 
         # Lets first (they may use earlier lets), then the right-hand side.
         self.lets: dict[str, Expr] = {}
-        self.let_depths: dict[str, int] = {}
+        self.let_depths: dict[str, tuple[int, int]] = {}
         self.stmt_indices: list[str] = list(s.indices)
         self.current = s
         where = []
@@ -296,6 +296,10 @@ class _Checker:
             tdtype, origin = prior["dtype"], f"from its first definition, line {prior['line']}"
         else:
             tdtype, origin = value, ""
+        if tdtype.is_float and tdtype != value and literals.is_weak(rhs, self.lets):
+            # literals alone meet the tensor's type: `O(i) = 0.2` into a double O
+            rhs = literals.retype(rhs, tdtype, self.lets)
+            stmt, value = dataclasses.replace(stmt, rhs=rhs), rhs.dtype
         if not dtypes.can_store(value, tdtype):
             raise LangError(f"type mismatch: the statement computes {value} but '{name}' is "
                             f"{tdtype} ({origin}); cast explicitly, e.g. {tdtype}(...)", s.loc)
@@ -338,23 +342,33 @@ class _Checker:
         return Statement(stmt, spatial, reduce, ranges, value, acc, continues), stmt
 
     # ------------------------------------------------------------ expressions
-    def check_depth(self, e: Expr, loc) -> int:
-        """The parser bounds each expression's depth; bindings used through
-        LetRef nest deeper, and the passes that expand them recurse that far."""
-        def depth(x: Expr) -> int:
+    def check_depth(self, e: Expr, loc) -> tuple[int, int]:
+        """The parser bounds each expression's nesting and length; bindings used
+        through LetRef make them longer, and the passes that expand them
+        recurse that far: (nesting, length) of `e` expanded (parser.py)."""
+        def resolved(x: Expr) -> Expr:
+            while isinstance(x, LetRef):
+                x = self.lets[x.name]
+            return x
+
+        def depth(x: Expr) -> tuple[int, int]:
             if isinstance(x, LetRef):
                 return self.let_depths[x.name]
-            return 1 + max((depth(c) for c in children(x)), default=0)
-        d = depth(e)
-        if d > MAX_DEPTH:
-            raise LangError(f"expression nested more than {MAX_DEPTH} levels deep (counting "
-                            f"the where-bindings it uses)", loc)
-        return d
+            nest, length = 1, 0
+            for k, c in enumerate(children(x)):
+                n, d = depth(c)
+                nest = max(nest, n + (0 if continues_chain(x, k, resolved(c)) else 1))
+                length = max(length, d + 1)
+            return nest, length
+        nest, length = depth(e)
+        message = depth_error(nest, length, " (counting the where-bindings it uses)")
+        if message:
+            raise LangError(message, loc)
+        return nest, length
 
     def expr(self, e: Expr) -> Expr:
-        if isinstance(e, Const):
-            t = dtypes.float32 if isinstance(e.value, float) else dtypes.int32
-            return dataclasses.replace(e, dtype=t)
+        if isinstance(e, Const):  # a float literal alone is float32 until it meets a type
+            return literals.typed(e, dtypes.float32 if isinstance(e.value, float) else dtypes.int32)
         if isinstance(e, Name):
             return self.name(e)
         if isinstance(e, Call):
@@ -371,6 +385,8 @@ class _Checker:
             return dataclasses.replace(e, x=x, dtype=dtypes.promote(x.dtype, x.dtype))
         if isinstance(e, Binary):
             a, b = self.expr(e.a), self.expr(e.b)
+            if e.op not in LOGIC:
+                a, b = literals.meet([a, b], self.lets)
             if e.op in LOGIC:
                 self.need_logical(a, f"left operand of '{e.op}'")
                 self.need_logical(b, f"right operand of '{e.op}'")
@@ -383,12 +399,14 @@ class _Checker:
         if isinstance(e, Select):
             c = self.expr(e.cond)
             self.need_logical(c, "condition of '?:'")
-            a, b = self.expr(e.a), self.expr(e.b)
+            a, b = literals.meet([self.expr(e.a), self.expr(e.b)], self.lets)
             t = a.dtype if a.dtype == b.dtype else dtypes.promote(a.dtype, b.dtype)
             return dataclasses.replace(e, cond=c, a=a, b=b, dtype=t)
         if isinstance(e, Cast):
-            x = self.expr(e.x)
-            return dataclasses.replace(e, x=x, dtype=dtypes.BY_NAME[e.type_name])
+            x, t = self.expr(e.x), dtypes.BY_NAME[e.type_name]
+            if t.is_float and literals.is_weak(x, self.lets):  # double(0.1): the double 0.1
+                x = literals.retype(x, t, self.lets)
+            return dataclasses.replace(e, x=x, dtype=t)
         if isinstance(e, (Index, Size, LetRef)):
             return self.name(Name(e.name, loc=e.loc))
         raise AssertionError(f"unexpected node {e!r}")
@@ -434,7 +452,7 @@ class _Checker:
         if len(e.args) != want:
             raise LangError(f"'{n}' takes {want} argument{'s' if want != 1 else ''}, got "
                             f"{len(e.args)}", e.loc)
-        args = tuple(self.expr(a) for a in e.args)
+        args = tuple(literals.meet([self.expr(a) for a in e.args], self.lets))
         t = args[0].dtype
         for a in args[1:]:
             t = t if t == a.dtype else dtypes.promote(t, a.dtype)

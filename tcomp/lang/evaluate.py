@@ -203,7 +203,7 @@ class _Eval:
         operands, subs, scale = [], [], 1.0
         for f in factors:
             if isinstance(f, Const):
-                # The literal's own type: 0.1 is float32(0.1) even in a float64 product.
+                # The literal's value in its own type (the type it met: check.py).
                 scale *= float(np.asarray(f.value, f.dtype.numpy))
                 continue
             if isinstance(f, Size):

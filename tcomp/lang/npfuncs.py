@@ -126,6 +126,8 @@ def apply(fn: str, args, float_result: bool):
 def convert(x, dt) -> np.ndarray:
     """`x` (an array or NumPy scalar) as NumPy dtype `dt`, rounded once, to
     nearest even: the conversion of every target (docs/language.md, "float16 and bfloat16").
+    A float becomes an integer by `saturate`; an integer becomes a narrower
+    integer by wrapping (two's complement, as C and NumPy do).
 
     NumPy rounds once for every pair but one: ml_dtypes converts to bfloat16
     through float32, which rounds float64 values and integers beyond 2^24
@@ -136,6 +138,8 @@ def convert(x, dt) -> np.ndarray:
     dt = np.dtype(dt)
     if x.dtype == dt:
         return x
+    if dt.kind in "iu" and is_float(x.dtype):
+        return saturate(x, dt)
     if dt.name != "bfloat16" or x.dtype.kind not in "fiu" or \
             (x.dtype.kind == "f" and x.dtype.itemsize <= 4) or x.dtype.itemsize <= 2:
         return x.astype(dt)
@@ -163,3 +167,31 @@ def _to_odd_float32(x: np.ndarray) -> np.ndarray:
             f = np.where(x < 0, -f, f)
     bits = f.view(np.uint32) | inexact.astype(np.uint32)
     return bits.view(np.float32)
+
+
+def is_float(dt) -> bool:
+    """A NumPy float dtype, bfloat16 included (ml_dtypes gives it kind 'V')."""
+    dt = np.dtype(dt)
+    return dt.kind == "f" or dt.name == "bfloat16"
+
+
+def saturate(x, dt) -> np.ndarray:
+    """Float `x` as integer dtype `dt`, as PTX `cvt.rzi` converts on every
+    integer width: truncated toward zero, clamped to `dt`'s range, NaN -> 0
+    (-0.0 and values in (-1, 0) give 0 also for unsigned types). NumPy's own
+    cast is undefined out of range (it differs by platform and by width).
+
+    In float64 (exact for every source type), the bounds are exact too: the
+    smallest value, -2^(b-1) or 0, and one past the largest, 2^(b-1) or 2^b;
+    the largest itself (2^63 - 1) is not a double."""
+    x = np.asarray(x)
+    dt = np.dtype(dt)
+    info = np.iinfo(dt)
+    f = x.astype(np.float64)
+    below = f < float(info.min)
+    above = f >= 2.0 ** (info.bits - (dt.kind == "i"))
+    inside = ~(below | above | np.isnan(f))
+    out = np.trunc(np.where(inside, f, 0.0)).astype(dt)
+    out = np.where(below, dt.type(info.min), np.where(above, dt.type(info.max), out))
+    out = np.asarray(out, dt)
+    return out[()] if out.ndim == 0 else out  # a NumPy scalar for a scalar, as astype gives

@@ -19,16 +19,22 @@ Grammar (TC's, with tcomp's extensions marked +):
 from __future__ import annotations
 
 from .. errors import LangError
-from . import dtypes
+from . import dtypes, literals
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, LetClause, Module,
                   Name, OutParam, Param, RangeClause, Select, Stmt, Unary, children)
 from .lexer import Token, tokenize
 from .source import Source
 
-# Every later pass (checker, printer, oracle, lowering) recurses over expression
-# trees, and this parser recurses once per parenthesis, call or ternary: bound both
-# so that no input can exhaust Python's recursion limit.
+# Every later pass (checker, printer, oracle, lowering, the sim: three frames a
+# level) recurses over expression trees, and this parser recurses once per
+# parenthesis, call or ternary: bound both so that no input can exhaust Python's
+# recursion limit. Two bounds: the *nesting*, MAX_DEPTH levels (parentheses,
+# calls, ternaries, unary operators, subscripts; a chain of binary operators of
+# one precedence level, `a + b - c + ...`, is one level however long), and the
+# *length*, MAX_LENGTH steps from the root to a leaf (a flat sum of MAX_LENGTH
+# terms `X(i)` is that long).
 MAX_DEPTH = 100
+MAX_LENGTH = 200
 INT32_MAX = 2**31 - 1
 MAX_RANK = 64  # NumPy's limit on an array's dimensions (evaluate and the sim hold tensors in it)
 
@@ -91,7 +97,16 @@ class _Parser:
     def expect_ident(self, what: str) -> Token:
         if self.tok.kind != "ident":
             self.error(what)
-        return self.advance()
+        return self.not_reserved(self.advance(), what)
+
+    @staticmethod
+    def not_reserved(t: Token, what: str) -> Token:
+        """`inf` and `nan` are float literals, not names."""
+        if t.text in literals.WORDS:
+            raise LangError(f"'{t.text}' is a reserved word (the float literal "
+                            f"{'infinity' if t.text == 'inf' else 'NaN'}) and cannot be "
+                            f"{what}; choose another name", t.loc)
+        return t
 
     def comma_list(self, item, close: str) -> list:
         """Items separated by ',' up to (and consuming) the `close` token."""
@@ -148,7 +163,7 @@ class _Parser:
     def dim(self) -> Expr:
         t = self.tok
         if t.kind == "ident" and t.text not in dtypes.BY_NAME:
-            self.advance()
+            self.not_reserved(self.advance(), "a size variable")
             return Name(t.text, loc=t.loc)
         if t.kind == "int":
             return self.int_const(self.advance())
@@ -185,7 +200,7 @@ class _Parser:
             self.error("a statement (tensor name) or '}'")
         if name.text in dtypes.BY_NAME:
             raise LangError(f"'{name.text}' is a type name and cannot be written", name.loc)
-        self.advance()
+        self.not_reserved(self.advance(), "a tensor name")
         indices: list[str] = []
         if self.tok.is_op("("):
             self.advance()
@@ -227,14 +242,15 @@ class _Parser:
             raise LangError("left-hand side subscripts must be plain index variables", t.loc)
         if t.text in dtypes.BY_NAME:
             raise LangError(f"type name '{t.text}' cannot be an index variable", t.loc)
-        self.advance()
-        return t.text
+        return self.not_reserved(self.advance(), "an index variable").text
 
     def where_clause(self):
         t = self.tok
         if t.is_kw("exists"):
             self.advance()
             return ExistsClause(self.expr(), loc=t.loc)
+        if self.tok.kind == "ident":
+            self.not_reserved(self.tok, "an index variable or a where-binding")
         name = self.expect_ident("an index name or 'exists' after 'where'")
         if self.tok.is_kw("in"):
             self.advance()
@@ -249,13 +265,16 @@ class _Parser:
 
     # ----------------------------------------------------------- expressions
     def check_depth(self, e: Expr):
-        """Reject a tree deeper than MAX_DEPTH (e.g. a very long chain a + b + ...)."""
-        stack = [(e, 1)]
+        """Reject a tree nested more than MAX_DEPTH levels or longer than
+        MAX_LENGTH operations (module docstring), at the first node beyond."""
+        stack = [(e, 1, 0)]
         while stack:
-            x, d = stack.pop()
-            if d > MAX_DEPTH:
-                raise LangError(f"expression nested more than {MAX_DEPTH} levels deep", x.loc)
-            stack.extend((c, d + 1) for c in reversed(children(x)))  # leftmost first
+            x, nest, length = stack.pop()
+            message = depth_error(nest, length)
+            if message:
+                raise LangError(message, x.loc)
+            for k, c in reversed(list(enumerate(children(x)))):  # leftmost first
+                stack.append((c, nest + (0 if continues_chain(x, k, c) else 1), length + 1))
 
     def expr(self) -> Expr:
         self.depth += 1
@@ -318,7 +337,12 @@ class _Parser:
             return self.int_const(self.advance())
         if t.kind == "float":
             self.advance()
-            return Const(float(t.text), loc=t.loc)
+            return Const(float(t.text), loc=t.loc, text=t.text)
+        if t.kind == "ident" and t.text in literals.WORDS:
+            self.advance()
+            if self.tok.is_op("("):
+                self.not_reserved(t, "a tensor or function name")
+            return Const(literals.WORDS[t.text], loc=t.loc, text=t.text)
         if t.is_op("("):
             self.advance()
             e = self.expr()
@@ -341,3 +365,21 @@ class _Parser:
             return Call(t.text, args, loc=t.loc)
         self.error("an expression")
 
+
+
+def continues_chain(parent: Expr, k: int, child: Expr) -> bool:
+    """Whether `child`, operand `k` of `parent`, is the left part of the same
+    chain of binary operators (one precedence level): one nesting level."""
+    return k == 0 and isinstance(parent, Binary) and isinstance(child, Binary) and \
+        BINARY_PREC.get(child.op) == BINARY_PREC.get(parent.op)
+
+
+def depth_error(nest: int, length: int, suffix: str = "") -> str | None:
+    """The message for an expression nested `nest` levels and `length`
+    operations long, where that is beyond the bounds (module docstring)."""
+    if nest > MAX_DEPTH:
+        return f"expression nested more than {MAX_DEPTH} levels deep{suffix}"
+    if length > MAX_LENGTH:
+        return (f"expression more than {MAX_LENGTH} operations long (a sum of more than "
+                f"{MAX_LENGTH} terms is){suffix}; compute part of it in a separate statement")
+    return None

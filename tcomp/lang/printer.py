@@ -3,6 +3,9 @@ to TC text. Parentheses are inserted exactly where the grammar needs them, so
 parse(print(x)) == x."""
 from __future__ import annotations
 
+import math
+
+from . import literals
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, LetClause,
                   LetRef, Module, Name, OutParam, Param, RangeClause, Read, Select, Size, Stmt,
                   Unary)
@@ -29,17 +32,27 @@ def format_const(v) -> str:
     if isinstance(v, int):
         return str(v)
     if v != v:
-        raise ValueError("NaN literal cannot be printed")
-    if v == float("inf"):
-        return "1e999"
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
     text = repr(float(v))
     return text if any(c in text for c in ".e") else text + ".0"
+
+
+def const_text(e: Const) -> str:
+    """A literal as the source wrote it, up to spelling: the double nearest its
+    text (its value may be rounded to a narrower type), or the text itself
+    where that double would round differently (literals.exact_text)."""
+    if e.text is None:
+        return format_const(e.value)
+    v = float(e.text)
+    return e.text if literals.exact_text(v, e.text) else format_const(v)
 
 
 def expr_to_text(e: Expr, min_prec: int = SELECT) -> str:
     p = _prec(e)
     if isinstance(e, Const):
-        text = format_const(e.value)
+        text = const_text(e)
     elif isinstance(e, (Name, Index, Size, LetRef)):
         text = e.name
     elif isinstance(e, Read):

@@ -9,24 +9,37 @@ import numpy as np
 
 from ..errors import LoweringError
 from ..lang import ast as L
-from ..lang import dtypes
+from ..lang import dtypes, literals, npfuncs
 from . import ir
 
 COMPARE = ("<", "<=", ">", ">=", "==", "!=")
 
 
 def cast(e: ir.Expr, dt) -> ir.Expr:
+    """`e` as `dt`; a constant is converted here, as every target converts
+    (npfuncs.convert: floats rounded once, float -> integer saturating with
+    NaN -> 0, integers wrapping); a constant to float16/bfloat16 stays a Cast."""
     if getattr(e, "dtype", None) == dt:
         return e
     if isinstance(e, ir.Imm) and not dt.is_low_precision:
-        v = e.value
         if dt.is_bool:
-            return ir.Imm(bool(v), dt)
-        if dt.is_float:
-            return ir.Imm(float(v), dt)
-        if not e.dtype.is_float:
-            return ir.Imm(int(v), dt)
+            return ir.Imm(bool(e.value), dt)
+        src = e.dtype
+        if not src.is_float:  # wrapped into its own type first: an int32 Imm may hold 2^31
+            wrapped = _wrap(int(e.value), src) if src.is_int else int(e.value)
+            if dt.is_int:
+                return ir.Imm(_wrap(wrapped, dt), dt)
+            return ir.Imm(float(npfuncs.convert(np.asarray(wrapped, src.numpy), dt.numpy)), dt)
+        v = npfuncs.convert(np.asarray(e.value, src.numpy), dt.numpy)
+        return ir.Imm(float(v) if dt.is_float else int(v), dt)
     return ir.Cast(dt, e)
+
+
+def _wrap(v: int, dt) -> int:
+    """`v` modulo 2^bits into integer type `dt` (two's complement)."""
+    span = 1 << dt.bits
+    v %= span
+    return v - span if dt.kind == "i" and v >= span >> 1 else v
 
 
 def to_bool(e: ir.Expr) -> ir.Expr:
@@ -63,10 +76,9 @@ class Translator:
         ct = t.compute if t is not None else None
         if isinstance(e, L.Const):
             if ct.is_float:
-                # A float literal is a float32 value, also where it meets doubles.
-                v = float(np.float32(e.value)) if t.name in ("float32", "float16", "bfloat16") \
-                    else float(e.value)
-                return ir.Imm(v, ct)
+                # The literal's value in its own type (check.py rounded it from its
+                # text: a no-op then), held in the compute type: exact there.
+                return ir.Imm(literals.rounded(float(e.value), None, t), ct)
             return ir.Imm(int(e.value), ct)
         if isinstance(e, L.Index):
             return self.index[e.name]

@@ -9,8 +9,9 @@ named after its indices.
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..errors import CudaError
 from ..lang import dtypes
@@ -23,7 +24,7 @@ from ..lower.printer import ATOM, BITWISE, PREC, UNARY
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
-from . import warp_ops
+from . import casts, warp_ops
 from .intrinsics import EMIT
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
@@ -96,18 +97,27 @@ class _Kernel:
         if dt.is_bool:
             return "true" if e.value else "false"
         if dt.is_float:
+            # Exact: the shortest decimal that reads back as the value (repr; a
+            # double needs at most 17 digits), a float with the `f` suffix, a
+            # half through float; infinities and NaN by their bits.
             v = float(e.value)
             if dt.name == "float64":
+                if math.isnan(v):
+                    return "__longlong_as_double(0x7ff8000000000000LL)"
                 if math.isinf(v):
                     return ("-" if v < 0 else "") + "__longlong_as_double(0x7ff0000000000000LL)"
                 return repr(v) if ("." in repr(v) or "e" in repr(v)) else repr(v) + ".0"
-            if math.isinf(v):
-                return "__int_as_float(0xff800000)" if v < 0 else "__int_as_float(0x7f800000)"
-            f32 = struct.unpack("f", struct.pack("f", v))[0]
-            text = repr(f32)
-            if "e" not in text and "." not in text:
-                text += ".0"
-            text += "f"
+            with np.errstate(over="ignore"):
+                f32 = float(np.float32(v))  # a float32 value already, but for hand-built IR
+            if math.isnan(f32):
+                text = "__int_as_float(0x7fffffff)"
+            elif math.isinf(f32):
+                text = "__int_as_float(0xff800000)" if f32 < 0 else "__int_as_float(0x7f800000)"
+            else:
+                text = repr(f32)
+                if "e" not in text and "." not in text:
+                    text += ".0"
+                text += "f"
             if dt.is_low_precision:
                 conv = "__float2half_rn" if dt.name == "float16" else "__float2bfloat16_rn"
                 return f"{conv}({text})"
@@ -193,6 +203,8 @@ class _Kernel:
                     f"__float2half_rn((float)({x}))"
             return f"__double2bfloat16((double)({x}))" if wide else \
                 f"__float2bfloat16_rn((float)({x}))"
+        if src.is_float and dst.is_int:  # saturating, NaN -> 0: a C cast is not (casts.py)
+            return casts.saturating(dst, ctype(src), x)
         return f"(({ctype(dst)})({x}))"
 
     def call(self, e: ir.Call) -> str:

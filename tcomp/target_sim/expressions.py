@@ -161,6 +161,9 @@ class Expressions:
         x, inv = self._compile(e.x)
         if e.dtype.is_bool:
             return (lambda env, mask: np.asarray(x(env, mask)) != 0), inv
+        if e.x.dtype.is_float and e.dtype.is_int:  # saturating, NaN -> 0 (npfuncs.saturate)
+            dt = _np(e.dtype)
+            return (lambda env, mask: npfuncs.saturate(x(env, mask), dt)), inv
         conv = _converter(_np(e.dtype))
         return (lambda env, mask: conv(x(env, mask))), inv
 

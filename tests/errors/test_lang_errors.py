@@ -12,6 +12,9 @@ import tcomp
 from tcomp.lang import parser as tc_parser
 
 MAX = tc_parser.MAX_DEPTH
+LEN = tc_parser.MAX_LENGTH
+TOO_LONG = (f"expression more than {LEN} operations long (a sum of more than {LEN} terms is); "
+            f"compute part of it in a separate statement")
 HDR = "def f(float(N) A) -> (B) {"  # 26 characters: a statement after it starts at column 28
 
 
@@ -105,12 +108,40 @@ PARSE_ERRORS = [
      f"expression nested more than {MAX} levels deep", 1, 35 + 4 * MAX),
     ("nested-unary", one("B(i) = " + "-" * (MAX + 5) + "A(i)"),
      f"expression nested more than {MAX} levels deep", 1, 35 + MAX),
-    # a long flat chain is a deep tree: a + a + ... nests its left operands
-    ("long-sum", one("B(i) = " + " + ".join(["A(i)"] * (MAX + 2))),
-     f"expression nested more than {MAX} levels deep", 1, 40),
+    # a long flat chain is one nesting level, but a tree as long as the chain: a + a + ...
+    # nests its left operands, and the passes recurse that far (at `i` of the first A(i))
+    ("long-sum", one("B(i) = " + " + ".join(["A(i)"] * (LEN + 1))), TOO_LONG, 1, 37),
+    ("long-sum-in-parens", one("B(i) = exp(" + " - ".join(["A(i)"] * (LEN + 1)) + ")"),
+     TOO_LONG, 1, 39),
     ("nested-select", one("B(i) = " + "i > 0 ? " * (MAX + 5) + "A(i)" + " : 0.0" * (MAX + 5)),
      f"expression nested more than {MAX} levels deep", 1, 35 + 8 * MAX),
     # ----------------------------------------------------------- names, defs
+    # `inf` and `nan` are float literals (issue 22), reserved: no name may be one
+    ("reserved-lhs-index", one("B(inf) = A(0)"), "'inf' is a reserved word (the float literal "
+     "infinity) and cannot be an index variable; choose another name", 1, 30),
+    ("reserved-input", "def f(float(N) inf) -> (B) { B(i) = inf(i) }",
+     "'inf' is a reserved word (the float literal infinity) and cannot be an input tensor name",
+     1, 16),
+    ("reserved-size", "def f(float(nan) A) -> (B) { B(i) = A(i) }",
+     "'nan' is a reserved word (the float literal NaN) and cannot be a size variable", 1, 13),
+    ("reserved-output", "def f(float(N) A) -> (nan) { nan(i) = A(i) }",
+     "'nan' is a reserved word (the float literal NaN) and cannot be an output tensor name",
+     1, 23),
+    ("reserved-temporary", one("inf(i) = A(i)"),
+     "'inf' is a reserved word (the float literal infinity) and cannot be a tensor name", 1, 28),
+    ("reserved-call", one("B(i) = nan(i)"),
+     "'nan' is a reserved word (the float literal NaN) and cannot be a tensor or function name",
+     1, 35),
+    ("reserved-where-range", one("B(i) = A(i) where inf in 0:N"),
+     "'inf' is a reserved word (the float literal infinity) and cannot be an index variable or "
+     "a where-binding", 1, 46),
+    ("reserved-where-let", one("B(i) = A(i) where nan = 1.0"),
+     "'nan' is a reserved word (the float literal NaN) and cannot be an index variable or a "
+     "where-binding", 1, 46),
+    ("reserved-def", "def inf(float(N) A) -> (B) { B(i) = A(i) }",
+     "'inf' is a reserved word (the float literal infinity) and cannot be a def name", 1, 5),
+    ("inf-subscript", one("B(i) = A(inf)"), "subscript of 'A' must be an integer, got float32",
+     1, 37),
     ("unknown-tensor", one("B(i) = A(i) * D(i)"), "unknown tensor or function 'D'", 1, 42),
     ("unknown-function", one("B(i) = expf(A(i))"), "unknown tensor or function 'expf'", 1, 35),
     ("call-index", one("B(i) = A(i) + i(0)"),
@@ -431,7 +462,7 @@ AT_LIMIT = {
     "parens": lambda k: "(" * (k - 2) + "A(i)" + ")" * (k - 2),
     "calls": lambda k: "fabs(" * (k - 2) + "A(i)" + ")" * (k - 2),
     "negations": lambda k: "- " * (k - 2) + "A(i)",
-    "sum": lambda k: " + ".join(["A(i)"] * (k - 1)),
+    "sums": lambda k: "exp(" * (k - 3) + "A(i) + A(i) - 1.0" + ")" * (k - 3),
     "selects": lambda k: "i > 9 ? " * (k - 2) + "A(i)" + " : 0.0" * (k - 2),
     "subscripts": lambda k: "A(" + "min(" * (k - 2) + "i" + ", 9)" * (k - 2) + ") where i in 0:N",
 }
@@ -450,28 +481,61 @@ def test_nesting_at_the_limit_is_accepted_and_evaluates(build):
     assert info.value.message == f"expression nested more than {MAX} levels deep"
 
 
-def let_chain(n: int) -> str:
-    """x0 = A(i), x1 = x0 + 1.0, ...: x{k} is k + 2 levels deep once expanded."""
-    lets = ", ".join(["x0 = A(i)"] + [f"x{k} = x{k - 1} + 1.0" for k in range(1, n)])
+def test_a_flat_chain_counts_its_length_not_its_nesting():
+    # issue 22: a sum of 99 terms was refused as "nested more than 100 levels deep"
+    x = np.arange(4, dtype=np.float32)
+    sums = [(LEN * x, " + ".join(["A(i)"] * LEN)),
+            (x - 2.0 * (LEN - 1), "A(i) - " + " - ".join(["2.0"] * (LEN - 1))),
+            ((LEN - MAX) * x, "(" * (MAX - 3) + " + ".join(["A(i)"] * (LEN - MAX)) + ")" * (MAX - 3))]
+    for expected, rhs in sums:
+        op = tcomp.op(one(f"B(i) = {rhs}"))
+        want = tcomp.evaluate(op, x)
+        np.testing.assert_array_equal(tcomp.evaluate(tcomp.op(str(op)), x), want)
+        s = tcomp.Schedule(op)
+        (i,) = s["B"].axes
+        io, ii = s["B"].split(i, 2)
+        s["B"].bind(io, "blockIdx.x")
+        s["B"].bind(ii, "threadIdx.x")
+        np.testing.assert_array_equal(tcomp.build(s, target="sim")(x), want)
+        assert "__global__" in tcomp.build(s, target="cuda").source
+        np.testing.assert_array_equal(want, expected)
+    with pytest.raises(tcomp.LangError) as info:
+        tcomp.op(one("B(i) = " + " + ".join(["A(i)"] * (LEN + 1))))
+    assert info.value.message == TOO_LONG
+
+
+def let_chain(n: int, step: str = "x{k} = x{j} + 1.0") -> str:
+    """x0 = A(i), x1 = x0 + 1.0, ...: x{k} is k + 1 operations long once expanded."""
+    lets = ", ".join(["x0 = A(i)"] + [step.format(k=k, j=k - 1) for k in range(1, n)])
     return one(f"B(i) = x{n - 1} where {lets}")
 
 
-def test_where_bindings_count_towards_the_nesting_limit():
+def test_where_bindings_count_towards_the_length_and_nesting_limits():
     # each binding is shallow, but the passes that expand them recurse through all
-    op = tcomp.op(let_chain(MAX - 1))
-    np.testing.assert_array_equal(tcomp.evaluate(op, np.zeros(2, np.float32)), [MAX - 2] * 2)
+    op = tcomp.op(let_chain(LEN))
+    np.testing.assert_array_equal(tcomp.evaluate(op, np.zeros(2, np.float32)), [LEN - 1] * 2)
     np.testing.assert_array_equal(tcomp.evaluate(tcomp.op(str(op)), np.zeros(2, np.float32)),
-                                  [MAX - 2] * 2)
-    for n in (MAX, 5 * MAX):
+                                  [LEN - 1] * 2)
+    for n in (LEN + 1, 5 * LEN):
         src = let_chain(n)
         with pytest.raises(tcomp.LangError) as info:
             tcomp.op(src)
-        assert info.value.message == (f"expression nested more than {MAX} levels deep (counting "
-                                      f"the where-bindings it uses)")
-        assert (info.value.line, info.value.col) == (1, src.index(f"x{MAX - 1} = ") + 1)
+        assert info.value.message == TOO_LONG.replace(
+            "; compute", " (counting the where-bindings it uses); compute")
+        assert (info.value.line, info.value.col) == (1, src.index(f"x{LEN} = ") + 1)
+    # nesting through bindings: each one a call around the one before
+    nested = "x{k} = fabs(x{j})"
+    op = tcomp.op(let_chain(MAX - 1, nested))  # x{k} is k + 2 levels deep
+    np.testing.assert_array_equal(tcomp.evaluate(op, -np.ones(2, np.float32)), [1, 1])
+    src = let_chain(MAX, nested)
+    with pytest.raises(tcomp.LangError) as info:
+        tcomp.op(src)
+    assert info.value.message == (f"expression nested more than {MAX} levels deep (counting "
+                                  f"the where-bindings it uses)")
+    assert (info.value.line, info.value.col) == (1, src.index(f"x{MAX - 1} = ") + 1)
     # the right-hand side itself can be the one too deep
-    lets = ", ".join(["x0 = A(i)"] + [f"x{k} = x{k - 1} + 1.0" for k in range(1, MAX - 1)])
-    src = one(f"B(i) = -x{MAX - 2} where {lets}")
+    src = one(f"B(i) = -x{MAX - 2} where " + ", ".join(
+        ["x0 = A(i)"] + [nested.format(k=k, j=k - 1) for k in range(1, MAX - 1)]))
     with pytest.raises(tcomp.LangError) as info:
         tcomp.op(src)
     assert (info.value.line, info.value.col) == (1, 35)
@@ -480,11 +544,13 @@ def test_where_bindings_count_towards_the_nesting_limit():
 
 def test_huge_inputs_fail_cleanly():
     for rhs in ["(" * 5000 + "A(i)" + ")" * 5000, "-" * 5000 + "A(i)",
-                " + ".join(["A(i)"] * 5000), "exp(" * 2000 + "A(i)" + ")" * 2000,
-                "A(" * 2000 + "i" + ")" * 2000]:
+                "exp(" * 2000 + "A(i)" + ")" * 2000, "A(" * 2000 + "i" + ")" * 2000]:
         with pytest.raises(tcomp.LangError) as info:
             tcomp.parse(one(f"B(i) = {rhs}"))
         assert info.value.message == f"expression nested more than {MAX} levels deep"
+    with pytest.raises(tcomp.LangError) as info:
+        tcomp.parse(one("B(i) = " + " + ".join(["A(i)"] * 50000)))
+    assert info.value.message == TOO_LONG
     with pytest.raises(tcomp.LangError) as info:
         tcomp.parse(one("B(i) = A(i) where i in 0:" + "(" * 5000 + "N" + ")" * 5000))
     assert info.value.message == f"expression nested more than {MAX} levels deep"

@@ -724,12 +724,12 @@ case("half_ops", """
 def half_ops(half(M, N) A, half(M, N) B) -> (O, H, R, S) {
     O(i, j) = A(i, j) * B(i, j) + A(i, j)    # stays half
     H(i, j) = A(i, j) * half(0.5) - B(i, j)  # stays half
-    R(i, j) = A(i, j) * 2.0                  # a float literal is float32: float32
+    R(i, j) = A(i, j) * 2.0                  # a float literal takes A's type: half
     S(i) +=! A(i, j)                         # half: accumulates in float32, stored as half
 }
 """, lambda rng, big: (normal(rng, 5, 9, dtype=np.float16), normal(rng, 5, 9, dtype=np.float16)),
      lambda A, B: (lambda A, B: (A * B + A, A * 0.5 - B, A * 2, A.sum(1)))(*f64(A, B)),
-     rtol=1e-5, atol=1e-5, dtypes=("float16", "float16", "float32", "float16"))
+     rtol=1e-5, atol=1e-5, dtypes=("float16", "float16", "float16", "float16"))
 
 case("half_matmul", """
 def half_matmul(float16(M, K) A, float16(K, N) B) -> (C) {
@@ -762,13 +762,13 @@ def typed_outputs(float(M, N) A, int32(M, N) I) -> (int32(M, N) O, half(M) H, do
      dtypes=("int32", "float16", "float64"))
 
 case("double_precision", """
-# float64 arithmetic; the literal 0.1 is float32 (then widened)
+# float64 arithmetic; the literal 0.1 meets a double: the double nearest 0.1
 def double_precision(double(N) A, float(N) B) -> (O, S) {
     O(i) = A(i) * B(i) + 0.1
     S +=! A(i) * A(i)
 }
 """, lambda rng, big: (normal(rng, 17, dtype=np.float64), normal(rng, 17)),
-     lambda A, B: (A * f64(B) + float(np.float32(0.1)), (A * A).sum()),
+     lambda A, B: (A * f64(B) + 0.1, (A * A).sum()),
      rtol=1e-13, atol=1e-13, dtypes=("float64", "float64"))
 
 case("casts", """

@@ -387,16 +387,15 @@ def test_half_reduction_accumulates_in_float32():
             np.testing.assert_array_equal(S, [3000, 3000])
 
 
-def test_float_literal_is_float32_in_every_evaluation_path():
+def test_float_literal_takes_the_type_it_meets_in_every_evaluation_path():
     # `A * 0.1` (a product: einsum) and `A * 0.1 + 0.0` (element-wise) agree, and 0.1 is
-    # float32(0.1) even in float64 arithmetic.
+    # the double 0.1 in float64 arithmetic (issue 22: it was float32(0.1), off by 1.5e-9).
     op = tcomp.op("def f(double(N, K) A) -> (O, P, Q) {\n O(i) +=! A(i, k) * 0.1\n"
                   " P(i) +=! A(i, k) * 0.1 + 0.0\n Q(i, k) = A(i, k) * 0.1 }")
     O, P, Q = tcomp.evaluate(op, np.ones((2, 3)))
-    tenth = float(np.float32(0.1))
-    np.testing.assert_array_equal(Q, np.full((2, 3), tenth))
-    np.testing.assert_array_equal(O, [3 * tenth] * 2)
-    np.testing.assert_array_equal(P, [3 * tenth] * 2)
+    np.testing.assert_array_equal(Q, np.full((2, 3), 0.1))
+    np.testing.assert_array_equal(O, [0.1 * 3] * 2)
+    np.testing.assert_array_equal(P, [0.1 + 0.1 + 0.1] * 2)
 
 
 def test_builtins_are_exact_where_c_is():

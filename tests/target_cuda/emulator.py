@@ -7,8 +7,9 @@ exactly the lanes that exist in the warp aborts the run: the masks are part of
 what is tested.
 
 Only what the generated kernels of these tests use is provided (float32,
-float64, int8, int32 and int64 buffers, the shuffle intrinsics, the math of <cmath>,
-__int_as_float, __longlong_as_double, float2/float4 vector casts).
+float64, integer and bool buffers, the shuffle intrinsics, the math of <cmath>,
+__int_as_float, __longlong_as_double, the float -> integer `_rz` conversions
+with PTX cvt.rzi's saturation, float2/float4 vector casts).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ PRELUDE = r"""
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <thread>
 #include <vector>
 using std::min; using std::max;
@@ -57,6 +59,22 @@ static thread_local int tc_my_lane;
 inline void __syncthreads() { tc_block_barrier->arrive_and_wait(); }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
+// PTX cvt.rzi: toward zero, clamped to the type's range, NaN -> 0 (lo: the
+// smallest value, hi: one past the largest, both exact in float and double)
+template <class I, class F> I tc_cvt_rzi(F x, F lo, F hi, I min, I max) {
+  return x != x ? I(0) : x < lo ? min : x >= hi ? max : I(x);
+}
+#define TC_CVT(name, F, I, lo, hi) inline I name(F x) { \
+  return tc_cvt_rzi<I, F>(x, F(lo), F(hi), std::numeric_limits<I>::min(), \
+                          std::numeric_limits<I>::max()); }
+TC_CVT(__float2int_rz, float, int, -0x1p31, 0x1p31)
+TC_CVT(__float2uint_rz, float, unsigned, 0, 0x1p32)
+TC_CVT(__float2ll_rz, float, long long, -0x1p63, 0x1p63)
+TC_CVT(__float2ull_rz, float, unsigned long long, 0, 0x1p64)
+TC_CVT(__double2int_rz, double, int, -0x1p31, 0x1p31)
+TC_CVT(__double2uint_rz, double, unsigned, 0, 0x1p32)
+TC_CVT(__double2ll_rz, double, long long, -0x1p63, 0x1p63)
+TC_CVT(__double2ull_rz, double, unsigned long long, 0, 0x1p64)
 static void tc_check_mask(unsigned mask) {
   unsigned want = tc_my_warp->lanes >= 32 ? 0xffffffffu : ((1u << tc_my_warp->lanes) - 1u);
   if (mask != want) {
@@ -111,8 +129,10 @@ static void tc_run(int gx, int gy, int gz, int bx, int by, int bz, std::function
 }
 """
 
-_CTYPES = {"float32": "float", "int32": "int", "float64": "double", "int8": "signed char",
-           "int64": "long long", "bool": "bool"}
+_CTYPES = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short",
+           "int32": "int", "int64": "long long", "uint8": "unsigned char",
+           "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long",
+           "bool": "bool"}
 
 
 def _launcher(kd: dict, meta: dict) -> str:
