@@ -164,7 +164,7 @@ def tags_bound_twice(s) -> list[str]:
 
     def path(name):  # (stage, leaf, tag) bound on the loops around stage `name`'s body
         st = states[name]
-        own = [(name, leaf, t) for leaf, t in st.bind.items()]
+        own = [(name, leaf, t) for leaf, t in st.bind.items() if leaf in st.leaves]
         if st.attach[0] != "at":
             return own
         host = states[st.attach[1]]
@@ -242,7 +242,7 @@ def _run_pair(res, seed, pair, cfg):
     except Exception as e:
         return _fail(res, "evaluate-crash", _error(e))
 
-    gen = ScheduleGen(rng, op)
+    gen = ScheduleGen(rng, op, sizes)
     res.log = gen.log
     try:
         s = gen.run(rng.randint(0, cfg.max_steps))

@@ -18,13 +18,14 @@ from __future__ import annotations
 import random
 
 import tcomp
-from tcomp.schedule.stage import THREAD_TAGS
+from tcomp.lang.symbolic import eval_int
+from tcomp.schedule.stage import THREAD_TAGS, FuseRel, SplitRel
 
 ACTIONS = {"split": 6, "tile": 2, "fuse": 3, "reorder": 3, "bind": 8, "unroll": 2,
            "vectorize": 2, "compute_at": 6, "compute_inline": 3, "compute_root": 1,
            "cache_read": 3, "cache_write": 2, "rfactor": 2, "coop": 2, "pipeline": 1,
            "storage_align": 1, "storage_order": 1, "set_scope": 1, "swizzle": 1,
-           "rasterize": 1, "tensorize": 1}
+           "rasterize": 1, "tensorize": 1, "nest": 4}
 SCOPES = ("global", "shared", "local")
 
 
@@ -33,8 +34,8 @@ class PrimitiveChangedSchedule(Exception):
 
 
 class ScheduleGen:
-    def __init__(self, rng: random.Random, op):
-        self.rng, self.op = rng, op
+    def __init__(self, rng: random.Random, op, sizes: dict):
+        self.rng, self.op, self.sizes = rng, op, sizes
         self.s = tcomp.Schedule(op)
         self.log: list[str] = []  # every primitive tried, "# refused: ..." after refused ones
         self.applied = 0
@@ -58,6 +59,28 @@ class ScheduleGen:
         if used and r.random() < 0.5:
             return r.choice(used)
         return r.choice(THREAD_TAGS[3:] * 3 + THREAD_TAGS[:3])
+
+    def extent(self, stage: str, leaf: str):
+        """The extent of a loop of a stage at root for the program's sizes (None
+        when unknown)."""
+        st = self.s.states[stage]
+        if leaf in st.definition.ranges:
+            lo, hi = st.definition.ranges[leaf]
+            try:
+                return eval_int(hi, self.sizes) - eval_int(lo, self.sizes)
+            except Exception:
+                return None
+        for rel in st.relations:
+            if isinstance(rel, SplitRel) and leaf in (rel.outer, rel.inner):
+                e = self.extent(stage, rel.parent)
+                if e is None:
+                    return None
+                n = rel.factor or -(-e // rel.nparts)
+                return n if leaf == rel.inner else -(-e // n)
+            if isinstance(rel, FuseRel) and leaf == rel.fused:
+                a, b = self.extent(stage, rel.outer), self.extent(stage, rel.inner)
+                return None if a is None or b is None else a * b
+        return None
 
     def factor(self):
         return self.rng.choice([1, 2, 2, 3, 4, 4, 5, 8, 16])
@@ -240,6 +263,47 @@ class ScheduleGen:
                      lambda: parts.extend(stg.split(f, t))):
             self.call(f"s[{stg.name!r}].bind({parts[1].name!r}, {tag!r})",
                       lambda: stg.bind(parts[1], tag))
+
+    def do_nest(self):
+        """Threads at two levels of one nest: bind a consumer's loop to a thread
+        tag, compute a producer at that loop (or one inside it), and bind a loop
+        of the producer (after a split, half the time) to a tag, the same one
+        half the time (the shape of issue 22's defect 1)."""
+        r = self.rng
+        pairs = [(p, c) for p in self.names() for c in self.readers(self.s[p].tensor) if c != p]
+        temps = {t.name for t in self.op.temporaries}  # (an output computed inside is refused
+        inner = [pc for pc in pairs if self.s[pc[0]].tensor in temps]  # unless read whole)
+        pairs = inner if inner and r.random() < 0.8 else pairs
+        if not pairs:
+            return
+        p, c = (self.s[n] for n in r.choice(pairs))
+        lv = list(c.leaf_axes)
+        i = r.randrange(len(lv)) if lv else None
+        if i is None:
+            return
+        tag = r.choice(THREAD_TAGS[3:])
+        if lv[i].name not in self.s.states[c.name].bind:
+            self.call(f"s[{c.name!r}].bind({lv[i].name!r}, {tag!r})", lambda: c.bind(lv[i], tag))
+        tag = self.s.states[c.name].bind.get(lv[i].name, tag)
+        at = r.choice(lv[i:])
+        if not self.call(f"s[{p.name!r}].compute_at(s[{c.name!r}], {at.name!r})",
+                         lambda: p.compute_at(c, at)):
+            return
+        ax = self.leaf(p)
+        if ax is None:
+            return
+        same = r.random() < 0.6
+        if same or r.random() < 0.5:
+            # the same tag: split by the consumer's extent (one extent per tag in a kernel)
+            f, parts = self.factor(), []
+            if same:
+                f = max(1, self.extent(c.name, lv[i].name) or f)
+            if not self.call(f"s[{p.name!r}].split({ax.name!r}, {f})",
+                             lambda: parts.extend(p.split(ax, f))):
+                return
+            ax = parts[1]
+        tag = tag if same else self.tag()
+        self.call(f"s[{p.name!r}].bind({ax.name!r}, {tag!r})", lambda: p.bind(ax, tag))
 
     def do_pipeline(self):
         stg = self.stage()
