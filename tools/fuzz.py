@@ -61,6 +61,7 @@ def main(argv=None) -> int:
               f"{r.message}\n--- TC source:\n{r.source}\n--- sizes: {r.sizes}\n"
               + "\n".join(r.log) + f"\n--- schedule JSON:\n{r.schedule_json}")
         return 1 if r.failed else 0
+    _init(cfg)  # (the workers get it from the pool's initializer)
     work = [(a.seed, p) for p in range(a.start, a.start + a.pairs)]
     counts, steps, fails = collections.Counter(), collections.Counter(), []
     out = open(a.out, "w") if a.out else None

@@ -25,7 +25,7 @@ ACTIONS = {"split": 6, "tile": 2, "fuse": 3, "reorder": 3, "bind": 8, "unroll": 
            "vectorize": 2, "compute_at": 6, "compute_inline": 3, "compute_root": 1,
            "cache_read": 3, "cache_write": 2, "rfactor": 2, "coop": 2, "pipeline": 1,
            "storage_align": 1, "storage_order": 1, "set_scope": 1, "swizzle": 1,
-           "rasterize": 1, "tensorize": 1, "nest": 4}
+           "rasterize": 1, "tensorize": 1, "nest": 8}
 SCOPES = ("global", "shared", "local")
 
 
