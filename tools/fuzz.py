@@ -22,7 +22,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tests.fuzz.oracle import Config, run_pair  # noqa: E402
+from tests.fuzz.oracle import Config, replay, run_pair  # noqa: E402
 
 _CFG = Config()
 
@@ -39,12 +39,32 @@ def _one(args):
     return r, time.perf_counter() - t
 
 
+def _replay(path, pair, shrink=False) -> int:
+    failed = 0
+    for block in open(path).read().split("=== fuzz failure: ")[1:]:
+        block = "=== fuzz failure: " + block
+        if pair is not None and f" pair {pair}:" not in block.splitlines()[0]:
+            continue
+        if shrink and replay(block).failed:
+            from tests.fuzz.shrink import shrink as shrink_text
+            block = shrink_text(block)
+        r = replay(block)
+        failed += r.failed
+        print(r.reproducer() if r.failed else
+              f"seed {r.seed} pair {r.pair}: {r.status} {r.kind} now (ran {', '.join(r.steps)})")
+    return 1 if failed else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, default=int(os.environ.get("TCOMP_FUZZ_PAIRS", 1000)))
     ap.add_argument("--seed", type=int, default=int(os.environ.get("TCOMP_FUZZ_SEED", 1)))
     ap.add_argument("--start", type=int, default=0, help="first pair number")
     ap.add_argument("--pair", type=int, help="replay this one pair and print all about it")
+    ap.add_argument("--replay", metavar="FILE",
+                    help="run the reproducers in FILE (an --out file) again, all or --pair's")
+    ap.add_argument("--shrink", action="store_true",
+                    help="with --replay: drop directives, statements and size first")
     ap.add_argument("-j", "--jobs", type=int, default=1)
     ap.add_argument("--cuda-rate", type=float, default=Config.cuda_rate)
     ap.add_argument("--emulate-rate", type=float, default=Config.emulate_rate)
@@ -54,6 +74,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-failures", type=int, default=50, help="reproducers printed in full")
     a = ap.parse_args(argv)
     cfg = Config(cuda_rate=a.cuda_rate, emulate_rate=a.emulate_rate, hygiene=a.hygiene)
+    if a.replay:
+        return _replay(a.replay, a.pair, a.shrink)
     if a.pair is not None:  # (the rates decide no draw of the program or schedule: run it all)
         r = run_pair(a.seed, a.pair, Config(cuda_rate=1.0, emulate_rate=1.0, hygiene=a.hygiene))
         print(r.reproducer() if r.failed else

@@ -18,6 +18,7 @@ emulated CUDA disagreeing with `evaluate`.
 """
 from __future__ import annotations
 
+import json
 import random
 import re
 import traceback
@@ -33,11 +34,11 @@ from .programs import DATA_KINDS, GeneratorStuck, ProgramGen, make_inputs
 from .schedules import PrimitiveChangedSchedule, ScheduleGen
 
 SCHEDULES_PER_PROGRAM = 4
+JSON_HEAD = "--- schedule JSON (tcomp.Schedule.from_json(op, text)):"
 INT_CAST = re.compile(r"(?<![\w.])((?:u?int(?:8|16|32|64))|bool)\(")
 # rtol for finite floats (atol is rtol times the largest magnitude of the output, at least 1:
 # a reduction reassociated cancels to an error of that size)
 RTOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 2e-5, "float64": 1e-12}
-EMULATED_DTYPES = {"float32", "int32", "float64", "int8", "int64", "bool"}  # (emulator.py)
 # CUDA codegen refusals that name a remedy, of schedules the sim runs (counted, not failed)
 CUDA_LIMITS = ("codegen: cross-thread reductions are supported over threadIdx.x",
                "codegen: cross-thread reduction of")
@@ -67,21 +68,37 @@ class Result:
     steps: list = field(default_factory=list)  # "sim", "cuda", "emulated": what ran
     suspects: list = field(default_factory=list)  # known defects whose shape the pair has
     hygiene: float = Config.hygiene
+    program_sizes: dict | None = None  # the sizes of the data (also when built symbolic)
 
     @property
     def failed(self) -> bool:
         return self.status == "FAIL"
 
     def reproducer(self) -> str:
-        sizes = "symbolic (taken from the inputs' shapes)" if self.sizes is None else self.sizes
+        sizes = (f"{self.program_sizes} (symbolic at build)" if self.sizes is None else
+                 f"{self.sizes} (bound at build)")
         lines = [f"=== fuzz failure: seed {self.seed} pair {self.pair}: {self.kind}",
                  *(f"suspect: {x}" for x in self.suspects), self.message.rstrip(), "--- TC source:", self.source,
                  f"--- sizes: {sizes}   data: {self.data}",
                  "--- primitives tried (refused ones marked):", *self.log,
-                 "--- schedule JSON (tcomp.Schedule.from_json(op, text)):", self.schedule_json,
+                 "--- directives: " + "; ".join(directives_text(self.schedule_json)),
+                 JSON_HEAD, self.schedule_json,
                  f"--- replay: python3 tools/fuzz.py --seed {self.seed} --pair {self.pair}"
                  + (f" --hygiene {self.hygiene}" if self.hygiene != Config.hygiene else "")]
         return "\n".join(lines)
+
+
+def directives_text(schedule_json: str) -> list[str]:
+    """The directives of a schedule JSON, one short line each."""
+    if not schedule_json:
+        return []
+    out = []
+    for d in json.loads(schedule_json)["directives"]:
+        d = dict(d)
+        kind, stage = d.pop("kind"), d.pop("stage", None)
+        args = ", ".join(f"{k}={v!r}" for k, v in d.items() if v is not None)
+        out.append(f"{stage}.{kind}({args})" if stage else f"{kind}({args})")
+    return out
 
 
 _PROGRAMS: dict = {}
@@ -181,6 +198,15 @@ def tags_bound_twice(s) -> list[str]:
     return sorted(set(out))
 
 
+def user_names(op) -> set[str]:
+    """Every name the program gives: def, tensors, sizes, indices."""
+    names = {op.name} | set(op.size_vars)
+    names |= {t.name for t in op.inputs + op.outputs + op.temporaries}
+    for st in op.statements:
+        names |= set(st.spatial) | set(st.reduce) | set(st.lets)
+    return names
+
+
 def captured_names(op, s) -> list[str]:
     """Issue 22 defect 2: user names (sizes, tensors) equal to a name the
     schedule generates (split/fuse loop names, cache and snapshot buffers,
@@ -197,21 +223,68 @@ def captured_names(op, s) -> list[str]:
     return sorted(user & made)
 
 
-def _suspects(res, prog, s):
+def diagonal_reads(s) -> list[str]:
+    """A stage computed at a consumer that reads it with an index repeated
+    (`T(k, k)`): the check that an output computed inside is read whole
+    takes the diagonal for all of it (finding F1 in TESTING.md)."""
+    from tcomp.lang.ast import Index, Read, walk
+    out = []
+    for name, st in s.states.items():
+        if st.attach[0] != "at":
+            continue
+        host = s.states[st.attach[1]].definition
+        for e in [host.rhs, *host.lets.values()]:
+            for r in walk(e):
+                if isinstance(r, Read) and r.tensor == st.tensor:
+                    idx = [a.name for a in r.args if isinstance(a, Index)]
+                    if len(idx) != len(set(idx)):
+                        out.append(f"{name} computed at {st.attach[1]}, which reads "
+                                   f"{st.tensor}({', '.join(idx)})")
+    return sorted(set(out))
+
+
+def _gathered_cache(s) -> bool:
+    """A cache stage of a tensor that a subscript reads, or that is read through
+    a subscript that reads another tensor (a gather)."""
+    from tcomp.lang.ast import Read, walk
+    gathered, index = set(), set()
+    for st in s.states.values():
+        for r in walk(st.definition.rhs):
+            if isinstance(r, Read):
+                inner = {x.tensor for a in r.args for x in walk(a) if isinstance(x, Read)}
+                if inner:
+                    gathered.add(r.tensor)
+                    index |= inner
+    return any(st.origin == "cache_read" and st.tensor in gathered | index
+               for st in s.states.values())
+
+
+def _suspects(res, op, s):
     from .names import CPP_KEYWORDS, CUDA_NAMES
-    captured = captured_names(prog.op, s)
+    captured = captured_names(op, s)
     if captured:
         res.suspects.append(f"issue 22 defect 2 (a user name captured by a generated one): "
                             f"{', '.join(captured)}")
-    clash = sorted(set(prog.hygienic) & (set(CPP_KEYWORDS) | set(CUDA_NAMES)))
+    clash = sorted(user_names(op) & (set(CPP_KEYWORDS) | set(CUDA_NAMES)))
     if clash and res.kind in ("nvrtc", "wrong-emulated", "emulated-crash"):
         res.suspects.append(f"issue 22 defect 2 (C++/CUDA names not mangled): {', '.join(clash)}")
     for x in tags_bound_twice(s):
         res.suspects.append(f"issue 22 defect 1 (a thread tag bound twice): {x}")
-    casts = sorted(set(INT_CAST.findall(prog.source)))
+    for name, st in s.states.items():
+        stale = sorted(leaf for leaf in st.bind if leaf not in st.leaves)
+        if stale:
+            res.suspects.append(f"F5 (a split or tile of a bound loop keeps its bind): "
+                                f"{name}.{', '.join(stale)}")
+    if _gathered_cache(s):
+        res.suspects.append("F3/F4 (a cache of a gathered tensor, or of a gather's index)")
+    for x in diagonal_reads(s):
+        res.suspects.append(f"F1 (an output computed at a reader of its diagonal): {x}")
+    casts = sorted(set(INT_CAST.findall(res.source)))
     if casts and res.kind.startswith("wrong"):
         res.suspects.append(f"issue 22 defect 3 (float to integer casts out of range), if a "
                             f"float reaches {', '.join(casts)}")
+    if "has already been declared" in res.message and "nroll" in res.schedule_json:
+        res.suspects.append("issue 22 defect 9 (a shared cache declared once per unrolled copy)")
 
 
 def _accept(res, kind, message=""):
@@ -230,6 +303,7 @@ def _run_pair(res, seed, pair, cfg):
     res.source = prog.source
     rng = random.Random(f"{seed}/schedule/{pair}")
     sizes = dict(prog.sizes)
+    res.program_sizes = sizes
     res.sizes = sizes if rng.random() < 0.75 else None
     kind = rng.choice(DATA_KINDS)
     res.data = f"{kind}, numpy.random.default_rng([{seed}, {pair}])"
@@ -260,6 +334,10 @@ def _run_pair(res, seed, pair, cfg):
 
     do_cuda = rng.random() < cfg.cuda_rate
     do_emulate = rng.random() < cfg.emulate_rate
+    return _judge(res, op, s, arrays, want, do_cuda, do_emulate and kind != "special")
+
+
+def _judge(res, op, s, arrays, want, do_cuda, do_emulate):
     try:
         k = tcomp.build(s, "sim", sizes=res.sizes)
     except (tcomp.LoweringError, tcomp.ScheduleError) as e:
@@ -280,19 +358,53 @@ def _run_pair(res, seed, pair, cfg):
     if why:
         return _fail(res, "wrong-sim", why)
     if do_cuda:
-        return _cuda(res, s, op, arrays, want, do_emulate and kind != "special")
+        return _cuda(res, s, op, arrays, want, do_emulate)
     return res
 
 
 def _run(res, seed, pair, cfg):
     res = _run_pair(res, seed, pair, cfg)
     if res.failed and res.source:
-        prog = program(seed, pair // SCHEDULES_PER_PROGRAM, cfg.hygiene)
-        try:
-            _suspects(res, prog, tcomp.Schedule.from_json(prog.op, res.schedule_json)
-                      if res.schedule_json else tcomp.Schedule(prog.op))
-        except tcomp.TcompError:
-            _suspects(res, prog, tcomp.Schedule(prog.op))
+        _triage(res)
+    return res
+
+
+def _triage(res):
+    op = tcomp.op(res.source)
+    try:
+        s = tcomp.Schedule.from_json(op, res.schedule_json) if res.schedule_json else None
+    except tcomp.TcompError:
+        s = None
+    _suspects(res, op, s or tcomp.Schedule(op))
+
+
+def replay(text: str) -> Result:
+    """Run a reproducer (the text `Result.reproducer` prints) again, NVRTC
+    and the emulator included; the generators are not involved, so it
+    replays after they change."""
+    def between(a, b):
+        return text.split(a, 1)[1].split(b, 1)[0].strip("\n")
+    head = re.search(r"seed (-?\d+) pair (\d+)", text)
+    res = Result(int(head[1]), int(head[2]), "ok") if head else Result(0, 0, "ok")
+    res.source = between("--- TC source:\n", "\n--- sizes: ")
+    m = re.search(r"--- sizes: (\{.*?\}) \((bound|symbolic) at build\)\s+data: (\w+), "
+                  r"numpy\.random\.default_rng\(\[(-?\d+), (\d+)\]\)", text)
+    if m is None:
+        raise ValueError("not a reproducer of tests/fuzz/oracle.py (no '--- sizes:' line)")
+    sizes = json.loads(m[1].replace("'", '"'))
+    res.sizes = sizes if m[2] == "bound" else None
+    res.program_sizes = sizes
+    res.data = f"{m[3]}, numpy.random.default_rng([{m[4]}, {m[5]}])"
+    res.schedule_json = between(JSON_HEAD + "\n", "\n--- replay:")
+    res.log = ["(replayed from its schedule JSON)"]
+    op = tcomp.op(res.source)
+    arrays = make_inputs(op, sizes, np.random.default_rng([int(m[4]), int(m[5])]), m[3])
+    with np.errstate(all="ignore"):
+        want = tcomp.evaluate(op, *arrays)
+    s = tcomp.Schedule.from_json(op, res.schedule_json)
+    res = _judge(res, op, s, arrays, want, True, m[3] != "special")
+    if res.failed:
+        _triage(res)
     return res
 
 
@@ -314,7 +426,7 @@ def _cuda(res, s, op, arrays, want, emulate):
     from tests.target_cuda import emulator
     meta = k.meta
     dtypes = {b["dtype"] for b in meta["inputs"] + meta["outputs"] + meta["temps"]}
-    if not emulator.HAVE_CXX or not dtypes <= EMULATED_DTYPES:
+    if not emulator.HAVE_CXX or not dtypes <= set(emulator._CTYPES):
         return res
     sizes = dict(meta["bound_sizes"])
     for t, a in zip(op.inputs, arrays):

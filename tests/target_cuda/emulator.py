@@ -7,7 +7,7 @@ exactly the lanes that exist in the warp aborts the run: the masks are part of
 what is tested.
 
 Only what the generated kernels of these tests use is provided (float32,
-float64, int8, int32 and int64 buffers, the shuffle intrinsics, the math of <cmath>,
+float64, bool and every integer type of buffers, the shuffle intrinsics, the math of <cmath>,
 __int_as_float, __longlong_as_double, float2/float4 vector casts).
 """
 from __future__ import annotations
@@ -112,7 +112,8 @@ static void tc_run(int gx, int gy, int gz, int bx, int by, int bz, std::function
 """
 
 _CTYPES = {"float32": "float", "int32": "int", "float64": "double", "int8": "signed char",
-           "int64": "long long", "bool": "bool"}
+           "int64": "long long", "bool": "bool", "uint8": "unsigned char", "int16": "short",
+           "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long"}
 
 
 def _launcher(kd: dict, meta: dict) -> str:
