@@ -1,0 +1,65 @@
+"""The differential fuzzer in CI (TESTING.md, "Differential fuzzer").
+
+test_pair: a fixed list of program x schedule pairs (seed TCOMP_FUZZ_SEED,
+pairs 0 .. TCOMP_FUZZ_PAIRS - 1; 120 of seed 5 by default, counted, not
+timed, so that a run is deterministic), each on the sim against
+`tcomp.evaluate`, one in ten also through NVRTC, a share of those through
+the CUDA emulator. A failure prints its reproducer (TC source, sizes, data,
+primitives, schedule JSON) and the command that replays it.
+
+test_nest: every small case of thread tags at two levels of one nest
+(nests.py), at fixed and symbolic sizes.
+
+test_hygiene_*: every name of the hygiene pools (C++ keywords, CUDA
+builtins, names lowering generates) in every role of a program, on the sim
+and through NVRTC.
+
+Longer runs: `python3 tools/fuzz.py --pairs 100000 -j 2` (or
+TCOMP_FUZZ_PAIRS=100000 for this file).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from . import hygiene, nests
+from .oracle import Config, run_pair
+
+SEED = int(os.environ.get("TCOMP_FUZZ_SEED", "5"))
+PAIRS = int(os.environ.get("TCOMP_FUZZ_PAIRS", "120"))
+CI = Config()
+
+
+@pytest.mark.parametrize("pair", range(PAIRS), ids=lambda p: f"s{SEED}p{p}")
+def test_pair(pair):
+    r = run_pair(SEED, pair, CI)
+    assert not r.failed, r.reproducer()
+
+
+@pytest.mark.parametrize("case", list(nests.cases()), ids="-".join)
+def test_nest(case):
+    problems = nests.check(*case)
+    assert not problems, "\n\n".join(problems)
+
+
+@pytest.mark.parametrize("names", hygiene.keyword_chunks(), ids=lambda n: n["D"])
+def test_hygiene_keywords(names):
+    problems = [p for sch in hygiene.SCHEDULES
+                for p in hygiene.check(names, sch, cuda=sch == "caches")]
+    assert not problems, "\n\n".join(problems)
+
+
+@pytest.mark.parametrize("names", hygiene.capture_chunks(), ids=lambda n: n["D"])
+def test_hygiene_captures(names):
+    problems = [p for sch in hygiene.SCHEDULES for p in hygiene.check(names, sch)]
+    assert not problems, "\n\n".join(problems)
+
+
+def test_plain_names_pass_every_hygiene_schedule():
+    """The sweep's program and schedules are valid: with plain names nothing
+    goes wrong (so what the sweep reports is about the names)."""
+    plain = {"D": "f", "S1": "N", "S2": "M", "A": "A", "G": "G", "T": "T", "O": "O",
+             "x": "i", "y": "j", "L": "a"}
+    for sch in hygiene.SCHEDULES:
+        assert hygiene.check(plain, sch) == [], sch
