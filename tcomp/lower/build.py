@@ -96,7 +96,9 @@ class Builder:
                           signature=interface.signature(op))
 
     def kernel(self, stage: str) -> ir.Kernel:
-        ctx = KernelCtx()
+        op = self.sched.op
+        ctx = KernelCtx(set(op.size_vars) | {t.name for t in op.inputs + op.outputs +
+                                             op.temporaries} | set(self.sched.tensors))
         st = self.sched.states[stage]
         if st.scope in ("shared", "local", "fragment"):
             raise LoweringError(f"stage '{stage}' writes a {st.scope} buffer but is computed at "

@@ -35,8 +35,10 @@ class View:
 
 
 class KernelCtx:
-    def __init__(self):
-        self.names: set[str] = set()
+    def __init__(self, reserved=()):
+        # Names a generated loop or register name must not take: the op's sizes and
+        # tensors (a size named `k_o` was captured by split's `k_o`: issue 22, defect 2).
+        self.names: set[str] = set(reserved)
         self.views: dict[str, View] = {}
         self.thread_loops: list[tuple[str, ir.Expr, str]] = []  # enclosing threadIdx loops
 
