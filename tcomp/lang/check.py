@@ -21,6 +21,9 @@ ranges.py), and derives each output's dtype and shape. Rules enforced here:
     earlier); a reduction accumulates in the tensor's type, float16/bfloat16
     in float32 (rounded once, on store); `+=`/`*=` on a bool tensor is an
     error (`max=`/`min=` are logical or/and);
+  * a float literal takes the float type of what it meets (literals.py: the
+    operands of its operator, ternary or builtin, a cast, the tensor it is
+    stored into), float32 alone;
   * a tensor's shape comes from its last statement; an earlier statement
     writing beyond it is an error when provable, else an `Op.write_checks`
     entry checked at every call (signature.py).

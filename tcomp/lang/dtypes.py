@@ -7,6 +7,8 @@ Promotion (binary arithmetic, ternary branches, min/max):
   * two integers -> the wider; equal width, mixed sign -> the unsigned one.
 Comparisons and logic produce bool. float16/bfloat16 arithmetic is computed in
 float32 and rounded when stored (as CUDA code does after converting halves).
+An integer literal is int32; a float literal has the float type it meets
+(literals.py), float32 alone.
 """
 from __future__ import annotations
 

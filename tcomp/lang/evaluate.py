@@ -14,6 +14,8 @@ Semantics pinned here (and documented in docs/language.md and the README):
     of bounds; a read that is taken and out of bounds raises `LangError`;
   * integer `/` and `%` floor toward negative infinity; division by zero
     raises; float `%` is C's fmod; integer overflow wraps;
+  * a float -> integer cast saturates (toward zero, clamped, NaN -> 0), an
+    integer -> integer cast wraps (npfuncs.convert);
   * float16/bfloat16 arithmetic is done in float32 and rounded on store; a
     reduction accumulates in the statement's `acc_dtype` (float32 for them)
     and is rounded once, when the result is stored; every conversion rounds

@@ -1,8 +1,10 @@
 """Tokens of the comprehension language.
 
 Identifiers, integer and float literals (a literal with '.' or an exponent is a
-float), punctuation, and the statement operators `=`, `+=`, `*=`, `max=`, `min=`
-each with an optional adjacent `!`. `#` starts a comment to the end of the line.
+float; the words `inf` and `nan` are identifiers here, float literals to the
+parser: literals.py), punctuation, and the statement operators `=`, `+=`, `*=`,
+`max=`, `min=` each with an optional adjacent `!`. `#` starts a comment to the
+end of the line.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ Grammar (TC's, with tcomp's extensions marked +):
   or := and {'||' and}   and := cmp {'&&' cmp}
   cmp := add {('=='|'!='|'<'|'<='|'>'|'>=') add}   (one level, as in TC)   add := mul {('+'|'-') mul}
   mul := unary {('*'|'/'|'%') unary}     unary := ('-'|'!') unary | postfix
-  postfix   := INT | FLOAT | ID | ID '(' [expr {',' expr}] ')' | '(' expr ')'
+  postfix   := INT | FLOAT | 'inf' | 'nan' (+) | ID | ID '(' [expr {',' expr}] ')' | '(' expr ')'
 """
 from __future__ import annotations
 

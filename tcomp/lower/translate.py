@@ -25,7 +25,7 @@ def cast(e: ir.Expr, dt) -> ir.Expr:
         if dt.is_bool:
             return ir.Imm(bool(e.value), dt)
         src = e.dtype
-        if not src.is_float:  # wrapped into its own type first: an int32 Imm may hold 2^31
+        if not src.is_float:  # an integer in its own type first (NumPy refuses one beyond it)
             wrapped = _wrap(int(e.value), src) if src.is_int else int(e.value)
             if dt.is_int:
                 return ir.Imm(_wrap(wrapped, dt), dt)

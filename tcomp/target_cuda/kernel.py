@@ -22,6 +22,7 @@ from .codegen import CodegenOptions, program_source
 from .compile import DEFAULT_ARCH, CompileOptions, compile_source
 from .index_width import static_index_bits
 
+
 def size_to_json(e: ir.Expr):
     if isinstance(e, ir.Imm):
         return int(e.value)
