@@ -11,6 +11,15 @@ round-toward-zero intrinsics, which are `cvt.rzi` (saturating, NaN -> 0), at
 integer min/max: branch-free, e.g. int8 from float is
 `(signed char)max(-128, min(127, __float2int_rz(x)))`. float16/bfloat16
 sources are converted to float first (exactly).
+
+NaN: only the float -> 32-bit intrinsics (`__float2int_rz`, `__float2uint_rz`)
+give 0 for NaN on the H200. The 64-bit ones and every conversion from double
+do not (measured 2026-12-02: `__float2ll_rz(NaN)` is INT64_MIN and
+`__double2int_rz(NaN)` is INT_MIN, so int8 from a double NaN came out -128),
+so those are guarded by a select, `(x != x ? 0 : __double2int_rz(x))`, which
+compiles to a compare and a select, no branch. The CPU emulator
+(tests/target_cuda/emulator.py) models the unguarded intrinsics the same way,
+so a missing guard fails there too.
 """
 from __future__ import annotations
 
@@ -27,6 +36,8 @@ def saturating(dst: DType, src: str, x: str) -> str:
     integer type `dst`, saturating (module docstring)."""
     wide = max(dst.bits, 32)
     call = f"__{src}2{_STEM[dst.kind][wide]}_rz({x})"
+    if src == "double" or wide == 64:
+        call = f"({x} != {x} ? 0 : {call})"
     if dst.bits >= 32:
         return call
     top = (1 << (dst.bits - 1)) - 1 if dst.kind == "i" else (1 << dst.bits) - 1

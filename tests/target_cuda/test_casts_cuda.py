@@ -38,13 +38,15 @@ def test_float_to_integer_casts_use_the_saturating_intrinsics():
                     ("uint8", "((unsigned char)min(255u, __float2uint_rz(X[i])))"),
                     ("uint16", "((unsigned short)min(65535u, __float2uint_rz(X[i])))"),
                     ("int32", "__float2int_rz(X[i])"), ("uint32", "__float2uint_rz(X[i])"),
-                    ("int64", "__float2ll_rz(X[i])"), ("uint64", "__float2ull_rz(X[i])")]:
+                    ("int64", "(X[i] != X[i] ? 0 : __float2ll_rz(X[i]))"),
+                    ("uint64", "(X[i] != X[i] ? 0 : __float2ull_rz(X[i]))")]:
         assert f"O_{t}[i] = {text};" in src, t
     assert "(signed char)(" not in src and "((int)(" not in src
     assert "O_bool[i] = X[i] != 0.0f;" in src
     double = tcomp.build(tcomp.Schedule(float_program("float64")), target="cuda")
-    assert "O_int64[i] = __double2ll_rz(X[i]);" in double.source
-    assert "O_uint8[i] = ((unsigned char)min(255u, __double2uint_rz(X[i])));" in double.source
+    assert "O_int64[i] = (X[i] != X[i] ? 0 : __double2ll_rz(X[i]));" in double.source
+    assert "O_uint8[i] = ((unsigned char)min(255u, (X[i] != X[i] ? 0 : __double2uint_rz(X[i]))));" \
+        in double.source
     half = tcomp.build(tcomp.Schedule(float_program("float16")), target="cuda").source
     assert "O_int8[i] = ((signed char)max(-128, min(127, __float2int_rz(((float)(__half2float(" \
            "X[i])))))));" in half
