@@ -40,6 +40,10 @@ EFFECTS = frozenset({
     "async",             # its writes land later (at a wait), not when it runs
     "warp_collective",   # every thread of the warp reaches it together
     "block_collective",  # every thread of the block reaches it together
+    "warpgroup_collective",  # the 4 warps of a warpgroup (128 threads) reach it together
+    "blocking",          # waits for other threads or a copy engine (an mbarrier phase, ...)
+    "async_proxy",       # memory it touches is read or written by the async proxy (TMA, wgmma)
+    "fence",             # orders memory operations (proxies, barrier initialisation)
 })
 KINDS = ("statement", "tensorize")
 
@@ -69,7 +73,8 @@ class Intrinsic:
 
     @property
     def collective(self) -> bool:
-        return bool(self.effects & {"warp_collective", "block_collective"})
+        return bool(self.effects & {"warp_collective", "warpgroup_collective",
+                                    "block_collective"})
 
     @property
     def what(self) -> str:
@@ -173,3 +178,7 @@ register(Intrinsic(
 register(Intrinsic(
     "cp_async_wait", "wait until all but the n newest committed groups of copies have landed",
     operands=(Operand("n", dtypes=("int32",)),), effects=frozenset({"async"}), min_arch=80))
+
+
+# Hopper (sm_90a): mbarriers, TMA and wgmma, in their own module
+from . import intrinsics_sm90  # noqa: E402,F401

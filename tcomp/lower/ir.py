@@ -243,6 +243,35 @@ class Alloc(Stmt):
     body: Stmt
 
 
+@dataclass(frozen=True)
+class Role(Stmt):
+    """One role of a `Specialize`: warpgroups `first` .. `first + count - 1`
+    of the block (128 consecutive threads of threadIdx.x each) run `body`,
+    with `var` their index within the role (0 .. count - 1, uniform across a
+    warpgroup). `regs` > 0 sets the role's registers per thread when it
+    starts (`setmaxnreg`: a producer gives registers back, consumers take
+    them; 24..256, a multiple of 8); 0 keeps what the kernel launched with."""
+    BINDS: ClassVar[str] = "body"
+    var: str
+    name: str
+    first: int
+    count: int
+    regs: int
+    body: Stmt
+
+
+@dataclass(frozen=True)
+class Specialize(Stmt):
+    """Warp specialisation (Halide's `Fork`, a structured form of
+    `if (warpgroup == ...)`): the block's warpgroups are split into `roles`
+    that run different bodies at the same time and meet only through
+    barrier objects (mbarriers) and named barriers. The roles cover the
+    block's warpgroups without overlap; every thread of the block reaches
+    the Specialize. The sim runs each role's warpgroups as tasks that block
+    at waits (target_sim); CUDA prints one branch per role."""
+    roles: tuple[Role, ...]
+
+
 # -------------------------------------------------------------------- programs
 CHUNK_BYTES = 16  # the unit a swizzle moves: what one lane of ldmatrix or cp.async addresses
 LINE_BYTES = 128  # the 32 banks of shared memory, 4 bytes each
@@ -311,6 +340,25 @@ class Buffer:
 
 
 @dataclass(frozen=True)
+class TensorMap:
+    """A kernel parameter describing a global buffer to the TMA engine (a
+    128-byte `CUtensorMap`, passed by value as a `__grid_constant__`): the
+    buffer's dimensions and strides (from its shape, at launch), the `box`
+    one copy moves (elements per dimension, outermost first, like the
+    shape) and the shared-memory `swizzle` (0, 32, 64 or 128 bytes) the box
+    lands in. Out-of-bounds box elements read as zero and are not written.
+    Intrinsics name it by `Var(name)`; the target encodes it at launch from
+    the buffer's address and sizes."""
+    name: str
+    buffer: str
+    box: tuple[int, ...]
+    swizzle: int = 128
+
+
+SM_COUNT = "tc_sm_count"  # size parameter: the device's multiprocessor count, set at launch
+
+
+@dataclass(frozen=True)
 class Kernel:
     """One launch: `body` runs once per (block, thread) of grid x block.
     `grid` and `block` hold expressions over size parameters (constants when
@@ -326,6 +374,10 @@ class Kernel:
     # What a pass declined or chose that the schedule asked for (a vectorized loop left
     # lane by lane, ...): one line each, printed under the kernel, on `k.remarks`.
     remarks: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    # TMA descriptors it takes after the buffers and sizes (TensorMap), in parameter order
+    tensor_maps: tuple = ()
+    # launch bounds' second number: blocks per multiprocessor the compiler must allow (0: none)
+    min_blocks: int = 0
 
     def const_block(self) -> tuple[int, int, int] | None:
         """The block dimensions when all three are constants, else None."""

@@ -83,6 +83,14 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
                 f"({expr(s.extent)} threads)"]
     if isinstance(s, ir.Evaluate):
         return [f"{pad}{expr(s.call)}"]
+    if isinstance(s, ir.Specialize):
+        out = [f"{pad}specialize"]
+        for r in s.roles:
+            wgs = f"{r.first}" if r.count == 1 else f"{r.first}..{r.first + r.count - 1}"
+            regs = f" regs={r.regs}" if r.regs else ""
+            out += [f"{pad}  role {r.name}: {r.var} = warpgroup - {r.first} (warpgroups "
+                    f"{wgs}){regs}"] + stmt(r.body, indent + 2)
+        return out
     if isinstance(s, ir.Alloc):
         b = s.buffer
         shape = ", ".join(expr(d) for d in b.shape)
@@ -118,7 +126,10 @@ def kernel_to_text(k: ir.Kernel) -> str:
     grid = ", ".join(expr(g) for g in k.grid)
     block = ", ".join(expr(b) for b in k.block)
     params = ", ".join(k.buffers + k.sizes)
-    head = f"kernel {k.name}({params}) grid=({grid}) block=({block})"
+    maps = "".join(f", {m.name}: tensor_map({m.buffer}, box=[{', '.join(map(str, m.box))}], "
+                   f"swizzle={m.swizzle})" for m in k.tensor_maps)
+    bounds = f" min_blocks={k.min_blocks}" if k.min_blocks else ""
+    head = f"kernel {k.name}({params}{maps}) grid=({grid}) block=({block}){bounds}"
     notes = [f"  # remark: {r}" for r in k.remarks]
     return "\n".join([head] + notes + stmt(k.body, 1))
 

@@ -32,7 +32,8 @@ class _Verify(Visitor):
     def __init__(self, k: ir.Kernel, program: ir.Program, flat: bool):
         self.k, self.flat = k, flat
         self.shapes = {b.name: len(b.shape) for b in program.buffers}
-        self.defined = set(THREAD_VARS) | set(program.sizes)
+        self.defined = (set(THREAD_VARS) | set(program.sizes) | set(k.sizes)
+                        | {m.name for m in k.tensor_maps})
         # What is in scope, which variables depend on the thread index, and
         # whether a thread-dependent condition encloses the statement.
         self.scope = self.defined
@@ -125,6 +126,35 @@ class _Verify(Visitor):
         if s.else_ is not None:
             self._in(s.else_, divergent=div, lane_divergent=lane)
 
+    def visit_Specialize(self, s):
+        """Roles: warpgroups of the block, none shared, all covered; a role's
+        body runs on some threads only (a block-wide collective there is
+        refused), uniform per warpgroup (warp and warpgroup collectives are
+        not)."""
+        name, taken = self.k.name, set()
+        if self.divergent:
+            raise LoweringError(f"kernel {name}: a Specialize under a thread-dependent "
+                                f"condition (every thread of the block must reach it)")
+        for r in s.roles:
+            mine = set(range(r.first, r.first + r.count))
+            if r.count < 1 or r.first < 0 or mine & taken:
+                raise LoweringError(f"kernel {name}: role '{r.name}' takes warpgroups "
+                                    f"{r.first}..{r.first + r.count - 1}, overlapping another "
+                                    f"role or empty")
+            if r.regs and (r.regs % 8 or not 24 <= r.regs <= 256):
+                raise LoweringError(f"kernel {name}: role '{r.name}' asks for {r.regs} "
+                                    f"registers per thread; setmaxnreg takes a multiple of 8 "
+                                    f"in 24..256")
+            taken |= mine
+        block = self.k.const_block()
+        if block is None or block[1:] != (1, 1) or block[0] != 128 * len(taken) \
+                or taken != set(range(len(taken))):
+            raise LoweringError(f"kernel {name}: the roles cover warpgroups {sorted(taken)}, but "
+                                f"the block is {block}: a Specialize needs a constant block of "
+                                f"128 threads along x per warpgroup, each in one role")
+        for r in s.roles:
+            self._in(r.body, scope=self.scope | {r.var}, divergent=True)
+
     def visit_Alloc(self, s):
         self.shapes[s.buffer.name] = len(s.buffer.shape)
         self.visit(s.body)
@@ -165,6 +195,7 @@ class _Verify(Visitor):
         # A warp-wide one may sit under a condition uniform across a warp's
         # lanes (threadIdx.y, with warps along x); the sim checks whole warps.
         if ("block_collective" in entry.effects and self.divergent) or (
-                "warp_collective" in entry.effects and self.lane_divergent):
+                entry.effects & {"warp_collective", "warpgroup_collective"}
+                and self.lane_divergent):
             raise LoweringError(f"kernel {name}: {entry.what} under a thread-dependent "
                                 f"condition")

@@ -24,7 +24,7 @@ from ..lower.printer import ATOM, BITWISE, PREC, UNARY
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
-from . import casts, warp_ops
+from . import casts, sm90_ops, warp_ops
 from .intrinsics import EMIT
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
@@ -289,12 +289,34 @@ class _Kernel:
             self.simp.restore(s.var, saved)
         elif isinstance(s, ir.Alloc):
             self.stmt(s.body, d)  # declared at the top of the kernel (see source())
+        elif isinstance(s, ir.Specialize):
+            sm90_ops.emit_specialize(self, s, d)
         else:  # an intrinsic statement: its emitter in target_cuda/intrinsics.py
             entry = intrinsics.of(s)
             if entry is None or entry.name not in EMIT:
                 what = s.call.fn if isinstance(s, ir.Evaluate) else type(s).__name__
                 raise CudaError(f"codegen: cannot emit {what}")
             EMIT[entry.name](self, s, d)
+
+    def role_body(self, r: ir.Role, index: str, d: int) -> None:
+        """A role's body with its warpgroup index `var` defined (sm90_ops)."""
+        v = _c(r.var)
+        if any(isinstance(x, ir.Var) and x.name == r.var for x in ir.walk(r.body)):
+            self.emit(f"const int {v} = {index};", d)
+        saved = self.simp.enter_loop(r.var, ir.ZERO, ir.const(r.count))
+        self.scopes.append({v})
+        self.stmt(r.body, d)
+        self.scopes.pop()
+        self.simp.restore(r.var, saved)
+
+    def register_budget(self) -> int:
+        """Registers per thread a launch of the kernel's constant block gets
+        at most (65536 per multiprocessor, allocated by 8): a role asking for
+        more takes them (setmaxnreg.inc), one asking for fewer gives back."""
+        const = self.k.const_block()
+        n = const[0] * const[1] * const[2] if const else 1024
+        blocks = max(1, self.k.min_blocks)
+        return min(255, 65536 // (n * blocks) // 8 * 8)
 
     # ----------------------------------------------------------- vectors
     def vector_loop(self, s: ir.For, d: int) -> None:
@@ -367,24 +389,37 @@ class _Kernel:
             else:
                 params.append(f"const {ctype(b.dtype)}* __restrict__ {name}")
         params += [f"{self.index_ctype} {n}" for n in k.sizes]
+        params += [f"const __grid_constant__ tc_tensor_map {m.name}" for m in k.tensor_maps]
+        self.tensor_maps = {m.name for m in k.tensor_maps}
         shared = [x.buffer for x in walk_stmts(k.body)
-                  if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"]
+                  if isinstance(x, ir.Alloc) and x.buffer.scope in ("shared", "barrier")]
         total = 0
         offsets = []
+        proxy = _async_proxy_buffers(k.body)
         for b in shared:
-            total = (total + 15) // 16 * 16
+            a = _align(b, proxy)
+            total = (total + a - 1) // a * a
             offsets.append(total)
             total += _size(b) * b.dtype.numpy.itemsize
-        dynamic = total > STATIC_SMEM_LIMIT
+        base_align = max([16] + [_align(b, proxy) for b in shared])
+        dynamic = total > STATIC_SMEM_LIMIT or base_align > 16
         # Launch bounds only for a block known now: with a runtime block the
         # compiler must allow any size (the launch checks the kernel's own limit).
         const = k.const_block()
-        bounds = f"__launch_bounds__({const[0] * const[1] * const[2]}) " if const else ""
+        blocks = f", {k.min_blocks}" if k.min_blocks else ""
+        bounds = (f"__launch_bounds__({const[0] * const[1] * const[2]}{blocks}) " if const
+                  else "")
         head = f'extern "C" __global__ void {bounds}{k.name}({", ".join(params)}) {{'
 
         self.lines = [head]
         if dynamic:
-            self.emit("extern __shared__ __align__(16) unsigned char tc_smem[];", 1)
+            self.emit("extern __shared__ __align__(16) unsigned char tc_smem_raw[];", 1)
+            if base_align > 16:  # the runtime base rounded up (the launch asks for the slack)
+                self.emit(f"unsigned char* tc_smem = tc_smem_raw + ((-(int)tc_smem_addr(tc_smem_raw)) "
+                          f"& {base_align - 1});", 1)
+                total += base_align
+            else:
+                self.emit("unsigned char* tc_smem = tc_smem_raw;", 1)
             for b, off in zip(shared, offsets):
                 self.emit(f"{ctype(b.dtype)}* {b.name} = reinterpret_cast<{ctype(b.dtype)}*>"
                           f"(tc_smem + {off});", 1)
@@ -435,6 +470,28 @@ def _c(name: str) -> str:
     return name.replace(".", "_")
 
 
+def _align(b: ir.Buffer, async_proxy: set) -> int:
+    """A shared buffer's alignment in bytes: a buffer the async proxy (TMA,
+    wgmma) addresses is 1024-aligned when swizzled (the TMA and wgmma
+    swizzle patterns repeat every 8 rows of 128 bytes from an aligned base)
+    and 128-aligned otherwise (TMA's minimum); mbarriers 8; else 16."""
+    if b.scope == "barrier":
+        return 8
+    if b.name in async_proxy:
+        return 1024 if b.layout is not None else 128
+    return 16
+
+
+def _async_proxy_buffers(body) -> set:
+    """Buffers that an intrinsic with the "async_proxy" effect references."""
+    out = set()
+    for x in walk_stmts(body):
+        entry = intrinsics.of(x)
+        if entry is not None and "async_proxy" in entry.effects:
+            out |= {a.buffer for _, a in intrinsics.operands(x) if isinstance(a, ir.Ref)}
+    return out
+
+
 def _size(b: ir.Buffer) -> int:
     n = 1
     for d in b.shape:
@@ -461,6 +518,10 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
     if "bfloat16" in uses or _mentions(prog, "bfloat16"):
         parts.append("#include <cuda_bf16.h>")
     parts.append(PRELUDE)
+    used = {x.call.fn for k in prog.kernels for x in walk_stmts(k.body)
+            if isinstance(x, ir.Evaluate)}
+    if sm90_ops.uses_sm90(used) or any(k.tensor_maps for k in prog.kernels):
+        parts.append(sm90_ops.prelude(used))
     smem = {}
     for k in prog.kernels:
         if options.index_bits == 64:

@@ -258,6 +258,16 @@ def _device_limits():
         grid=tuple(get(f"CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{a}") for a in "XYZ"))
 
 
+@functools.lru_cache(maxsize=None)
+def sm_count() -> int:
+    """The current device's multiprocessor count (a persistent grid's size:
+    the size parameter ir.SM_COUNT)."""
+    driver = _driver()
+    return int(check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device().dev),
+        "cuDeviceGetAttribute"))
+
+
 def launch_limits(func):
     """The device's launch limits, with `func`'s own threads-per-block limit
     (register use can lower it below the device's)."""

@@ -4,7 +4,7 @@ registry's names. An emitter takes the kernel emitter (`emit(line, depth)`,
 indentation depth, and prints the statement's CUDA."""
 from __future__ import annotations
 
-from . import warp_ops
+from . import sm90_ops, warp_ops
 from .allreduce import emit_allreduce
 
 
@@ -25,4 +25,5 @@ EMIT = {
     "cp_async": _call,
     "cp_async_commit": _call,
     "cp_async_wait": _call,
+    **sm90_ops.EMIT,
 }

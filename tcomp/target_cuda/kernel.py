@@ -102,9 +102,16 @@ def describe_program(prog: ir.Program, smem: dict, arch: str) -> dict:
                      "block": [size_to_json(b) for b in k.block],
                      "dynamic_smem": smem[k.name]["dynamic_smem"],
                      "aligned_buffers": smem[k.name]["aligned"],
-                     "params": [{"buffer": b} for b in k.buffers] + [{"size": s} for s in k.sizes]}
+                     "params": [{"buffer": b} for b in k.buffers] + [{"size": s} for s in k.sizes]
+                     + [{"tensor_map": _map(m, bufs[m.buffer])} for m in k.tensor_maps],
+                     "min_blocks": k.min_blocks}
                     for k in prog.kernels],
     }
+
+
+def _map(m: ir.TensorMap, b: ir.Buffer) -> dict:
+    return {"name": m.name, "buffer": m.buffer, "dtype": b.dtype.name, "box": list(m.box),
+            "swizzle": m.swizzle}
 
 
 def _buf(b: ir.Buffer) -> dict:

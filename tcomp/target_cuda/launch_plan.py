@@ -27,6 +27,7 @@ import sys
 import threading
 
 from ..errors import CudaError
+from ..lower.ir import SM_COUNT
 from ..lower.launch import launch_problem
 from . import cuda_api
 from .index_width import LIMIT
@@ -87,11 +88,17 @@ class ParamSlots:
     pointer fills a slot; a C `int` size reads the slot's low 4 bytes (the
     value, on a little-endian host), a `long long` all 8."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, n_maps: int = 0):
         self.values = (ctypes.c_uint64 * max(n, 1))()
         base = ctypes.addressof(self.values)
-        self.pointers = (ctypes.c_void_p * max(n, 1))(*[base + 8 * i for i in range(n)])
-        self.address = ctypes.addressof(self.pointers) if n else 0
+        addresses = [base + 8 * i for i in range(n)]
+        self.maps = None
+        if n_maps:  # 128-byte tensor-map parameters after the 8-byte ones
+            from .tensor_maps import MapParams
+            self.maps = MapParams(n_maps)
+            addresses += [self.maps.address(i) for i in range(n_maps)]
+        self.pointers = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
+        self.address = ctypes.addressof(self.pointers) if addresses else 0
         self.n = n
 
     def fill(self, values) -> int:
@@ -111,11 +118,15 @@ class Launch:
         self.smem = int(kd["dynamic_smem"])
         self.kd = kd
         dims = list(kd["grid"]) + list(kd["block"])
-        # a call's values: [buffer pointers in slot order..., size values...]
+        # a call's values: [buffer pointers in slot order..., size values...]; tensor maps
+        # (128-byte parameters, tensor_maps.py) come last, encoded per call from a pointer
+        plain = [p for p in kd["params"] if "tensor_map" not in p]
+        self.maps = [(slot_of[p["tensor_map"]["buffer"]], p["tensor_map"])
+                     for p in kd["params"] if "tensor_map" in p]
         self.slot_order = [slot_of[p["buffer"]] if "buffer" in p else slot_of[("size", p["size"])]
-                           for p in kd["params"]]
+                           for p in plain]
         self.pick = _getter(self.slot_order)
-        self.n_params = len(kd["params"])
+        self.n_params = len(plain)
         self.aligned = tuple(slot_of[n] for n in kd.get("aligned_buffers", ()))
         self.dims_of = compile_sizes(dims)  # sizes -> the six dimensions
         self.dims = None  # the six dimensions, when they are the same for every call
@@ -149,8 +160,17 @@ class Launch:
         """This thread's parameter slots for this launch."""
         s = getattr(self._tls, "slots", None)
         if s is None:
-            s = self._tls.slots = ParamSlots(self.n_params)
+            s = self._tls.slots = ParamSlots(self.n_params, len(self.maps))
         return s
+
+    def fill_maps(self, slots: ParamSlots, values, shapes: dict) -> None:
+        """Encode this launch's tensor maps for the call's pointers (`values`,
+        by slot) and buffer shapes (`shapes`: buffer name -> dims)."""
+        from . import tensor_maps
+        for i, (slot, m) in enumerate(self.maps):
+            sp = tensor_maps.spec(m["name"], m["buffer"], m["dtype"], shapes[m["buffer"]],
+                                  m["box"], m["swizzle"])
+            slots.maps.fill(i, values[slot], sp)
 
     def misaligned(self, values) -> str | None:
         for name, i in zip(self.kd["aligned_buffers"], self.aligned):
@@ -184,7 +204,13 @@ class Bound:
             if want != self.shapes[i]:
                 raise CudaError(f"output '{name}' is declared with shape {want} but its "
                                 f"statements compute shape {self.shapes[i]}")
+        if plan.uses_sm_count:
+            sizes = {**sizes, SM_COUNT: cuda_api.sm_count()}
         self.extra = list(plan.size_values(sizes))
+        # each buffer's dimensions at these sizes (what a tensor map encodes)
+        self.buffer_dims = ({name: tuple(max(0, v) for v in f(sizes))
+                             for name, f in plan.buffer_shapes.items()}
+                            if plan.has_tensor_maps else None)
         self.calls = []  # (launch, cuLaunchKernel's first eight arguments)
         for launch in plan.launches:
             dims = launch.dims or tuple(launch.dims_of(sizes))
@@ -208,7 +234,13 @@ class Bound:
                 problem = launch.misaligned(values)
                 if problem is not None:
                     raise CudaError(problem)
-            params = launch.slots().fill(launch.pick(values)) if launch.n_params else 0
+            if launch.maps:
+                slots = launch.slots()
+                launch.fill_maps(slots, values, self.buffer_dims)
+                slots.fill(launch.pick(values))
+                params = slots.address
+            else:
+                params = launch.slots().fill(launch.pick(values)) if launch.n_params else 0
             err = launch_kernel(*head, stream, params, 0)[0]
             if err:
                 cuda_api.launch_failed(err, (*head, stream, params, 0))
@@ -229,7 +261,13 @@ class Plan:
         slot_of = {n: i for i, n in enumerate(self.buffers)}
         slot_of.update({("size", n): len(self.buffers) + i for i, n in enumerate(self.size_params)})
         fixed = dict(meta["bound_sizes"]) if not meta["sizes"] else None
+        self.uses_sm_count = SM_COUNT in self.size_params
+        if self.uses_sm_count and fixed is not None:
+            fixed = {**fixed, SM_COUNT: cuda_api.sm_count()}
         self.size_values = compile_sizes(self.size_params)
+        self.has_tensor_maps = any("tensor_map" in p for kd in kernels for p in kd["params"])
+        self.buffer_shapes = {b["name"]: compile_sizes(b["shape"])
+                              for b in meta["inputs"] + meta["outputs"] + meta["temps"]}
         made = meta["outputs"] + meta["temps"]
         self.ranks = [len(b["shape"]) for b in made]
         self.n_inputs = len(meta["inputs"])
@@ -278,7 +316,11 @@ def compile_width(meta: dict):
     wide = eval(f"lambda s: {code}",  # noqa: S307 - our own text
                 {"_div": _div, "_mod": _mod, "min": min, "max": max})
 
+    uses_sm = any(p.get("size") == SM_COUNT for kd in meta["kernels"] for p in kd["params"])
+
     def width(sizes: dict) -> int:
+        if uses_sm:
+            sizes = {**sizes, SM_COUNT: cuda_api.sm_count()}
         for v in sizes.values():
             if not -LIMIT <= v < LIMIT:
                 return 64

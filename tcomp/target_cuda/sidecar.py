@@ -29,10 +29,12 @@ import re
 
 from ..errors import TcompError
 from ..lang import dtypes
+from ..lower.ir import SM_COUNT
 from ..lower.launch import CUDA_LIMITS
 from . import cubin_info
 
-FORMAT = 2
+FORMAT = 3  # 3: tensor-map parameters and min_blocks (Hopper kernels); 2 is still read
+READS = (2, 3)
 MAX_DEPTH = 64  # of a size expression; the deepest tcomp writes is far below
 MAX_RANK = 64  # NumPy's limit on dimensions
 INT64 = 2**63
@@ -88,6 +90,7 @@ class _Checker:
     def __init__(self, side: str):
         self.side = side
         self.names = set()  # size variables: symbolic and bound
+        self.format = FORMAT
 
     def fail(self, where: str, problem: str):
         raise TcompError(f"load: {self.side}: {where} {problem}; {REMEDY}")
@@ -179,8 +182,9 @@ def validate(meta, side: str) -> None:
         raise TcompError(f"load: {side} has format 1: it was written by an older tcomp, "
                          f"without the digests that tie a sidecar to its cubin; export the "
                          f"kernel again with this version (format {FORMAT})")
-    if type(fmt) is not int or fmt != FORMAT:
+    if type(fmt) is not int or fmt not in READS:
         raise TcompError(f"load: {side} has format {_short(fmt)}, expected {FORMAT}")
+    c.format = fmt
     c.obj(meta, "the sidecar", ("tcomp_version", "arch", "op", "inputs", "outputs", "temps",
                                 "sizes", "bound_sizes", "size_sources", "signature",
                                 "kernels", "index_bits", "cubin_sha256", "sidecar_sha256"))
@@ -322,17 +326,25 @@ def _kernels(c: _Checker, kernels, where: str, arch: str, buffers: set) -> list:
                                   f"dimensions, more than CUDA's "
                                   f"{CUDA_LIMITS.threads_per_block}")
         c.int(kd["dynamic_smem"], f"{at}.dynamic_smem", 0, smem_limit)
+        if "min_blocks" in kd or c.format >= 3:
+            c.obj(kd, at, ("min_blocks",))
+            c.int(kd["min_blocks"], f"{at}.min_blocks", 0, 32)
         names = []
+        kinds = ("buffer", "size", "tensor_map") if c.format >= 3 else (
+            "buffer", "size")
         for k, p in enumerate(c.list(kd["params"], f"{at}.params")):
             pw = f"{at}.params[{k}]"
             c.obj(p, pw)
-            if len(p) != 1 or next(iter(p)) not in ("buffer", "size"):
-                c.fail(pw, f"must be {{\"buffer\": NAME}} or {{\"size\": NAME}}, got {_short(p)}")
+            if len(p) != 1 or next(iter(p)) not in kinds:
+                forms = " or ".join(f'{{"{k}": ...}}' for k in kinds)
+                c.fail(pw, f"must be {forms}, got {_short(p)}")
             kind, name = next(iter(p.items()))
+            if kind == "tensor_map":
+                name = _tensor_map(c, name, pw, buffers)
             c.str(name, f"{pw}.{kind}")
             if kind == "buffer" and name not in buffers:
                 c.fail(pw, f"names buffer '{name}', which is not an input, output or temporary")
-            if kind == "size" and name not in c.names:
+            if kind == "size" and name not in c.names and name != SM_COUNT:
                 c.fail(pw, f"names size '{name}', which is neither in 'sizes' nor in "
                            f"'bound_sizes'")
             names.append((kind, name))
@@ -344,6 +356,23 @@ def _kernels(c: _Checker, kernels, where: str, arch: str, buffers: set) -> list:
                                                      f"parameter of {kd['name']}")
     c.unique([kd["name"] for kd in kernels], where)
     return [kd["name"] for kd in kernels]
+
+
+def _tensor_map(c: _Checker, m, where: str, buffers: set) -> str:
+    """Check a tensor-map parameter (target_cuda/tensor_maps.py); its name."""
+    c.obj(m, f"{where}.tensor_map", ("name", "buffer", "dtype", "box", "swizzle"))
+    w = f"{where}.tensor_map"
+    c.str(m["name"], f"{w}.name", _IDENT, "a C identifier")
+    if m["buffer"] not in buffers:
+        c.fail(w, f"names buffer {_short(m['buffer'])}, which is not an input, output or "
+                  f"temporary")
+    if m["dtype"] not in dtypes.BY_NAME:
+        c.fail(f"{w}.dtype", f"is {_short(m['dtype'])}, not a tcomp dtype")
+    for k, n in enumerate(c.list(m["box"], f"{w}.box", most=5)):
+        c.int(n, f"{w}.box[{k}]", 1, 256)
+    if m["swizzle"] not in (0, 32, 64, 128) or isinstance(m["swizzle"], bool):
+        c.fail(f"{w}.swizzle", f"must be 0, 32, 64 or 128, got {_short(m['swizzle'])}")
+    return m["name"]
 
 
 # ------------------------------------------------------------------ the cubins
@@ -379,7 +408,8 @@ def check_cubin(cubin: bytes, path: str, want_sha: str, kernels: list, index_bit
 def param_sizes(kd: dict, index_bits: int) -> tuple[int, ...]:
     """Bytes of each parameter of the launch `kd`: 8 for a pointer, a C `int`
     (4) or `long long` (8) for a size."""
-    return tuple(8 if "buffer" in p else index_bits // 8 for p in kd["params"])
+    return tuple(8 if "buffer" in p else 128 if "tensor_map" in p else index_bits // 8
+                 for p in kd["params"])
 
 
 def _bytes(sizes) -> str:

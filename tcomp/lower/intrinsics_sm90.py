@@ -1,0 +1,90 @@
+"""The Hopper (sm_90a) intrinsics: barrier objects (mbarriers), the tensor
+memory accelerator (TMA) and warpgroup MMA (wgmma). Entries of the one
+registry (intrinsics.py); their CUDA in target_cuda/sm90_ops.py, their sim
+rules in target_sim.
+
+Barrier objects are buffers of scope "barrier" (one 8-byte mbarrier per
+element, in shared memory). A phase completes when its expected arrivals
+(the count given at init) have arrived and the transaction bytes announced
+by `mbarrier_expect_tx` have been delivered by the TMA engine; waiters
+name the phase by its parity (0, 1, 0, ...).
+
+A TMA copy moves one box of a tensor map (ir.TensorMap: a kernel
+parameter, named by `Var(map)`) between global memory and a shared tile;
+coordinates are element offsets in the buffer's dimension order (outermost
+first), a box past the buffer's end reads zeros and writes nothing. A load
+completes on an mbarrier (complete_tx); stores complete by bulk groups.
+
+wgmma multiplies a 64 x N x 16 tile on the four warps of a warpgroup: A
+and B from shared memory (K-major tiles of 128-byte rows in the 128-byte
+swizzle, addressed by descriptors the target forms from the references),
+accumulators in per-thread float32 registers (64 x N over 128 threads: the
+layout of arch/fragments.py's wgmma accumulator), completing at
+`wgmma_wait`.
+"""
+from __future__ import annotations
+
+from ..lower.intrinsics import READ, READWRITE, WRITE, Intrinsic, Operand, register
+
+_BAR = ("barrier",)
+_I32 = ("int32",)
+HOPPER = 90
+WGMMA_N = (64, 128, 256)
+
+
+def _entry(name, description, operands=(), effects=(), noun=""):
+    register(Intrinsic(name, description, operands=tuple(operands), effects=frozenset(effects),
+                       noun=noun, min_arch=HOPPER))
+
+
+_entry("mbarrier_init", "initialise an mbarrier to expect `count` arrivals per phase",
+       [Operand("bar", ref=True, access=WRITE, scopes=_BAR), Operand("count", dtypes=_I32)],
+       {"writes"}, noun="mbarrier init")
+_entry("fence_mbarrier_init", "make initialised mbarriers visible to the async proxy and "
+       "to other threads (before the barrier that follows the inits)", (), {"fence"})
+_entry("mbarrier_arrive", "arrive on an mbarrier (one of the phase's expected arrivals)",
+       [Operand("bar", ref=True, access=READWRITE, scopes=_BAR)], {"reads", "writes"})
+_entry("mbarrier_expect_tx", "arrive on an mbarrier and announce `bytes` of TMA "
+       "transactions the phase waits for (arrive.expect_tx)",
+       [Operand("bar", ref=True, access=READWRITE, scopes=_BAR), Operand("bytes", dtypes=_I32)],
+       {"reads", "writes"})
+_entry("mbarrier_wait", "wait until the mbarrier's phase of parity `parity` completes",
+       [Operand("bar", ref=True, access=READ, scopes=_BAR), Operand("parity", dtypes=_I32)],
+       {"reads", "blocking"}, noun="mbarrier wait")
+_entry("fence_proxy_async", "order this thread's shared-memory writes before later "
+       "async-proxy (TMA, wgmma) accesses", (), {"fence"})
+_entry("named_barrier", "wait until `count` threads (whole warps) reach barrier `id` "
+       "(bar.sync id, count; id 0 is the block's __syncthreads)",
+       [Operand("id", dtypes=_I32), Operand("count", dtypes=_I32)], {"blocking"})
+
+_entry("tma_load_2d", "copy one box of a 2-D tensor map from global to shared memory; "
+       "completes on the mbarrier with the box's bytes",
+       [Operand("dst", ref=True, access=WRITE, scopes=("shared",)), Operand("map"),
+        Operand("bar", ref=True, access=READWRITE, scopes=_BAR),
+        Operand("c0", dtypes=_I32), Operand("c1", dtypes=_I32)],
+       {"writes", "async", "async_proxy"}, noun="TMA load")
+_entry("tma_store_2d", "copy a shared tile to one box of a 2-D tensor map in global memory "
+       "(in a bulk group)",
+       [Operand("map"), Operand("src", ref=True, access=READ, scopes=("shared",)),
+        Operand("c0", dtypes=_I32), Operand("c1", dtypes=_I32)],
+       {"reads", "async", "async_proxy"}, noun="TMA store")
+_entry("tma_store_commit", "close this thread's group of TMA stores", (), {"async"})
+_entry("tma_store_wait", "wait until all but the `n` newest groups of TMA stores have "
+       "read their shared source", [Operand("n", dtypes=_I32)], {"async", "blocking"})
+
+_entry("wgmma_fence", "order register and shared-memory accesses before the wgmma that "
+       "follow (wgmma.fence)", (), {"fence", "warpgroup_collective"})
+_entry("wgmma_commit", "close the warpgroup's group of issued wgmma", (),
+       {"async", "warpgroup_collective"})
+_entry("wgmma_wait", "wait until all but the `n` newest wgmma groups have completed",
+       [Operand("n", dtypes=_I32)], {"async", "blocking", "warpgroup_collective"})
+for _n in WGMMA_N:
+    _entry(f"wgmma_m64n{_n}k16_bf16",
+           f"D(64x{_n}, float32) = A(64x16, bfloat16) . B({_n}x16, bfloat16)^T + scale_d * D; "
+           f"A and B K-major tiles in shared memory (128-byte swizzle), D in registers",
+           [Operand("d", ref=True, access=READWRITE, scopes=("local",), dtypes=("float32",)),
+            Operand("a", ref=True, scopes=("shared",), dtypes=("bfloat16",)),
+            Operand("b", ref=True, scopes=("shared",), dtypes=("bfloat16",)),
+            Operand("scale_d", dtypes=_I32)],
+           {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
+           noun="wgmma")

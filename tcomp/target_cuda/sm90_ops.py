@@ -1,0 +1,168 @@
+"""CUDA of the Hopper intrinsics (lower/intrinsics_sm90.py) and of warp
+specialisation (ir.Specialize): inline PTX in small device functions of a
+prelude that a kernel using them gets (`PRELUDE`), and one emitter per
+registry entry (`EMIT`).
+
+Addresses: a reference into shared memory is converted to its 32-bit
+shared-window address (`__cvta_generic_to_shared`); a tensor map parameter
+is passed by its generic address (`&map`, a `__grid_constant__`).
+wgmma descriptors (PTX ISA, "Matrix Descriptor Format"): start address / 16
+in bits 0-13, leading-dimension byte offset / 16 in 16-29 (unused by
+swizzled K-major tiles: 1), stride byte offset / 16 in 32-45 (from one
+8-row group to the next: 8 rows x 128 bytes = 1024), the swizzle mode in
+62-63 (1: 128-byte). A tile's base is 1024-byte aligned (the shared
+allocation aligns swizzled buffers so), and stepping K by 16 elements adds
+32 bytes to the start address, as CUTLASS does.
+"""
+from __future__ import annotations
+
+from ..errors import CudaError
+from ..lower import ir
+
+PRELUDE = r"""// Hopper: mbarriers, TMA, wgmma (inline PTX)
+struct __align__(64) tc_tensor_map { unsigned long long opaque[16]; };
+__device__ __forceinline__ unsigned tc_smem_addr(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void tc_mbar_init(void* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(tc_smem_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void tc_mbar_arrive(void* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tc_smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void tc_mbar_expect_tx(void* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+               :: "r"(tc_smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tc_mbar_wait(void* bar, unsigned parity) {
+  asm volatile("{\n\t.reg .pred P1;\n\tTC_WAIT:\n\t"
+               "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n\t"
+               "@P1 bra TC_DONE;\n\tbra TC_WAIT;\n\tTC_DONE:\n\t}"
+               :: "r"(tc_smem_addr(bar)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void tc_tma_load_2d(void* dst, const tc_tensor_map* map, void* bar,
+                                               int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4}], [%2];"
+               :: "r"(tc_smem_addr(dst)), "l"(map), "r"(tc_smem_addr(bar)), "r"(c0), "r"(c1) : "memory");
+}
+__device__ __forceinline__ void tc_tma_store_2d(const tc_tensor_map* map, const void* src,
+                                                int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+               :: "l"(map), "r"(tc_smem_addr(src)), "r"(c0), "r"(c1) : "memory");
+}
+__device__ __forceinline__ unsigned long long tc_wgmma_desc(const void* p) {
+  unsigned long long a = tc_smem_addr(p);
+  return ((a & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32)
+         | (1ull << 62);
+}
+"""
+
+_WGMMA = r"""__device__ __forceinline__ void tc_wgmma_m64n{n}k16_bf16(float* d, const void* a,
+                                                          const void* b, int scale_d) {{
+  unsigned long long da = tc_wgmma_desc(a), db = tc_wgmma_desc(b);
+  asm volatile("{{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %{s}, 0;\n\t"
+               "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 "
+               "{{{regs}}}, %{da}, %{db}, p, 1, 1, 0, 0;\n\t}}"
+               : {outs}
+               : "l"(da), "l"(db), "r"(scale_d));
+}}
+"""
+
+
+def wgmma_function(n: int) -> str:
+    """The device function issuing wgmma m64n{n}k16 (n / 2 accumulators)."""
+    count = n // 2
+    regs = ", ".join(f"%{i}" for i in range(count))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(count))
+    return _WGMMA.format(n=n, regs=regs, outs=outs, da=count, db=count + 1, s=count + 2)
+
+
+def prelude(used: set[str]) -> str:
+    """The prelude for a program whose intrinsics are `used` (registry names)."""
+    parts = [PRELUDE]
+    for n in sorted(int(u.split("m64n")[1].split("k")[0]) for u in used
+                    if u.startswith("wgmma_m64n")):
+        parts.append(wgmma_function(n))
+    return "".join(parts)
+
+
+def uses_sm90(names: set[str]) -> bool:
+    from ..lower.intrinsics_sm90 import HOPPER
+    from ..lower.intrinsics import REGISTRY
+    return any(REGISTRY[n].min_arch >= HOPPER for n in names if n in REGISTRY)
+
+
+# ------------------------------------------------------------------ emitters
+def _ref(gen, e) -> str:
+    if not isinstance(e, ir.Ref):
+        raise CudaError(f"codegen: expected a reference, got {type(e).__name__}")
+    return gen.expr(e)
+
+
+def _map(gen, e) -> str:
+    if not isinstance(e, ir.Var) or e.name not in gen.tensor_maps:
+        raise CudaError(f"codegen: a TMA copy names {gen.expr(e)!r}, which is not a tensor map "
+                        f"parameter of kernel {gen.k.name}")
+    return f"&{e.name}"
+
+
+def _imm(e, what) -> int:
+    if not isinstance(e, ir.Imm):
+        raise CudaError(f"codegen: {what} must be a constant")
+    return int(e.value)
+
+
+def _emit(fmt):
+    def emit(gen, s, d):
+        a = s.call.args
+        gen.emit(fmt(gen, a), d)
+    return emit
+
+
+EMIT = {
+    "mbarrier_init": _emit(lambda g, a: f"tc_mbar_init({_ref(g, a[0])}, {g.expr(a[1])});"),
+    "fence_mbarrier_init": _emit(lambda g, a: 'asm volatile("fence.mbarrier_init.release.cluster;'
+                                              '" ::: "memory");'),
+    "mbarrier_arrive": _emit(lambda g, a: f"tc_mbar_arrive({_ref(g, a[0])});"),
+    "mbarrier_expect_tx": _emit(lambda g, a: f"tc_mbar_expect_tx({_ref(g, a[0])}, "
+                                             f"{g.expr(a[1])});"),
+    "mbarrier_wait": _emit(lambda g, a: f"tc_mbar_wait({_ref(g, a[0])}, {g.expr(a[1])});"),
+    "fence_proxy_async": _emit(lambda g, a: 'asm volatile("fence.proxy.async.shared::cta;" ::: '
+                                            '"memory");'),
+    "named_barrier": _emit(lambda g, a: f'asm volatile("bar.sync %0, %1;" :: "r"({g.expr(a[0])}), '
+                                        f'"r"({g.expr(a[1])}) : "memory");'),
+    "tma_load_2d": _emit(lambda g, a: f"tc_tma_load_2d({_ref(g, a[0])}, {_map(g, a[1])}, "
+                                      f"{_ref(g, a[2])}, {g.expr(a[4])}, {g.expr(a[3])});"),
+    "tma_store_2d": _emit(lambda g, a: f"tc_tma_store_2d({_map(g, a[0])}, {_ref(g, a[1])}, "
+                                       f"{g.expr(a[3])}, {g.expr(a[2])});"),
+    "tma_store_commit": _emit(lambda g, a: 'asm volatile("cp.async.bulk.commit_group;" ::: '
+                                           '"memory");'),
+    "tma_store_wait": _emit(lambda g, a: f'asm volatile("cp.async.bulk.wait_group.read %0;" :: '
+                                         f'"n"({_imm(a[0], "tma_store_wait n")}) : "memory");'),
+    "wgmma_fence": _emit(lambda g, a: 'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");'),
+    "wgmma_commit": _emit(lambda g, a: 'asm volatile("wgmma.commit_group.sync.aligned;" ::: '
+                                       '"memory");'),
+    "wgmma_wait": _emit(lambda g, a: f'asm volatile("wgmma.wait_group.sync.aligned %0;" :: '
+                                     f'"n"({_imm(a[0], "wgmma_wait n")}) : "memory");'),
+}
+for _n in (64, 128, 256):
+    EMIT[f"wgmma_m64n{_n}k16_bf16"] = _emit(
+        lambda g, a, _n=_n: f"tc_wgmma_m64n{_n}k16_bf16({_ref(g, a[0])}, {_ref(g, a[1])}, "
+                            f"{_ref(g, a[2])}, {g.expr(a[3])});")
+
+
+def emit_specialize(gen, s: ir.Specialize, d: int) -> None:
+    """One branch per role on the warpgroup index (threadIdx.x / 128, uniform
+    per warp); the role's register count first (setmaxnreg)."""
+    wg = "(threadIdx.x >> 7)"
+    for i, r in enumerate(s.roles):
+        cond = (f"{wg} == {r.first}" if r.count == 1
+                else f"{wg} >= {r.first} && {wg} < {r.first + r.count}")
+        gen.emit(("if" if i == 0 else "} else if") + f" ({cond}) {{  // role {r.name}", d)
+        if r.regs:
+            verb = "inc" if r.regs > gen.register_budget() else "dec"
+            gen.emit(f'asm volatile("setmaxnreg.{verb}.sync.aligned.u32 %0;" :: "n"({r.regs}));',
+                     d + 1)
+        gen.role_body(r, f"{wg} - {r.first}", d + 1)
+    gen.emit("}", d)

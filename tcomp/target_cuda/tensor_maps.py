@@ -1,0 +1,116 @@
+"""TMA descriptors (ir.TensorMap) at launch: the encoding's parameters from
+a buffer's shape, and the 128-byte `CUtensorMap` from the driver.
+
+A kernel parameter `{"tensor_map": {...}}` of the sidecar names its
+buffer, element type, box (elements per dimension, outermost first) and
+swizzle. At a call the buffer's dimensions are known: `spec` turns them
+into cuTensorMapEncodeTiled's arguments (innermost dimension first, byte
+strides of the outer dimensions) and checks what the driver would refuse,
+with a message that says which size is at fault; `encode` asks the driver
+for the descriptor. Descriptors are kept per (pointer, dimensions): a model
+calling with the same tensors pays for the encoding once.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from ..errors import CudaError
+
+SWIZZLES = (0, 32, 64, 128)
+MAP_BYTES = 128
+_DTYPES = {"bfloat16": ("BFLOAT16", 2), "float16": ("FLOAT16", 2), "float32": ("FLOAT32", 4),
+           "uint8": ("UINT8", 1), "int32": ("INT32", 4), "float64": ("FLOAT64", 8)}
+
+
+@dataclass(frozen=True)
+class MapSpec:
+    """cuTensorMapEncodeTiled's arguments but the address."""
+    dtype: str
+    dims: tuple[int, ...]     # innermost first
+    strides: tuple[int, ...]  # bytes, of dims[1:]
+    box: tuple[int, ...]      # innermost first
+    swizzle: int
+
+
+def spec(name: str, buffer: str, dtype: str, shape, box, swizzle: int) -> MapSpec:
+    """The encoding of tensor map `name` over `buffer` (of `shape`, outermost
+    first) at a call, or a CudaError saying why the TMA engine cannot move it."""
+    if dtype not in _DTYPES:
+        raise CudaError(f"tensor map {name}: TMA has no element type for {dtype}")
+    if swizzle not in SWIZZLES:
+        raise CudaError(f"tensor map {name}: swizzle must be one of {SWIZZLES}, got {swizzle}")
+    if len(shape) != len(box) or not 1 <= len(shape) <= 5:
+        raise CudaError(f"tensor map {name}: a box of rank {len(box)} over '{buffer}' of rank "
+                        f"{len(shape)} (TMA moves ranks 1 to 5)")
+    size = _DTYPES[dtype][1]
+    dims = tuple(int(d) for d in reversed(shape))
+    if min(dims) <= 0:
+        raise CudaError(f"tensor map {name}: '{buffer}' has an empty dimension {list(shape)}")
+    strides, st = [], size
+    for d in dims[:-1]:
+        st *= d
+        strides.append(st)
+    for i, s in enumerate(strides):
+        if s % 16:
+            raise CudaError(
+                f"tensor map {name}: a row of '{buffer}' is {s} bytes (dimension "
+                f"{len(shape) - 2 - i} of shape {list(shape)}), but the TMA engine needs rows "
+                f"that are a multiple of 16 bytes; pad the innermost dimension to a multiple "
+                f"of {16 // size} elements")
+    box_in = tuple(int(b) for b in reversed(box))
+    if any(not 1 <= b <= 256 for b in box_in):
+        raise CudaError(f"tensor map {name}: box {list(box)} has a dimension outside 1..256")
+    if (box_in[0] * size) % 16:
+        raise CudaError(f"tensor map {name}: the box's rows are {box_in[0] * size} bytes, "
+                        f"not a multiple of 16")
+    if swizzle and box_in[0] * size > swizzle:
+        raise CudaError(f"tensor map {name}: the box's rows are {box_in[0] * size} bytes, more "
+                        f"than its {swizzle}-byte swizzle span")
+    return MapSpec(dtype, dims, tuple(strides), box_in, swizzle)
+
+
+def encode(ptr: int, s: MapSpec) -> bytes:
+    """The 128-byte descriptor of `s` at global address `ptr` (the driver's
+    cuTensorMapEncodeTiled)."""
+    from cuda.bindings import driver as drv
+    from . import cuda_api
+    if ptr % 16:
+        raise CudaError(f"a TMA tensor's address must be 16-byte aligned, got {ptr:#x}")
+    dt = getattr(drv.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{_DTYPES[s.dtype][0]}")
+    swz = getattr(drv.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" +
+                  ("NONE" if not s.swizzle else f"{s.swizzle}B"))
+    res = drv.cuTensorMapEncodeTiled(
+        dt, len(s.dims), ptr, [drv.cuuint64_t(d) for d in s.dims],
+        [drv.cuuint64_t(x) for x in s.strides], [drv.cuuint32_t(b) for b in s.box],
+        [drv.cuuint32_t(1)] * len(s.dims), drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        swz, drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    m = cuda_api.check(res, "cuTensorMapEncodeTiled")
+    words = [int(w) for w in m.opaque]
+    return b"".join(w.to_bytes(8, "little") for w in words)
+
+
+class MapParams:
+    """The 128-byte, 64-aligned storage of a launch's tensor-map parameters
+    (`address(i)`: where map i lives) and a per-(pointer, dims) cache of
+    encodings."""
+
+    def __init__(self, n: int):
+        self.raw = ctypes.create_string_buffer(MAP_BYTES * n + 64)
+        base = ctypes.addressof(self.raw)
+        self.base = (base + 63) // 64 * 64
+        self.n = n
+        self.cache: dict = {}
+
+    def address(self, i: int) -> int:
+        return self.base + MAP_BYTES * i
+
+    def fill(self, i: int, ptr: int, s: MapSpec) -> None:
+        key = (i, ptr, s)
+        data = self.cache.get(key)
+        if data is None:
+            if len(self.cache) >= 256:
+                self.cache.clear()
+            data = self.cache[key] = encode(ptr, s)
+        ctypes.memmove(self.address(i), data, MAP_BYTES)
