@@ -148,7 +148,7 @@ class _Checker:
         if isinstance(j, int):
             self.int(j, where, -INT64, INT64 - 1)
         elif isinstance(j, str):
-            if j not in self.names:
+            if j not in self.names and not (j == SM_COUNT and self.format >= 3):
                 self.fail(where, f"names size '{j}', which is neither in 'sizes' nor in "
                                  f"'bound_sizes'")
         else:
@@ -344,7 +344,8 @@ def _kernels(c: _Checker, kernels, where: str, arch: str, buffers: set) -> list:
             c.str(name, f"{pw}.{kind}")
             if kind == "buffer" and name not in buffers:
                 c.fail(pw, f"names buffer '{name}', which is not an input, output or temporary")
-            if kind == "size" and name not in c.names and name != SM_COUNT:
+            if kind == "size" and name not in c.names and not (name == SM_COUNT
+                                                               and c.format >= 3):
                 c.fail(pw, f"names size '{name}', which is neither in 'sizes' nor in "
                            f"'bound_sizes'")
             names.append((kind, name))
