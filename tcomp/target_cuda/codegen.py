@@ -413,13 +413,13 @@ class _Kernel:
 
         self.lines = [head]
         if dynamic:
-            self.emit("extern __shared__ __align__(16) unsigned char tc_smem_raw[];", 1)
             if base_align > 16:  # the runtime base rounded up (the launch asks for the slack)
-                self.emit(f"unsigned char* tc_smem = tc_smem_raw + ((-(int)tc_smem_addr(tc_smem_raw)) "
-                          f"& {base_align - 1});", 1)
+                self.emit("extern __shared__ __align__(16) unsigned char tc_smem_raw[];", 1)
+                self.emit(f"unsigned char* tc_smem = tc_smem_raw + "
+                          f"((-(int)tc_smem_addr(tc_smem_raw)) & {base_align - 1});", 1)
                 total += base_align
             else:
-                self.emit("unsigned char* tc_smem = tc_smem_raw;", 1)
+                self.emit("extern __shared__ __align__(16) unsigned char tc_smem[];", 1)
             for b, off in zip(shared, offsets):
                 self.emit(f"{ctype(b.dtype)}* {b.name} = reinterpret_cast<{ctype(b.dtype)}*>"
                           f"(tc_smem + {off});", 1)
