@@ -35,8 +35,10 @@ import dataclasses
 import importlib
 from dataclasses import dataclass
 
+from ..arch.fragments import wgmma_d
 from ..errors import LoweringError
 from ..lang import dtypes
+from ..lower.layout_exprs import IR as LAYOUT_IR
 
 ir = importlib.import_module("tcomp.lower.ir")
 
@@ -177,13 +179,12 @@ def consumer(cfg: GemmConfig):
         call("wgmma_commit"),
         call("wgmma_wait", c(0)),
         one_thread(call("mbarrier_arrive", ref("empty", v("slot"))))))
-    # the accumulator layout of wgmma m64nNk16 (PTX ISA, "Matrix fragments for wgmma"):
-    # register i of thread (warp, lane): row warp*16 + lane/4 + 8*((i/2)%2),
-    # column (i/4)*8 + (lane%4)*2 + i%2
-    lane, warp = b("%", TID, 32), b("/", b("%", TID, WARPGROUP), 32)
+    # the accumulator layout of wgmma m64nNk16 (arch/fragments.py, from the PTX ISA's
+    # "Matrix fragments for wgmma"): register i of the warpgroup's thread t at (row, col)
+    # of the 64 x bn tile; the chunk j's registers are j * 32 .. j * 32 + 31 (columns
+    # 64 j .. 64 j + 63), so the chunk's column is the tile's minus 64 j
     i = b("+", b("*", v("j"), CHUNK // 2), v("i"))
-    row = b("+", b("+", b("*", warp, 16), b("/", lane, 4)), b("*", b("%", b("/", v("i"), 2), 2), 8))
-    col = b("+", b("+", b("*", b("/", v("i"), 4), 8), b("*", b("%", lane, 4), 2)), b("%", v("i"), 2))
+    row, col = wgmma_d(n).coords(b("%", TID, WARPGROUP), v("i"), ops=LAYOUT_IR)
     bar_id = b("+", v("w"), 1)
     chunk = ir.seq(
         one_thread(call("tma_store_wait", c(0))),
