@@ -19,7 +19,9 @@ Semantics (every target):
     the positions holding it (ties go to the lowest index, as NumPy's argmax);
     an empty reduction gives (-inf, the payload type's largest value).
   welford: the count (in the value's float type), the mean and the sum of
-    squared deviations from the mean; empty: (0, 0, 0).
+    squared deviations from the mean; empty: (0, 0, 0); an infinite or NaN
+    value makes the mean and M2 NaN (an online mean of infinities depends on
+    their order; NaN does not).
   expsum: m = the max (as `max=!`), l = sum of exp(x - m), a = sum of
     exp(x - m) * v: exactly the chain `m max=! x; l +=! exp(x - m); a +=!
     exp(x - m) * v`, infinities and NaNs included (a row whose max is -inf or
@@ -112,6 +114,7 @@ def reference(name: str, values: list, accs: tuple) -> list:
         count = np.full(x.shape[:-1], n, x.dtype)
         mean = x.sum(axis=-1) / x.dtype.type(n) if n else np.zeros(x.shape[:-1], x.dtype)
         m2 = ((x - mean[..., None]) ** 2).sum(axis=-1)
+        mean = np.where(np.isnan(m2), x.dtype.type(np.nan), mean)  # an inf or NaN value
         return [count, mean.astype(x.dtype), m2.astype(x.dtype)]
     x = values[0]
     m = np.fmax.reduce(x, axis=-1, initial=-np.inf).astype(x.dtype)

@@ -12,7 +12,7 @@ import dataclasses
 from ..errors import ScheduleError
 from ..lang.ast import Index, Read
 from ..lang.op import Op
-from . import directives as D
+from . import directives as D, tuple_stages
 from .snapshot import add_snapshots, read_through_snapshot, snapshot_of
 from .stage import SCOPES, StageDef, StageState
 
@@ -20,7 +20,8 @@ from .stage import SCOPES, StageDef, StageState
 def _stage_def(st) -> StageDef:
     ranges = {r.var: (r.lo, r.hi) for r in st.ranges}
     return StageDef(st.tensor, st.spatial, st.reduce, ranges, st.rhs, st.reduce_op,
-                    not st.continues, st.acc_dtype, st.lets)
+                    not st.continues, st.acc_dtype, st.lets, st.stmt.tensors, st.monoid,
+                    st.component_accs)
 
 
 class Schedule:
@@ -65,7 +66,7 @@ class Schedule:
         return [Stage(self, n) for n in self.states]
 
     def writers(self, tensor: str) -> list[str]:
-        return [n for n, s in self.states.items() if s.tensor == tensor]
+        return [n for n, s in self.states.items() if tensor in s.definition.tensors]
 
     def readers(self, tensor: str) -> list[str]:
         return [n for n, s in self.states.items() if tensor in s.definition.reads()]
@@ -226,6 +227,7 @@ class Schedule:
         """
         p = "cache_write"
         st = self._state(stage, p)
+        tuple_stages.refuse(st, p)
         if scope not in SCOPES:
             raise ScheduleError(f"{p}: scope must be one of {', '.join(SCOPES)}, got '{scope}'")
         if st.transformed() or st.attach != ("root",):
