@@ -102,6 +102,9 @@ class Schedule:
         if isinstance(d, D.CacheWrite):
             self.cache_write(d.stage, d.scope)
             return
+        if isinstance(d, D.OnlineSoftmax):
+            self.online_softmax(d.max, d.sum, list(d.weighted))
+            return
         st = self[d.stage]
         ax = lambda name: st._axis_by_name(name, type(d).__name__.lower())  # noqa: E731
         if isinstance(d, D.Split):
@@ -143,6 +146,22 @@ class Schedule:
             st.swizzle(d.span)
         else:
             raise ScheduleError(f"apply: unknown directive {d!r}")
+
+    # ------------------------------------------------------------ rewrites
+    def online_softmax(self, max, sum, weighted=()) -> list:
+        """Rewrite the chain `M max=! x; L +=! exp(x - M); W +=! exp(x - M) * v [/ L]`
+        over one axis into one pass with a running max and rescaled sums (the
+        tuple reduction `expsum`): softmax, log-sum-exp, cross-entropy,
+        attention. Returns the new stages (online_softmax.py; docs/schedules.md).
+
+        Before: mx: for n, d: mx[n] = max(mx[n], X[n, d])
+                sm: for n, d: sm[n] += exp(X[n, d] - mx[n])
+        After:  mx: for n: m = -inf; l = 0
+                        for d: m' = max(m, X[n, d]); l = l * exp(m - m') + exp(X[n, d] - m')
+                        mx[n] = m; sm[n] = l
+        """
+        from .online_softmax import online_softmax
+        return online_softmax(self, max, sum, weighted)
 
     # ------------------------------------------------------------ caches
     def cache_read(self, tensor: str, scope: str, readers) -> "Stage":
