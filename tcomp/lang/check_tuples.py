@@ -3,8 +3,8 @@
     mx(n), ix(n) argmax=! X(n, d), d
 
 Rules: the statement reduces (it has a reduction index and the `!` form); each
-component is a tensor of its own that no other statement writes and that the
-values do not read; the values fit the monoid (monoids.component_types); a
+component is a tensor of its own that no other statement writes (so the values
+cannot read it: it is not written before); the values fit the monoid (monoids.component_types); a
 component declared with a type takes the monoid's type only without loss.
 """
 from __future__ import annotations
@@ -29,20 +29,11 @@ def target(c, name: str, s: Stmt, prior) -> None:
 
 def finish(c, s: Stmt, stmt: Stmt, spatial, reduce, resolved, where):
     """The checked Statement of tuple reduction `s` (its values typed in `stmt`)."""
-    op = f"{s.op}!"
-    if not s.init:
-        raise LangError(f"'{s.op}' continues an earlier definition, but a tuple reduction "
-                        f"always starts from its identity; write '{op}'", s.loc)
+    op = f"{s.op}!"  # (the lexer knows tuple reductions only in their `!` form)
     if not reduce:
         raise LangError(f"'{op}' has no reduction index: every index on its right-hand side "
                         f"is on its left", s.loc)
     items = stmt.rhs.items
-    reads = [x for e in list(items) + [w.value for w in where if isinstance(w, LetClause)]
-             for x in walk(e) if isinstance(x, Read)]
-    for x in reads:
-        if x.tensor in s.all_tensors:
-            raise LangError(f"the values of '{op}' read '{x.tensor}', a component it writes; "
-                            f"compute them in an earlier statement", x.loc)
     stored, _ = monoids.component_types(s.monoid, items, s.loc)
     final = []
     for name, t in zip(s.all_tensors, stored):
