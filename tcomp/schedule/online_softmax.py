@@ -72,12 +72,12 @@ class _Chain:
         if md.reduce_op != "max" or not md.reduce:
             raise ScheduleError(f"{P}: stage '{self.m.name}' must be a max=! reduction (the "
                                 f"running max), not {_what(md)}")
-        self.x = _expand(md)
+        self.inlined: set[str] = set()
+        self.x = self.inline(_expand(md))
         if not self.x.dtype.is_float:
             raise ScheduleError(f"{P}: the max of '{self.m.name}' is over {self.x.dtype} "
                                 f"values; the rewrite needs float values")
         self.S, self.R = md.spatial, md.reduce
-        self.inlined: set[str] = set()
 
     def stage(self, ref, role) -> StageState:
         st = self.s._state(ref, P)
@@ -143,7 +143,7 @@ class _Chain:
                                     f"inside the pass and would not round them; store "
                                     f"'{x.tensor}' as {dt.compute}")
             self.inlined.add(x.tensor)
-            body = _expand(pd)
+            body = self.inline(_expand(pd))
             args = dict(zip(pd.spatial, (self.inline(a) for a in x.args)))
             return _subst(body, lambda y: args[y.name]
                           if isinstance(y, A.Index) and y.name in args else None)
