@@ -116,9 +116,20 @@ class Cast(Expr):
     loc: Loc | None = loc_field()
 
 
+@dataclass(frozen=True)
+class Values(Expr):
+    """The right-hand side of a tuple (monoid) reduction: the values it lists,
+    `a(n), b(n) argmax=! X(n, d), d` (lang/monoids.py). Not a value itself."""
+    items: tuple[Expr, ...]
+    dtype: DType | None = None
+    loc: Loc | None = loc_field()
+
+
 def children(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, (Read, Call)):
         return e.args
+    if isinstance(e, Values):
+        return e.items
     if isinstance(e, Unary):
         return (e.x,)
     if isinstance(e, Cast):
@@ -169,7 +180,10 @@ WhereClause = RangeClause | ExistsClause | LetClause
 
 @dataclass(frozen=True)
 class Stmt:
-    """`tensor(indices) op rhs where ...`; op is one of = += *= max= min=."""
+    """`tensor(indices) op rhs where ...`; op is one of = += *= max= min=, or
+    a tuple reduction's `NAME=` (lang/monoids.py): then `tensors` lists the
+    other components' tensors (written at the same indices) and `rhs` is a
+    `Values`."""
     tensor: str
     indices: tuple[str, ...]
     op: str
@@ -177,11 +191,21 @@ class Stmt:
     rhs: Expr
     where: tuple[WhereClause, ...] = ()
     loc: Loc | None = loc_field()
+    tensors: tuple[str, ...] = ()  # a tuple reduction's further components
 
     @property
     def reduce_op(self) -> str | None:
-        """'+', '*', 'max', 'min', or None for plain assignment."""
+        """'+', '*', 'max', 'min', a monoid's name, or None for plain assignment."""
         return None if self.op == "=" else self.op[:-1]
+
+    @property
+    def monoid(self) -> str | None:
+        """The monoid of a tuple reduction (lang/monoids.py), else None."""
+        return self.op[:-1] if isinstance(self.rhs, Values) else None
+
+    @property
+    def all_tensors(self) -> tuple[str, ...]:
+        return (self.tensor,) + self.tensors
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import LangError
-from . import builtins, dtypes, literals
+from . import builtins, check_tuples, dtypes, literals
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, LetClause,
-                  LetRef, Name, RangeClause, Read, Select, Size, Stmt, Unary, children, walk)
+                  LetRef, Name, RangeClause, Read, Select, Size, Stmt, Unary, Values, children,
+                  walk)
 from .dtypes import DType
 from .op import Op, Range, Statement, Tensor
 from .parser import continues_chain, depth_error
@@ -194,7 +195,18 @@ class _Checker:
 
     # ------------------------------------------------------------- statements
     def statement(self, s: Stmt) -> tuple[Statement, Stmt]:
+        for name in s.all_tensors:
+            self.target(name, s)
         name = s.tensor
+        decl, prior = self.declared[name], self.written.get(name)
+        continues = s.op != "=" and not s.init
+        if continues and prior is None:
+            raise LangError(f"reduction '{s.op}' continues an earlier definition of '{name}', but "
+                            f"there is none; write '{s.op}!' to start from the identity", s.loc)
+        return self.body(s, name, decl, prior, continues)
+
+    def target(self, name: str, s: Stmt):
+        """Checks of tensor `name` written by `s`: (its declaration, its earlier definition)."""
         if name in self.inputs:
             raise LangError(f"input '{name}' cannot be written", s.loc)
         if name not in self.declared:
@@ -225,11 +237,10 @@ class _Checker:
         if prior is not None and len(prior["shape"]) != len(s.indices):
             raise LangError(f"'{name}' is written with {len(s.indices)} indices here but with "
                             f"{len(prior['shape'])} by an earlier statement", s.loc)
-        continues = s.op != "=" and not s.init
-        if continues and prior is None:
-            raise LangError(f"reduction '{s.op}' continues an earlier definition of '{name}', but "
-                            f"there is none; write '{s.op}!' to start from the identity", s.loc)
+        check_tuples.target(self, name, s, prior)
+        return decl, prior
 
+    def body(self, s: Stmt, name: str, decl, prior, continues: bool):
         # Lets first (they may use earlier lets), then the right-hand side.
         self.lets: dict[str, Expr] = {}
         self.let_depths: dict[str, tuple[int, int]] = {}
@@ -285,6 +296,8 @@ class _Checker:
                             f"it would be a reduction index; use a reduction such as '+=!' (or "
                             f"did you mean a size variable?)", loc)
         stmt = dataclasses.replace(s, rhs=rhs, where=tuple(resolved))
+        if s.monoid is not None:
+            return check_tuples.finish(self, s, stmt, spatial, reduce, resolved, where)
 
         # Types.
         # Types, as in TC and cuBLAS: the tensor has the right-hand side's type unless it
@@ -318,22 +331,8 @@ class _Checker:
         else:
             acc = value.compute if not value.is_bool else value
 
-        # Ranges.
-        shapes = {t: v[1] for t, v in self.inputs.items()}
-        sym_shapes = {t: tuple(to_sympy(x) for x in dims) for t, dims in shapes.items()}
-        sym_shapes.update({t: w["shape"] for t, w in self.written.items()})
-        fixed = {c.var: (to_sympy(c.lo), to_sympy(c.hi)) for c in resolved
-                 if isinstance(c, RangeClause)}
-        for c in resolved:
-            if isinstance(c, RangeClause) and c.var in spatial and fixed[c.var][0].is_negative:
-                raise LangError(f"the range of '{c.var}' starts below 0, so '{name}' would be "
-                                f"written at a negative position", c.lo.loc)
-        lhs_shape = prior["shape"] if prior is not None else None
-        known = infer_ranges(stmt, spatial, reduce, sym_shapes,
-                             lhs_shape if continues else None, fixed)
-        ranges = tuple(Range(v, _expr(known[v][0], s), _expr(known[v][1], s))
-                       for v in spatial + reduce)
-        shape = tuple(known[v][1] for v in spatial)
+        ranges, shape = self.ranges(s, stmt, spatial, reduce, resolved, name,
+                                    prior if continues else None)
         self.written[name] = {"dtype": tdtype, "shape": shape,
                               "line": prior["line"] if prior else s.loc.line if s.loc else 0}
         read_exprs = [rhs] + [c.read for c in resolved if isinstance(c, ExistsClause)] + \
@@ -343,6 +342,25 @@ class _Checker:
                 if isinstance(x, Read) and x.tensor in self.declared and x.tensor != name:
                     self.read_at.setdefault(x.tensor, s)
         return Statement(stmt, spatial, reduce, ranges, value, acc, continues), stmt
+
+    def ranges(self, s: Stmt, stmt: Stmt, spatial, reduce, resolved, name: str, lhs_prior):
+        """(the statement's ranges, the shape it writes): range inference (ranges.py)."""
+        shapes = {t: v[1] for t, v in self.inputs.items()}
+        sym_shapes = {t: tuple(to_sympy(x) for x in dims) for t, dims in shapes.items()}
+        sym_shapes.update({t: w["shape"] for t, w in self.written.items()})
+        fixed = {c.var: (to_sympy(c.lo), to_sympy(c.hi)) for c in resolved
+                 if isinstance(c, RangeClause)}
+        for c in resolved:
+            if isinstance(c, RangeClause) and c.var in spatial and fixed[c.var][0].is_negative:
+                raise LangError(f"the range of '{c.var}' starts below 0, so '{name}' would be "
+                                f"written at a negative position", c.lo.loc)
+        lhs_shape = lhs_prior["shape"] if lhs_prior is not None else None
+        known = infer_ranges(stmt, spatial, reduce, sym_shapes,
+                             lhs_shape, fixed)
+        ranges = tuple(Range(v, _expr(known[v][0], s), _expr(known[v][1], s))
+                       for v in spatial + reduce)
+        shape = tuple(known[v][1] for v in spatial)
+        return ranges, shape
 
     # ------------------------------------------------------------ expressions
     def check_depth(self, e: Expr, loc) -> tuple[int, int]:
@@ -412,6 +430,8 @@ class _Checker:
             return dataclasses.replace(e, x=x, dtype=t)
         if isinstance(e, (Index, Size, LetRef)):
             return self.name(Name(e.name, loc=e.loc))
+        if isinstance(e, Values):  # a tuple reduction's values: each typed alone
+            return dataclasses.replace(e, items=tuple(self.expr(x) for x in e.items))
         raise AssertionError(f"unexpected node {e!r}")
 
     def need_logical(self, x: Expr, what: str):

@@ -29,7 +29,7 @@ import string
 import numpy as np
 
 from ..errors import LangError
-from . import builtins, dtypes, npfuncs
+from . import builtins, dtypes, monoids, npfuncs
 from .ast import (Binary, Call, Cast, Const, Expr, Index, LetRef, Read, Select, Size, Unary)
 from .op import Op, Statement
 from .printer import expr_to_text
@@ -113,6 +113,9 @@ def _run(op: Op, st: Statement, env: dict, sizes: dict):
         if hi > n and hi > lo:
             raise LangError(f"statement writes '{st.tensor}' at {v} up to {hi - 1}, beyond its "
                             f"shape {out.shape} (set by its last statement)", st.stmt.loc)
+    if st.monoid is not None:
+        _run_tuple(st, env, sizes, box)
+        return
     reads_self = any(isinstance(x, Read) and x.tensor == st.tensor for x in _all_exprs(st))
     view = dict(env)
     if reads_self:
@@ -124,6 +127,26 @@ def _run(op: Op, st: Statement, env: dict, sizes: dict):
         prior = view[st.tensor][region].astype(st.acc_dtype.numpy)
         result = _combine(st.reduce_op, prior, result)
     out[region] = npfuncs.convert(result, out.dtype)
+
+
+def _run_tuple(st: Statement, env: dict, sizes: dict, box):
+    """A tuple reduction: its values over the box, reduced by the monoid's
+    reference (monoids.reference: direct NumPy, no update rule)."""
+    nsp = len(st.spatial)
+    ev = _Eval(st, env, sizes, [v for v, _, _ in box])
+    ev.box = {v: (lo, hi) for v, lo, hi in box}
+    shape = tuple(hi - lo for _, lo, hi in box)
+    flat = shape[:nsp] + (int(np.prod(shape[nsp:], dtype=np.int64)),)
+    vals = []
+    for v in st.values:
+        ct = v.dtype.compute.numpy
+        x = np.zeros(shape, ct) if 0 in shape else \
+            np.broadcast_to(ev.ev(v, None), shape).astype(ct)
+        vals.append(x.reshape(flat))
+    outs = monoids.reference(st.monoid, vals, st.component_accs)
+    region = tuple(slice(lo, hi) for _, lo, hi in box[:nsp])
+    for name, out in zip(st.tensors, outs):
+        env[name][region] = npfuncs.convert(out, env[name].dtype)
 
 
 def _all_exprs(st: Statement):

@@ -3,7 +3,8 @@
 Identifiers, integer and float literals (a literal with '.' or an exponent is a
 float; the words `inf` and `nan` are identifiers here, float literals to the
 parser: literals.py), punctuation, and the statement operators `=`, `+=`, `*=`,
-`max=`, `min=` each with an optional adjacent `!`. `#` starts a comment to the
+`max=`, `min=` each with an optional adjacent `!`, and the tuple reductions
+`argmax=!`, `argmin=!`, `welford=!`, `expsum=!` (monoids.py). `#` starts a comment to the
 end of the line.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ..errors import LangError
 from .source import Loc, Source
 
 KEYWORDS = {"def", "where", "in", "exists"}
+MONOID_WORDS = ("argmax", "argmin", "welford", "expsum")  # monoids.MONOIDS
 
 # Longest first: the scanner tries these in order.
 PUNCT = ("<=>", "+=!", "*=!", "->", "==", "!=", "<=", ">=", "&&", "||", "+=", "*=",
@@ -83,8 +85,12 @@ def tokenize(source: Source) -> list[Token]:
         if m:
             word = m.group()
             j = m.end()
-            # `max=` / `min=` (but not `max==`) are reduction operators.
-            if word in ("max", "min") and text.startswith("=", j) and not text.startswith("==", j):
+            # `max=` / `min=` (but not `max==`) are reduction operators, and so are the
+            # tuple reductions' `argmax=!` ... (monoids.py; only in their `!` form).
+            if word in MONOID_WORDS and text.startswith("=!", j):
+                toks.append(Token("op", word + "=!", loc))
+                j += 2
+            elif word in ("max", "min") and text.startswith("=", j) and not text.startswith("==", j):
                 op = word + "="
                 j += 1
                 if text.startswith("!", j):

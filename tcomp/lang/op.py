@@ -52,10 +52,28 @@ class Statement:
     value_dtype: DType  # type of the right-hand side
     acc_dtype: DType  # type the reduction (or continuation) accumulates in
     continues: bool  # reduction without `!`: starts from the tensor's earlier value
+    # A tuple reduction (lang/monoids.py): each component's stored and accumulation type,
+    # in the order of `tensors` (value_dtype/acc_dtype are the first value's, component's).
+    component_dtypes: tuple[DType, ...] = ()
+    component_accs: tuple[DType, ...] = ()
 
     @property
     def tensor(self) -> str:
         return self.stmt.tensor
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        """Every tensor the statement writes (several for a tuple reduction)."""
+        return self.stmt.all_tensors
+
+    @property
+    def monoid(self) -> str | None:
+        return self.stmt.monoid
+
+    @property
+    def values(self) -> tuple[Expr, ...]:
+        """A tuple reduction's values (its right-hand side lists them)."""
+        return self.stmt.rhs.items
 
     @property
     def rhs(self) -> Expr:
@@ -107,8 +125,9 @@ class Op:
             return def_to_text(self.definition)
         by_stmt = {}
         for i, st in enumerate(self.statements):
-            t = self.tensor(st.tensor)
-            red = f" reduce {', '.join(st.reduce)} in {st.acc_dtype}" if st.reduce else ""
+            t = ", ".join(str(self.tensor(n)) for n in st.tensors)
+            accs = ", ".join(str(a) for a in st.component_accs) or str(st.acc_dtype)
+            red = f" reduce {', '.join(st.reduce)} in {accs}" if st.reduce else ""
             rng = ", ".join(str(r) for r in st.ranges)
             by_stmt[i] = f"{t}{red}" + (f"; {rng}" if rng else "")
         return def_to_text(self.definition, by_stmt)

@@ -7,6 +7,8 @@ Grammar (TC's, with tcomp's extensions marked +):
   param     := TYPE ['(' dim {',' dim} ')'] ID        dim := ID | INT
   output    := ID | TYPE ['(' dim {',' dim} ')'] ID   (+ typed outputs)
   stmt      := ID ['(' [ID {',' ID}] ')'] ASSIGN expr ['<=>' expr] [where] ['<=>' expr] [';'] (+;)
+             | lhs {',' lhs} TUPLE expr {',' expr} [where] [';']      (+ tuple reductions)
+  TUPLE     := 'argmax=!' | 'argmin=!' | 'welford=!' | 'expsum=!'       (monoids.py)
   ASSIGN    := '=' | '+=' | '*=' | 'max=' | 'min=' | '+=!' | '*=!' | 'max=!' | 'min=!'
   where     := 'where' clause {',' clause}
   clause    := ID 'in' expr ':' expr | 'exists' expr | ID '=' expr (+)
@@ -19,10 +21,10 @@ Grammar (TC's, with tcomp's extensions marked +):
 from __future__ import annotations
 
 from .. errors import LangError
-from . import dtypes, literals
+from . import dtypes, literals, monoids
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, LetClause, Module,
-                  Name, OutParam, Param, RangeClause, Select, Stmt, Unary, children)
-from .lexer import Token, tokenize
+                  Name, OutParam, Param, RangeClause, Select, Stmt, Unary, Values, children)
+from .lexer import MONOID_WORDS, Token, tokenize
 from .source import Source
 
 # Every later pass (checker, printer, oracle, lowering, the sim: three frames a
@@ -52,6 +54,7 @@ BINARY_LEVELS = (("||",), ("&&",), ("==", "!=", "<", "<=", ">", ">="), ("+", "-"
                  ("*", "/", "%"))
 BINARY_PREC = {op: i for i, level in enumerate(BINARY_LEVELS) for op in level}
 ASSIGN_OPS = ("=", "+=", "*=", "max=", "min=", "+=!", "*=!", "max=!", "min=!")
+TUPLE_OPS = tuple(f"{w}=!" for w in MONOID_WORDS)  # tuple reductions (monoids.py)
 
 
 def parse_module(text: str, name: str = "<tc>") -> Module:
@@ -201,16 +204,20 @@ class _Parser:
         if name.text in dtypes.BY_NAME:
             raise LangError(f"'{name.text}' is a type name and cannot be written", name.loc)
         self.not_reserved(self.advance(), "a tensor name")
-        indices: list[str] = []
-        if self.tok.is_op("("):
+        indices = self.lhs_indices(name)
+        more = []  # a tuple reduction's further components: `a(n), b(n) argmax=! ...`
+        while self.tok.is_op(","):
             self.advance()
-            indices = self.comma_list(self.lhs_index, ")")
-            check_rank(name, len(indices))
-        if not (self.tok.kind == "op" and self.tok.text in ASSIGN_OPS):
+            other = self.tensor_name("a tensor name (a component of a tuple reduction)")
+            more.append((other, self.lhs_indices(other)))
+        if not (self.tok.kind == "op" and self.tok.text in ASSIGN_OPS + TUPLE_OPS):
             self.error("an assignment operator (=, +=, *=, max=, min=, or their ! forms)")
-        op = self.advance().text
+        optok = self.advance()
+        op = optok.text
         init = op.endswith("!")
         rhs = self.expr()
+        if op in TUPLE_OPS or more:
+            rhs = self.tuple_rhs(name, indices, more, optok, rhs)
         self.skip_equivalent()
         where: list = []
         if self.tok.is_kw("where"):
@@ -228,7 +235,46 @@ class _Parser:
                     (c.read,) if isinstance(c, ExistsClause) else (c.value,):
                 self.check_depth(e)
         return Stmt(name.text, tuple(indices), op.rstrip("!"), init, rhs, tuple(where),
-                    loc=name.loc)
+                    loc=name.loc, tensors=tuple(t.text for t, _ in more))
+
+    def lhs_indices(self, name: Token) -> list[str]:
+        if not self.tok.is_op("("):
+            return []
+        self.advance()
+        indices = self.comma_list(self.lhs_index, ")")
+        check_rank(name, len(indices))
+        return indices
+
+    def tuple_rhs(self, name: Token, indices, more, optok: Token, first: Expr) -> Values:
+        """The values of a tuple reduction (monoids.py), after its first one;
+        checks the left-hand side's shape against the monoid."""
+        if optok.text not in TUPLE_OPS:
+            raise LangError(f"several tensors on the left-hand side need a tuple reduction "
+                            f"({', '.join(TUPLE_OPS)}), not '{optok.text}'", optok.loc)
+        items = [first]
+        while self.tok.is_op(","):
+            self.advance()
+            items.append(self.expr())
+        m = monoids.MONOIDS[optok.text[:-2]]
+        if len(items) not in m.nvalues:
+            raise LangError(f"'{optok.text}' takes {m.values_doc}, got {len(items)} "
+                            f"value{'s' if len(items) != 1 else ''}", optok.loc)
+        k = m.ncomponents(len(items))
+        if len(more) + 1 != k:
+            raise LangError(f"'{optok.text}' with {len(items)} value"
+                            f"{'s' if len(items) != 1 else ''} writes {k} tensors "
+                            f"({', '.join(m.roles[:k])}), got {len(more) + 1}", name.loc)
+        for t, idx in more:
+            if list(idx) != list(indices):
+                raise LangError(f"the components of a tuple reduction are written at the same "
+                                f"indices: '{t.text}({', '.join(idx)})' differs from "
+                                f"'{name.text}({', '.join(indices)})'", t.loc)
+        seen = [name.text]
+        for t, _ in more:
+            if t.text in seen:
+                raise LangError(f"'{t.text}' is written twice by this tuple reduction", t.loc)
+            seen.append(t.text)
+        return Values(tuple(items), loc=first.loc)
 
     def skip_equivalent(self):
         """`<=> name(args)`: TC's "equivalent to" annotation, accepted and ignored."""

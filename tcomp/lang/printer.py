@@ -8,7 +8,7 @@ import math
 from . import literals
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, LetClause,
                   LetRef, Module, Name, OutParam, Param, RangeClause, Read, Select, Size, Stmt,
-                  Unary)
+                  Unary, Values)
 
 # Binding strength; higher binds tighter. Binary operators are left-associative.
 PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
@@ -90,8 +90,11 @@ def clause_to_text(c) -> str:
 
 
 def stmt_to_text(s: Stmt) -> str:
-    lhs = s.tensor + (f"({', '.join(s.indices)})" if s.indices else "")
-    text = f"{lhs} {s.op}{'!' if s.init else ''} {expr_to_text(s.rhs)}"
+    sub = f"({', '.join(s.indices)})" if s.indices else ""
+    lhs = ", ".join(t + sub for t in s.all_tensors)
+    rhs = ", ".join(expr_to_text(v) for v in s.rhs.items) if isinstance(s.rhs, Values) \
+        else expr_to_text(s.rhs)
+    text = f"{lhs} {s.op}{'!' if s.init else ''} {rhs}"
     if s.where:
         text += " where " + ", ".join(clause_to_text(c) for c in s.where)
     return text

@@ -30,7 +30,7 @@ def zero_fill(op, temps) -> frozenset[str]:
 
 def _needs_zero(op, name: str) -> bool:
     t = op.tensor(name)
-    first = next(st for st in op.statements if st.tensor == name)
+    first = next(st for st in op.statements if name in st.tensors)
     if first.continues:
         return True
     try:

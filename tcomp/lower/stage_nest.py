@@ -19,6 +19,7 @@ from .construct import add, conj, ident, mul, sub
 from .context import StageLoops
 from .loops import for_loop
 from .reduction import init_nest, register_accumulation
+from .tuple_nest import tuple_accumulation
 from .simplify import simplify_expr
 from .stages import effective_reads, stage_loc
 from .translate import Translator, cast, combine
@@ -209,6 +210,12 @@ class StageNest:
 
     def leaf_loop(self, i: int) -> ir.Stmt:
         st, d = self.st, self.d
+        if d.monoid is not None and i == self.first_red:
+            if not self.registers:
+                raise LoweringError(f"stage '{self.stage}' computes a tuple reduction "
+                                    f"('{d.monoid}=!'): its reduction loops must be inside "
+                                    f"every spatial loop; reorder the reduction axes innermost")
+            return tuple_accumulation(self, i)
         if self.registers and i == self.first_red:
             return register_accumulation(self, i)
         if i == len(st.leaves):

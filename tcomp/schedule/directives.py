@@ -145,11 +145,19 @@ class Swizzle:
     span: int
 
 
+@dataclass(frozen=True)
+class OnlineSoftmax:
+    """Schedule.online_softmax(max, sum, weighted): the stages of the chain rewritten."""
+    max: str
+    sum: str
+    weighted: tuple[str, ...]
+
+
 KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll, UnrollBy,
                                          Vectorize,
                                          ComputeAt, ComputeInline, ComputeRoot, CacheRead,
                                          CacheWrite, Rfactor, StorageAlign, StorageOrder, SetScope,
-                                         Pipeline, Tensorize, Swizzle)}
+                                         Pipeline, Tensorize, Swizzle, OnlineSoftmax)}
 
 
 # The version of the JSON format `to_json` writes (the field "tcomp_schedule").

@@ -8,7 +8,7 @@ from ..errors import ScheduleError
 from . import directives as D
 from .args import as_int, too_large
 from .snapshot import check_placement
-from . import threads
+from . import threads, tuple_stages
 from .stage import THREAD_TAGS, Axis, FuseRel, SplitRel
 
 
@@ -249,6 +249,7 @@ class Stage:
         if name in s.bind:
             raise ScheduleError(f"{p}: axis {ax!r} is already bound to {s.bind[name]}")
         if s.kinds[name] == "reduce":
+            tuple_stages.refuse(s, p)
             if not threads.is_thread(tag):
                 raise ScheduleError(f"{p}: axis {ax!r} is a reduction axis; it can be bound to "
                                     f"threads (a cross-thread reduction) but not to {tag} (use "
@@ -362,6 +363,7 @@ class Stage:
     def vectorize(self, ax: Axis):
         """Vectorize the innermost loop (constant extent; 16-byte accesses in CUDA)."""
         p = "vectorize"
+        tuple_stages.refuse(self._s, p)
         self._not_inline(p)
         name = self._leaf(ax, p)
         s = self._s
@@ -392,6 +394,7 @@ class Stage:
         and set_scope("local"): every thread keeps mx[n] in a register.
         """
         p = "set_scope"
+        tuple_stages.refuse(self._s, p)
         from .stage import SCOPES
         s = self._s
         if scope not in SCOPES:
@@ -538,6 +541,7 @@ class Stage:
                                               for d: Y[n, d] = ..H..
         """
         p = "compute_at"
+        tuple_stages.refuse(self._s, p)
         if not isinstance(target, Stage) or target._sched is not self._sched:
             raise ScheduleError(f"{p}: target must be a Stage of the same schedule, got "
                                 f"{target!r}")
@@ -589,6 +593,7 @@ class Stage:
         itself is still written by its own stage at root.
         """
         p = "compute_inline"
+        tuple_stages.refuse(self._s, p)
         s = self._s
         if s.definition.reduce or s.definition.reduce_op is not None:
             raise ScheduleError(f"{p}: stage '{self.name}' is a reduction and cannot be inlined")
@@ -625,6 +630,7 @@ class Stage:
         the new stage (named "C.rf", buffer C_rf, computed at root).
         """
         p = "rfactor"
+        tuple_stages.refuse(self._s, p)
         self._not_inline(p)
         name = self._leaf(ax, p)
         s = self._s
@@ -681,6 +687,7 @@ class Stage:
         """
         from .tensor_intrinsics import TENSORIZE
         p = "tensorize"
+        tuple_stages.refuse(self._s, p)
         self._not_inline(p)
         name = self._leaf(ax, p)
         s = self._s

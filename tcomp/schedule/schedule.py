@@ -12,7 +12,7 @@ import dataclasses
 from ..errors import ScheduleError
 from ..lang.ast import Index, Read
 from ..lang.op import Op
-from . import directives as D
+from . import directives as D, tuple_stages
 from .snapshot import add_snapshots, read_through_snapshot, snapshot_of
 from .stage import SCOPES, StageDef, StageState
 
@@ -20,7 +20,8 @@ from .stage import SCOPES, StageDef, StageState
 def _stage_def(st) -> StageDef:
     ranges = {r.var: (r.lo, r.hi) for r in st.ranges}
     return StageDef(st.tensor, st.spatial, st.reduce, ranges, st.rhs, st.reduce_op,
-                    not st.continues, st.acc_dtype, st.lets)
+                    not st.continues, st.acc_dtype, st.lets, st.stmt.tensors, st.monoid,
+                    st.component_accs)
 
 
 class Schedule:
@@ -65,7 +66,7 @@ class Schedule:
         return [Stage(self, n) for n in self.states]
 
     def writers(self, tensor: str) -> list[str]:
-        return [n for n, s in self.states.items() if s.tensor == tensor]
+        return [n for n, s in self.states.items() if tensor in s.definition.tensors]
 
     def readers(self, tensor: str) -> list[str]:
         return [n for n, s in self.states.items() if tensor in s.definition.reads()]
@@ -100,6 +101,9 @@ class Schedule:
             return
         if isinstance(d, D.CacheWrite):
             self.cache_write(d.stage, d.scope)
+            return
+        if isinstance(d, D.OnlineSoftmax):
+            self.online_softmax(d.max, d.sum, list(d.weighted))
             return
         st = self[d.stage]
         ax = lambda name: st._axis_by_name(name, type(d).__name__.lower())  # noqa: E731
@@ -142,6 +146,22 @@ class Schedule:
             st.swizzle(d.span)
         else:
             raise ScheduleError(f"apply: unknown directive {d!r}")
+
+    # ------------------------------------------------------------ rewrites
+    def online_softmax(self, max, sum, weighted=()) -> list:
+        """Rewrite the chain `M max=! x; L +=! exp(x - M); W +=! exp(x - M) * v [/ L]`
+        over one axis into one pass with a running max and rescaled sums (the
+        tuple reduction `expsum`): softmax, log-sum-exp, cross-entropy,
+        attention. Returns the new stages (online_softmax.py; docs/schedules.md).
+
+        Before: mx: for n, d: mx[n] = max(mx[n], X[n, d])
+                sm: for n, d: sm[n] += exp(X[n, d] - mx[n])
+        After:  mx: for n: m = -inf; l = 0
+                        for d: m' = max(m, X[n, d]); l = l * exp(m - m') + exp(X[n, d] - m')
+                        mx[n] = m; sm[n] = l
+        """
+        from .online_softmax import online_softmax
+        return online_softmax(self, max, sum, weighted)
 
     # ------------------------------------------------------------ caches
     def cache_read(self, tensor: str, scope: str, readers) -> "Stage":
@@ -226,6 +246,7 @@ class Schedule:
         """
         p = "cache_write"
         st = self._state(stage, p)
+        tuple_stages.refuse(st, p)
         if scope not in SCOPES:
             raise ScheduleError(f"{p}: scope must be one of {', '.join(SCOPES)}, got '{scope}'")
         if st.transformed() or st.attach != ("root",):

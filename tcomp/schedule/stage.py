@@ -43,6 +43,15 @@ class StageDef:
     init: bool = True  # start from the identity (False: continue the tensor's value)
     acc_dtype: DType | None = None
     lets: dict = field(default_factory=dict, hash=False, compare=False)
+    # A tuple (monoid) reduction (lang/monoids.py): `rhs` is a Values, `tensor` its first
+    # component, `components` the others, `accs` every component's accumulation type.
+    components: tuple[str, ...] = ()
+    monoid: str | None = None
+    accs: tuple = ()
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        return (self.tensor,) + self.components
 
     def reads(self) -> set[str]:
         from ..lang.ast import Read, walk
