@@ -176,3 +176,15 @@ def test_random_chains(value, sum_value, shift, sumop, through_p, weighted, divi
     got = tcomp.build(s, target="sim")(X, Y, V)
     for g, w_ in zip(got if weighted else (got,), want if weighted else (want,)):
         close(g, w_)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("op,stages", [(LSE, ("mx", "sm"))])
+def test_online_softmax_on_the_gpu(op, stages):
+    """The rewritten chain on the GPU gives evaluate's result, masked rows
+    (NaN), large magnitudes and a ragged last tile included."""
+    s = tcomp.Schedule(op)
+    s.online_softmax(*stages)
+    tiled(s, "mx", 16)
+    X = scores(67, 45)
+    close(tcomp.build(s, target="cuda")(X), tcomp.evaluate(op, X))
