@@ -1,0 +1,199 @@
+"""Kernel IR's generic machinery: structural hashes remembered per node, the
+`plain` test, children derived from fields, rebuilding, walks, free
+variables and reduction identities. Every name is re-exported by ir.py
+(`ir.children`, `ir.walk`, ...); it lives here to keep the node definitions
+short."""
+from __future__ import annotations
+
+import math
+import operator
+import typing
+from dataclasses import fields
+
+from .ir import Expr, Imm, Stmt, Var
+
+
+# ------------------------------------------------------------------ hashing
+def _remember_hash(cls: type) -> None:
+    """Make node class `cls` compute its structural hash once per node.
+
+    The dataclass hash of a node hashes its fields, so the hash of a tree
+    walks the whole tree, on every dict or set lookup: the simplifier keys
+    its linear forms by subexpressions, and hashing deep index expressions
+    again and again took a large part of lowering. A node is immutable, so
+    its hash is kept on it after the first call (equality is unchanged, and
+    the field is no dataclass field: `replace`, `fields` and the printer do
+    not see it). It is dropped when a node is pickled or copied (string
+    hashes differ between processes)."""
+    if getattr(cls.__dict__.get("__hash__"), "remembered", False):
+        return
+    # the dataclass hash: of the tuple of the fields that take part in it
+    names = tuple(f.name for f in fields(cls) if (f.compare if f.hash is None else f.hash))
+    get = operator.attrgetter(*names) if len(names) > 1 else (
+        lambda x, _g=operator.attrgetter(*names): (_g(x),)) if names else (lambda x: ())
+
+    def __hash__(self, _set=object.__setattr__):
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(get(self))
+            _set(self, "_hash", h)
+        return h
+
+    __hash__.remembered = True
+    cls.__hash__ = __hash__
+
+
+def _node_state(self) -> dict:
+    """Pickled/copied state of a node: its fields, without what is remembered
+    on it (`_hash`, `_plain`)."""
+    state = self.__dict__
+    if "_hash" in state or "_plain" in state:
+        state = {k: v for k, v in state.items() if k not in _REMEMBERED}
+    return state
+
+
+_REMEMBERED = ("_hash", "_plain")
+
+
+def plain(e) -> bool:
+    """Whether every node structurally equal to `e` prints as `e` does, so
+    that a cache may key on `e` by equality. Equality is not that strict for
+    constants: 1 == 1.0 == True and 0.0 == -0.0 (and NaN equals nothing), so
+    `e` is plain when each of its constants is a Python int of an integer
+    type, a bool of the bool type, or a float of a float type that is
+    neither NaN nor -0.0 (equal such constants print alike). Kept on the
+    node, like its hash."""
+    p = e.__dict__.get("_plain")
+    if p is None:
+        if type(e) is Imm:
+            v, dt = e.value, e.dtype
+            if dt.is_bool:
+                p = type(v) is bool
+            elif dt.is_float:
+                p = type(v) is float and v == v and (v != 0.0 or math.copysign(1.0, v) > 0)
+            else:
+                p = type(v) is int
+        else:
+            p = True
+            for c in children(e):
+                if not plain(c):
+                    p = False
+                    break
+        object.__setattr__(e, "_plain", p)
+    return p
+
+
+for _base in (Expr, Stmt):
+    _base.__getstate__ = _node_state
+    for _cls in _base.__subclasses__():
+        _remember_hash(_cls)
+
+
+# ------------------------------------------------------------------ children
+def _holds_nodes(hint) -> bool:
+    """Whether a field's declared type is, or contains, a node type."""
+    if isinstance(hint, type):
+        return issubclass(hint, (Expr, Stmt))
+    return any(_holds_nodes(a) for a in typing.get_args(hint))
+
+
+def child_fields(cls: type) -> tuple[str, ...]:
+    """The fields of node class `cls` that hold children, in declaration
+    order: those declared as an Expr, a Stmt, an optional one or a tuple of
+    them (fields not part of equality, like `Store.loc`, are no children).
+    Worked out once per class (every traversal asks, for every node)."""
+    names = _CHILD_FIELDS.get(cls)
+    if names is None:
+        hints = typing.get_type_hints(cls)
+        names = _CHILD_FIELDS[cls] = tuple(
+            f.name for f in fields(cls) if f.compare and _holds_nodes(hints[f.name]))
+    return names
+
+
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def children(node) -> tuple:
+    """The Expr and Stmt children of any node, in field order (tuple fields
+    contribute their elements; an absent optional child, None, is skipped)."""
+    names = _CHILD_FIELDS.get(type(node))
+    if names is None:
+        names = child_fields(type(node))
+    if not names:
+        return ()
+    out = []
+    for name in names:
+        v = getattr(node, name)
+        if isinstance(v, tuple):
+            out.extend(v)
+        elif v is not None:
+            out.append(v)
+    return tuple(out)
+
+
+def rebuild(node, changes: dict):
+    """`dataclasses.replace(node, **changes)`, without its per-call checks
+    (the rewriter rebuilds a node each time a child changes): the node's
+    constructor with its fields, `changes` replacing some of them."""
+    cls = type(node)
+    names = _INIT_FIELDS.get(cls)
+    if names is None:
+        names = _INIT_FIELDS[cls] = tuple(f.name for f in fields(cls) if f.init)
+    kw = {n: getattr(node, n) for n in names}
+    kw.update(changes)
+    return cls(**kw)
+
+
+_INIT_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def expr_children(e: Expr) -> tuple[Expr, ...]:
+    return children(e)
+
+
+def walk_expr(e: Expr):
+    """Every node of an expression (pre-order; children pushed on a stack, so
+    the last child's subtree comes first)."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(children(x))
+
+
+def binding(node) -> tuple[str, object] | None:
+    """(variable, the child it is defined in) for a node that defines a
+    variable (a node class says so with `BINDS`, the name of that field)."""
+    where = getattr(type(node), "BINDS", None)
+    return None if where is None else (node.var, getattr(node, where))
+
+
+def walk(node):
+    """Every node under `node`, statements and expressions, in pre-order
+    (children in field order)."""
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(children(x)))
+
+
+def free_vars(e: Expr) -> set[str]:
+    return {x.name for x in walk_expr(e) if isinstance(x, Var)}
+
+
+def identity(op: str, dt) -> Imm:
+    """The identity of reduction operator `op` ('+', '*', 'max', 'min') in type
+    `dt`: where an accumulation starts, and what an `AllReduce` lane past the
+    reduction's extent contributes."""
+    if op == "+":
+        return Imm(0.0 if dt.is_float else (False if dt.is_bool else 0), dt)
+    if op == "*":
+        return Imm(1.0 if dt.is_float else (True if dt.is_bool else 1), dt)
+    if dt.is_float:
+        return Imm(float("-inf") if op == "max" else float("inf"), dt)
+    if dt.is_bool:
+        return Imm(op == "min", dt)
+    import numpy as np
+    info = np.iinfo(dt.numpy)
+    return Imm(int(info.min if op == "max" else info.max), dt)
