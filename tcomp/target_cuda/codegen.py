@@ -25,6 +25,7 @@ from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
 from . import casts, sm90_ops, warp_ops
+from .shared_layout import shared_layout
 from .intrinsics import EMIT
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
@@ -391,17 +392,7 @@ class _Kernel:
         params += [f"{self.index_ctype} {n}" for n in k.sizes]
         params += [f"const __grid_constant__ tc_tensor_map {m.name}" for m in k.tensor_maps]
         self.tensor_maps = {m.name for m in k.tensor_maps}
-        shared = [x.buffer for x in walk_stmts(k.body)
-                  if isinstance(x, ir.Alloc) and x.buffer.scope in ("shared", "barrier")]
-        total = 0
-        offsets = []
-        proxy = _async_proxy_buffers(k.body)
-        for b in shared:
-            a = _align(b, proxy)
-            total = (total + a - 1) // a * a
-            offsets.append(total)
-            total += _size(b) * b.dtype.numpy.itemsize
-        base_align = max([16] + [_align(b, proxy) for b in shared])
+        shared, offsets, total, base_align = shared_layout(k.body, _size)
         dynamic = total > STATIC_SMEM_LIMIT or base_align > 16
         # Launch bounds only for a block known now: with a runtime block the
         # compiler must allow any size (the launch checks the kernel's own limit).
@@ -468,28 +459,6 @@ _BUILTIN_VARS = threads.INDEX_VARS  # CUDA's own names of the thread and block i
 
 def _c(name: str) -> str:
     return name.replace(".", "_")
-
-
-def _align(b: ir.Buffer, async_proxy: set) -> int:
-    """A shared buffer's alignment in bytes: a buffer the async proxy (TMA,
-    wgmma) addresses is 1024-aligned when swizzled (the TMA and wgmma
-    swizzle patterns repeat every 8 rows of 128 bytes from an aligned base)
-    and 128-aligned otherwise (TMA's minimum); mbarriers 8; else 16."""
-    if b.scope == "barrier":
-        return 8
-    if b.name in async_proxy:
-        return 1024 if b.layout is not None else 128
-    return 16
-
-
-def _async_proxy_buffers(body) -> set:
-    """Buffers that an intrinsic with the "async_proxy" effect references."""
-    out = set()
-    for x in walk_stmts(body):
-        entry = intrinsics.of(x)
-        if entry is not None and "async_proxy" in entry.effects:
-            out |= {a.buffer for _, a in intrinsics.operands(x) if isinstance(a, ir.Ref)}
-    return out
 
 
 def _size(b: ir.Buffer) -> int:
