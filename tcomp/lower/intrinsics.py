@@ -70,6 +70,8 @@ class Intrinsic:
     kind: str = "statement"
     noun: str = ""  # how messages call it ("barrier"); the name when empty
     min_arch: int = 0  # the first compute capability whose GPUs have it (80: sm_80); 0: all
+    # only in these arch-specific targets (wgmma: ("sm_90a",)); empty: every arch >= min_arch
+    only_in: tuple[str, ...] = ()
 
     @property
     def collective(self) -> bool:

@@ -32,9 +32,12 @@ HOPPER = 90
 WGMMA_N = (64, 128, 256)
 
 
-def _entry(name, description, operands=(), effects=(), noun=""):
+def _entry(name, description, operands=(), effects=(), noun="", only_in=()):
     register(Intrinsic(name, description, operands=tuple(operands), effects=frozenset(effects),
-                       noun=noun, min_arch=HOPPER))
+                       noun=noun, min_arch=HOPPER, only_in=only_in))
+
+
+ARCH_SPECIFIC = ("sm_90a",)  # wgmma and setmaxnreg exist in sm_90a only (not sm_90, not sm_100a)
 
 
 _entry("mbarrier_init", "initialise an mbarrier to expect `count` arrivals per phase",
@@ -87,4 +90,4 @@ for _n in WGMMA_N:
             Operand("b", ref=True, scopes=("shared",), dtypes=("bfloat16",)),
             Operand("scale_d", dtypes=_I32)],
            {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
-           noun="wgmma")
+           noun="wgmma", only_in=ARCH_SPECIFIC)

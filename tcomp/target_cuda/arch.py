@@ -54,7 +54,15 @@ def check_features(prog: ir.Program, arch: str) -> None:
     cc = arch_number(arch)
     for k in prog.kernels:
         for s in walk_stmts(k.body):
+            if isinstance(s, ir.Role) and s.regs and arch != "sm_90a":
+                raise CudaError(f"kernel {k.name}: role '{s.name}' sets its register count "
+                                f"(setmaxnreg), which only sm_90a has; it cannot be compiled for "
+                                f"{arch} (compile for sm_90a, or give the role regs=0)")
             entry = intrinsics.of(s)
+            if entry is not None and entry.only_in and arch not in entry.only_in:
+                raise CudaError(f"kernel {k.name} uses {entry.what}, which only "
+                                f"{' and '.join(entry.only_in)} has (arch-specific "
+                                f"instructions); it cannot be compiled for {arch}")
             if entry is not None and entry.min_arch > cc:
                 raise CudaError(f"kernel {k.name} uses {entry.what}, which needs sm_"
                                 f"{entry.min_arch} or newer; it cannot be compiled for {arch} "

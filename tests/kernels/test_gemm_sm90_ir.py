@@ -140,3 +140,14 @@ def test_config_errors(config, message):
 def test_sizes_the_tma_engine_cannot_move():
     with pytest.raises(LoweringError, match="K = 100 is not a multiple of 8"):
         gemm_sm90_program({"M": 64, "N": 64, "K": 100})
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100a"])
+def test_arch_specific_instructions_need_sm_90a(arch):
+    """wgmma and setmaxnreg exist in sm_90a only: another arch is refused
+    before NVRTC runs, naming what needs sm_90a."""
+    from tcomp.target_cuda.kernel import CudaKernel
+    prog = gemm_sm90_program(SIZES)
+    with pytest.raises(CudaError, match=f"(which only sm_90a has; it cannot be compiled for "
+                                        f"{arch})|(cannot be compiled for {arch})"):
+        CudaKernel.from_program(prog, target=f"cuda:{arch}")
