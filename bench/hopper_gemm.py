@@ -19,8 +19,6 @@ import argparse
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -31,6 +29,7 @@ from tcomp.kernels import GemmConfig, gemm_sm90
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import timed  # noqa: E402
+import cuobjdump  # noqa: E402
 
 CONFIGS = {
     "128x256_s4": GemmConfig(),
@@ -40,21 +39,14 @@ CONFIGS = {
 
 
 def sass_stats(cubin: bytes) -> dict:
-    tool = shutil.which("cuobjdump")
-    if tool is None:
+    got = cuobjdump.dump(cubin)
+    if got is None:
         return {}
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        res = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True,
-                             text=True).stdout
-        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
-    m = re.search(r"REG:(\d+).*?SHARED:(\d+).*?LOCAL:(\d+)", res)
+    res, sass = got
     out = {k: len(re.findall(p, sass)) for k, p in
            [("hgmma", r"\bHGMMA\b"), ("utmaldg", r"\bUTMALDG\b"), ("utmastg", r"\bUTMASTG\b"),
             ("syncs", r"\bSYNCS\b"), ("ldl", r"\bLDL\b"), ("stl", r"\bSTL\b")]}
-    if m:
-        out.update(regs=int(m.group(1)), smem=int(m.group(2)), local=int(m.group(3)))
+    out.update(cuobjdump.resources(res))
     return out
 
 

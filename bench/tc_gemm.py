@@ -19,10 +19,7 @@ import argparse
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 
 import torch
 
@@ -31,6 +28,7 @@ import tcomp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schedules as S  # noqa: E402
 from timing import timed  # noqa: E402
+import cuobjdump  # noqa: E402
 
 VARIANTS = {  # name -> tc_gemm arguments
     "128x128_w64x64_k64_pipe2": dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=2),
@@ -106,21 +104,14 @@ VARIANTS = {  # name -> tc_gemm arguments
 
 
 def sass_stats(cubin: bytes) -> dict:
-    tool = shutil.which("cuobjdump")
-    if tool is None:
+    got = cuobjdump.dump(cubin)
+    if got is None:
         return {}
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        res = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True,
-                             text=True).stdout
-        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
-    m = re.search(r"REG:(\d+).*?SHARED:(\d+).*?LOCAL:(\d+)", res)
+    res, sass = got
     out = {"hmma": sass.count("HMMA"), "ldsm": sass.count("LDSM"),
            "stg": len(re.findall(r"\bSTG\.", sass)), "stg_u16": sass.count("STG.E.U16"),
            "stg_128": sass.count("STG.E.128"), "sts": len(re.findall(r"\bSTS\b", sass))}
-    if m:
-        out.update(regs=int(m.group(1)), smem=int(m.group(2)), local=int(m.group(3)))
+    out.update(cuobjdump.resources(res))
     return out
 
 
