@@ -1,6 +1,6 @@
 """Schedule templates: parametrised schedules of common stage shapes, written
 once with the primitives and used by the benchmarks (bench/schedules.py) and
-by the search's rules (tcomp/search/rules.py), so a hand schedule and the
+by the search's rules (tcomp/search/rules/), so a hand schedule and the
 search's point with the same parameters are the same directives.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The stages the row rules (`row`, `row_regs` in rules.py) schedule at a row
+"""The stages the row rules (`row`, `row_regs` in rules/rows.py) schedule at a row
 stage's row loop, read from the stage graph (graph.py).
 
 A *row stage* O(n.., d) is elementwise over rows of its last axis. Its
