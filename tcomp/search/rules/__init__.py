@@ -61,6 +61,13 @@ in a record and mutated later (space.py). The rules:
                threads
   flat         anything: the spatial axes fused, `vec`-wide vectors, `threads`
                threads per block; a reduction runs serially in each thread
+  tc_epilogue  an elementwise stage over a tensor-core GEMM's temporary result
+               (GEMM + bias + GELU): tc_tile's schedule on the epilogue, the
+               product as the fragment accumulator (one kernel)
+  simt_epilogue an elementwise stage over one or two GEMMs' temporary results
+               (GEMM + bias + activation, SwiGLU's silu(X W1) * (X W3)):
+               simt_tile's schedule on the epilogue, each product a register
+               tile at its thread loop (one kernel)
 
 The rules live in one module per family: simple.py (flat, cross_thread,
 rfactor), tiles.py (reg_tile, simt_tile, shared_tile, tc_tile), rows.py (row,
@@ -81,6 +88,8 @@ from .tiles import (LANES, _rt_applies, _rt_apply, _rt_feasible, _rt_sample,  # 
                     _sh_applies, _sh_apply, _sh_feasible, _sh_sample, _st_applies,
                     _st_apply, _st_feasible, _st_sample, _tc_applies, _tc_apply,
                     _tc_feasible, _tc_keeps, _tc_sample)
+from .fused import (_se_applies, _se_apply, _se_feasible, _se_sample, _te_applies,  # noqa: F401
+                    _te_apply, _te_feasible, _te_keeps, _te_sample, products)
 
 RULES = {r.name: r for r in (
     Rule("tc_tile", _tc_applies, _tc_sample, _tc_feasible, _tc_apply, keeps=_tc_keeps,
@@ -97,4 +106,9 @@ RULES = {r.name: r for r in (
     Rule("cross_thread", _reduction, _ct_sample, _ct_feasible, _ct_apply, weight=2.0),
     Rule("rfactor", _rf_applies, _rf_sample, _rf_feasible, _rf_apply, weight=1.0),
     Rule("flat", _flat_applies, _flat_sample, _flat_feasible, _flat_apply, weight=1.0),
+    # (last: a rule's place changes the draws of the stages it applies to, and only there)
+    Rule("tc_epilogue", _te_applies, _te_sample, _te_feasible, _te_apply, claims=products,
+         keeps=_te_keeps, weight=6.0),
+    Rule("simt_epilogue", _se_applies, _se_sample, _se_feasible, _se_apply, claims=products,
+         weight=4.0),
 )}

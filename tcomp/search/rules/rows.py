@@ -115,19 +115,28 @@ VECTOR_BYTES = 16  # one access of a row piece (ld.global.v4.b32 and the like)
 
 
 def _rr_group(ctx, stage) -> tuple:
-    """(statistics, sibling outputs, per-row scalar temporaries, row-shaped
-    temporaries) of `stage` (row_group.py), computed once per Context."""
+    """(statistics, sibling outputs and heads, per-row scalar temporaries,
+    row-shaped temporaries) of `stage` (row_group.py), computed once per
+    Context; the heads alone under ("row_regs heads", stage) in ctx.memo."""
     key = ("row_regs group", stage)
     if key not in ctx.memo:
         stats = row_producers(ctx, stage)
-        sibs = RG.siblings(ctx, stage, stats)
+        heads = RG.heads(ctx, stage, stats) if stats else []
+        sibs = RG.siblings(ctx, stage, stats) + heads
         scalars, rows = RG.temporaries(ctx, stage, [stage, *stats, *sibs])
         ctx.memo[key] = (stats, sibs, scalars, rows)
+        ctx.memo[("row_regs heads", stage)] = heads
     return ctx.memo[key]
 
 
+def _rr_heads(ctx, stage) -> list[str]:
+    _rr_group(ctx, stage)
+    return ctx.memo[("row_regs heads", stage)]
+
+
 def _rr_claims(ctx, stage) -> list[str]:
-    """The statistics and the sibling outputs, scheduled at the row loop."""
+    """The statistics, the sibling outputs and the heads, scheduled at the
+    row loop."""
     stats, sibs, _, _ = _rr_group(ctx, stage)
     return stats + sibs
 
@@ -141,12 +150,13 @@ def _rr_keeps(ctx, stage, p) -> set:
 
 
 def _rr_cache(ctx, stage, kept) -> list[str]:
-    """The inputs read once into registers, given the kept temporaries."""
+    """The inputs read once into registers, given the kept temporaries, then
+    the heads (stored at the row loop, read back once)."""
     key = ("row_regs cache", stage, frozenset(kept))
     if key not in ctx.memo:
         stats, sibs, _, _ = _rr_group(ctx, stage)
         ctx.memo[key] = RG.cached_inputs(ctx, stage, [stage, *stats, *sibs, *sorted(kept)],
-                                         ctx.inlined - kept)
+                                         ctx.inlined - kept) + _rr_heads(ctx, stage)
     return ctx.memo[key]
 
 

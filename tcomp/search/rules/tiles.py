@@ -239,7 +239,12 @@ def _tc_sample(ctx, stage, rng):
              "unroll_k": bool(rng.integers(2)), "swizzle": bool(rng.integers(2)),
              # paired stores: +5% at 4096^3, +40% at 8192x8192x512 (H200, bench/tc_gemm.py);
              # the shared-memory epilogue: best at 8192x8192x512 with bk=32, 4 stages
-             "pair_stores": bool(rng.integers(4) > 0), "smem_epilogue": bool(rng.integers(4) == 0)}
+             "pair_stores": bool(rng.integers(4) > 0), "smem_epilogue": bool(rng.integers(4) == 0),
+             # the A/B fragments of the next k16 step loaded during this one's mma (a
+             # second fragment set; bench/tc_gemm.py's fused GEMM + bias + GELU variants)
+             "fragment_pipeline": pick(rng, [0, 0, 0, 2])}
+        if p["fragment_pipeline"]:  # it unrolls the k16 loop itself
+            p["unroll_k"] = False
         for key, operand in zip(("a_stage", "b_stage"), n["operands"]):
             if operand in ctx.inlined:  # a temporary (conv2d's im2col): kept as its own stage?
                 p[key] = bool(rng.integers(2))
@@ -263,9 +268,15 @@ def _tc_feasible(ctx, stage, p):
     shared = copies * (bm * (bk + pad) + bk * (bn + pad)) * 2
     if p.get("smem_epilogue"):  # the output tile staged in shared memory (C's type, <= 4 bytes)
         shared += bm * (bn + pad) * ctx.op.tensors[stage].dtype.numpy.itemsize
-    regs = wm * wn // 32 + (wm // 16) * 4 + (wn // 8) * 2 + 40  # accumulators + A, B fragments
+    fragments = (wm // 16) * 4 + (wn // 8) * 2  # the A and B fragments of one k16 step
+    fpipe = p.get("fragment_pipeline", 0)
+    regs = wm * wn // 32 + fragments * max(1, fpipe) + 40  # accumulators + fragment sets
+    # a second fragment set may take the margin up to the hard limit (bench/tc_gemm.py's
+    # 64 x 64 warps with fragment_pipeline=2: 232 by this count, built and timed on the H200)
+    budget = ctx.limits.registers if fpipe else 220
     return (32 * warps <= ctx.limits.threads and shared <= ctx.limits.shared_bytes
-            and regs <= 220 and p["pipeline"] in (0, 2, 3, 4, 5))
+            and regs <= budget and p["pipeline"] in (0, 2, 3, 4, 5) and fpipe in (0, 2, 3, 4, 5)
+            and not (fpipe and p["unroll_k"]))
 
 
 def _tc_keeps(ctx, stage, p) -> set:
@@ -274,16 +285,24 @@ def _tc_keeps(ctx, stage, p) -> set:
     return {name for key, name in (("a_stage", a_name), ("b_stage", b_name)) if p.get(key)}
 
 
-def _tc_apply(s, ctx, stage, p):
-    """bench/schedules.py `tc_gemm` (the shared template, lanes=32). An operand
+def _tc_apply(s, ctx, stage, p, out=None):
+    """bench/schedules.py `tc_gemm` (the shared template, lanes=32). With
+    `out`, an elementwise output reading the product (GEMM + bias + GELU):
+    `out` takes the output tiles and the product stage itself is the fragment
+    accumulator, so the epilogue is computed from the accumulators (tc_gemm on
+    a two-statement op; rules/fused.py `tc_epilogue`). An operand
     that is a temporary is either inlined and its expression copied into
     shared memory (cache_read of the inlined stage), or, with `a_stage` /
     `b_stage`, kept as its own stage and placed in shared memory at the
     K-tile loop (schedules.tc_conv2d's im2col: whole 16-byte pieces of its
     rows, copied by cp.async with zero-fill where it has a guard)."""
     a_name, b_name = ctx.node(stage)["operands"]
-    C = s[stage]
-    CF = s.cache_write(C, "fragment")
+    if out is None:
+        C = s[stage]
+        CF = s.cache_write(C, "fragment")
+    else:
+        C, CF = s[out], s[stage]
+        CF.set_scope("fragment")
 
     def operand(name, key):
         if p.get(key):
@@ -297,4 +316,5 @@ def _tc_apply(s, ctx, stage, p):
                        p["wn"], p["bk"], 32, p["vector"], p["pad"], p["pipeline"], p["unroll_k"],
                        swizzle=p.get("swizzle", False),  # (plans recorded before: padded)
                        pair_stores=p.get("pair_stores", False),
-                       smem_epilogue=p.get("smem_epilogue", False))
+                       smem_epilogue=p.get("smem_epilogue", False),
+                       fragment_pipeline=p.get("fragment_pipeline", 0))
