@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from . import directives as D
 from .args import as_int, too_large
-from .snapshot import check_placement
+from .snapshot import check_placement, epilogue_refusal
 from . import threads, tuple_stages
 from .stage import THREAD_TAGS, Axis, FuseRel, SplitRel
 
@@ -559,10 +559,18 @@ class Stage:
                 raise ScheduleError(f"{p}: stage '{target.name}' does not read '{me.tensor}' "
                                     f"(directly or through other stages), so '{self.name}' "
                                     f"cannot be computed at its loops ({why})")
-        if len(sched.writers(me.tensor)) != 1:
+        writers = sched.writers(me.tensor)
+        if len(writers) != 1 and target.name not in writers:
             raise ScheduleError(f"{p}: '{me.tensor}' is written by several statements "
-                                f"({', '.join(sched.writers(me.tensor))}); only a tensor with "
-                                f"one writer can be computed at a consumer")
+                                f"({', '.join(writers)}); only a tensor with "
+                                f"one writer can be computed at a consumer (or at the next "
+                                f"statement writing it, when that one updates it in place)")
+        why = epilogue_refusal(sched, self.name, target.name) if len(writers) != 1 else None
+        if why is not None:
+            raise ScheduleError(f"{p}: '{me.tensor}' is written by several statements "
+                                f"({', '.join(writers)}); '{self.name}' can be computed only "
+                                f"at the loops of the next statement writing it, when that one "
+                                f"updates each element in place from that element alone: {why}")
         name = target._leaf(ax, p)
         t = target._s
         if name in t.vectorize:

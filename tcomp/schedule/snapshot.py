@@ -128,6 +128,44 @@ def snapshot_of(sched, stage: str, tensor: str) -> str | None:
     return None
 
 
+def epilogue_refusal(sched, stage: str, target: str) -> str | None:
+    """Why stage `stage`, one of several writers of its tensor, may not be
+    computed at `target`'s loops; None when it may: `target` is the next
+    statement writing the tensor and updates it in place element by element
+    (an *in-place epilogue*: P(i, j) +=! A(i, k) * B(k, j); P(i, j) =
+    P(i, j) * s). Then one iteration of any of `target`'s loops reads only
+    elements it writes itself, so computing `stage` there, over that region
+    (bound inference), gives every element its first value just before its
+    update, and nothing else may read the tensor in between. The conditions:
+    `target` follows `stage` among the tensor's writers with no writer
+    between; `stage` defines the tensor (an initialising statement that does
+    not read it, or its cache_write copy); `target` has no reduction, needs
+    no snapshot (its every read of the tensor, if any, is at its own
+    indices), and ranges over the same indices; no other stage reads the
+    tensor between the two."""
+    from .primitives import _siblings
+    me, tg = sched.states[stage], sched.states[target]
+    writers = sched.writers(me.tensor)
+    if target not in writers:
+        return f"'{target}' does not write '{me.tensor}'"
+    order = list(sched.states)
+    i, j = order.index(stage), order.index(target)
+    if writers.index(target) != writers.index(stage) + 1:
+        return f"'{target}' is not the next statement after '{stage}' that writes '{me.tensor}'"
+    if not me.definition.init or self_reads(me.definition):
+        return f"'{stage}' continues an earlier value of '{me.tensor}'"
+    d = tg.definition
+    if d.reduce or needs_snapshot(d) or tg.snapshot is not None:
+        return (f"'{target}' does not update each element of '{me.tensor}' from that element "
+                f"alone")
+    if not _siblings(me, tg):
+        return f"'{target}' ranges over other indices than '{stage}'"
+    between = [n for n in order[i + 1:j] if me.tensor in sched.states[n].definition.reads()]
+    if between:
+        return f"'{between[0]}' reads '{me.tensor}' between them"
+    return None
+
+
 def reads_through_inlined(sched, st, where=None) -> set:
     """What stage state `st` reads where it is computed: its own reads and
     those of the inlined stages it reads, whose reads happen there (`where`:

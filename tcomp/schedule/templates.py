@@ -1,6 +1,6 @@
 """Schedule templates: parametrised schedules of common stage shapes, written
 once with the primitives and used by the benchmarks (bench/schedules.py) and
-by the search's rules (tcomp/search/rules.py), so a hand schedule and the
+by the search's rules (tcomp/search/rules/), so a hand schedule and the
 search's point with the same parameters are the same directives.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from ..errors import ScheduleError
 
 
 def simt_gemm(s, stage, a_name, b_name, bm, bn, bk, tm, tn, fragments=True, pipeline=False,
-              vector=True, lanes=None, group=None, pad=False):
+              vector=True, lanes=None, group=None, pad=False, out=None):
     """SIMT GEMM tiling of `stage` (C(m, n) += A(m, k) * B(k, n), inputs named
     `a_name`, `b_name`): blocks of bm x bn outputs; (bm/tm) x (bn/tn) threads,
     each a tm x tn register tile (cache_write local); A and B tiles of bk in
@@ -17,9 +17,30 @@ def simt_gemm(s, stage, a_name, b_name, bm, bn, bk, tm, tn, fragments=True, pipe
     padded by 4 with `pad`); per-k fragments in registers with `fragments`;
     double buffering with `pipeline`; `lanes=(ln, lm)`: a warp as an ln x lm
     grid of threads; `group`: grid rasterization (bench/schedules.py `gemm`
-    documents each choice)."""
-    C = s[stage]
-    CL = s.cache_write(C, "local")
+    documents each choice).
+
+    With `out`, an elementwise stage out(m, n) reading the product `stage`
+    (a temporary: GEMM + bias + activation) is tiled instead, and `stage`
+    itself becomes the register tile (set_scope local, in place of the
+    cache_write): the epilogue is computed from the accumulators, in the
+    same kernel, and only `out` is stored. Several products read by `out`
+    (SwiGLU's two GEMMs of one input) take `simt_accumulate` each."""
+    if out is None:
+        C = s[stage]
+        CL = s.cache_write(C, "local")
+    else:
+        C, CL = s[out], s[stage]
+        CL.set_scope("local")
+    at, tx, ty = simt_output_tiles(C, bm, bn, tm, tn, lanes, group)
+    simt_accumulate(s, CL, C, at, tx, ty, a_name, b_name, bn, bk, tm, tn, fragments, pipeline,
+                    vector, pad)
+
+
+def simt_output_tiles(C, bm, bn, tm, tn, lanes=None, group=None):
+    """simt_gemm's tiling of the output stage C(m, n): bm x bn blocks (or
+    rasterized by `group`), (bm/tm) x (bn/tn) threads (`lanes` as in
+    bind_thread_tiles), each thread's tm x tn outputs unrolled, 4-wide
+    vectors along n. Returns (the thread loop, tx, ty)."""
     m, n = C.axes
     mo, no, mi, ni = C.tile(m, n, bm, bn)
     mio, mii = C.split(mi, tm)
@@ -35,6 +56,15 @@ def simt_gemm(s, stage, a_name, b_name, bm, bn, bk, tm, tn, fragments=True, pipe
     niio, niiv = C.split(nii, 4)
     C.unroll(niio)
     C.vectorize(niiv)
+    return at, tx, ty
+
+
+def simt_accumulate(s, CL, C, at, tx, ty, a_name, b_name, bn, bk, tm, tn, fragments=True,
+                    pipeline=False, vector=True, pad=False):
+    """simt_gemm's register tile: the product stage CL (CL(m, n) += A(m, k) *
+    B(k, n), inputs `a_name`, `b_name`) computed at C's thread loop `at` of a
+    tx x ty block of bn-wide tiles, k split by bk, A and B tiles in shared memory, fragments,
+    pipelining, vectors and padding as simt_gemm says."""
     CL.compute_at(C, at)
     lm, ln = CL.axes
     (lk,) = CL.reduce_axes

@@ -1,6 +1,6 @@
 """tcomp.search: schedule search.
 
-- The schedule space (graph.py: the op's stage dataflow graph; rules.py:
+- The schedule space (graph.py: the op's stage dataflow graph; rules/:
   sketch rules; space.py: candidates; validate.py: replay, lowering and
   resource checks), documented in docs/search.md.
 - `MeasureInput`, `MeasureResult`, `Runner`, `DeviceProgram` (runner.py): the

@@ -1,4 +1,4 @@
-"""The stages the row rules (`row`, `row_regs` in rules.py) schedule at a row
+"""The stages the row rules (`row`, `row_regs` in rules/rows.py) schedule at a row
 stage's row loop, read from the stage graph (graph.py).
 
 A *row stage* O(n.., d) is elementwise over rows of its last axis. Its
@@ -14,7 +14,13 @@ statistics, or temporaries inlined into those. `row_regs` also takes:
                registers instead of inlining them (Rule.keeps);
   siblings     other row-shaped outputs the stage's statistics do not feed,
                computed from what the row holds (fused add + layernorm's sum
-               S(n, d)): stored from the same registers at the row loop.
+               S(n, d)): stored from the same registers at the row loop;
+  heads        row-shaped elementwise outputs computed from inputs that the
+               statistics and the stage read (add + RMSNorm written with the
+               residual sum as an output: H = X + R, ss(n) += H * H,
+               Y = H * rsqrt(..)): computed and stored at the row loop, then
+               read back once into registers (each thread its own pieces)
+               for the group's stages.
 
 A row-shaped tensor held in registers is sliced over the threads the same
 way in every stage (templates.row_slices), so each of its readers in the
@@ -124,6 +130,37 @@ def siblings(ctx, stage, stats) -> list[str]:
         if (all(p in stats for p in found) and set(G.producers(g, c)) <= before
                 and reads(ctx, c, ctx.inlined) & mine):
             out.append(c)
+    return out
+
+
+def heads(ctx, stage, stats) -> list[str]:
+    """The group's heads (see the module docstring): stages the plan does not
+    inline that `stage` or its statistics read (directly or through inlined
+    elementwise temporaries), elementwise, outputs of the row's extents, one
+    writer, computing from inputs only (nothing upstream but inlined
+    stages), read by two or more of the group's stages and only by the
+    group (or inlined stages serving it), each reader at its own row
+    indices."""
+    g = ctx.graph
+    group = [stage, *stats]
+    shape, lead = row_extents(ctx, stage), len(lead_extents(ctx, stage))
+    cands = set()
+    for m in group:
+        cands |= set(upstream(ctx, m)[0])
+    out = []
+    for h in sorted(cands - set(group), key=lambda s: g.nodes[s]["order"]):
+        a = g.nodes[h]
+        if (a["kind"] != "elementwise" or not a["output"] or a["writers"] != 1
+                or a["origin"] != "statement" or row_extents(ctx, h) != shape
+                or upstream(ctx, h)[0]):
+            continue
+        t = a["tensor"]
+        readers = [m for m in group if t in reads(ctx, m, ctx.inlined)]
+        if (len(readers) >= 2
+                and all(serves(ctx, c, set(group), ctx.inlined) for c in G.consumers(g, h))
+                and all(aligned(ctx, m, t, len(shape), lead, ctx.inlined) for m in readers)
+                and cacheable(ctx, t, set(group), ctx.inlined)):
+            out.append(h)
     return out
 
 

@@ -1,5 +1,5 @@
 """The schedule space of one op at given sizes: candidates drawn from the
-sketch rules (rules.py), each replayed and lowered before it is returned.
+sketch rules (rules/), each replayed and lowered before it is returned.
 
 A *plan* says how every stage is scheduled, as plain data:
 

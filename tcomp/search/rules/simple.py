@@ -1,0 +1,122 @@
+"""The rules for any stage: `flat` (the spatial axes fused over blocks and
+threads) and the reduction rules `cross_thread` and `rfactor` (the list in
+rules/__init__.py)."""
+from __future__ import annotations
+
+from .base import Rule, _fuse_all, pick, pow2_upto
+
+
+# ------------------------------------------------------------------ flat
+def _flat_applies(ctx, stage):
+    return True
+
+
+def _flat_sample(ctx, stage, rng):
+    n = ctx.node(stage)
+    total = 1
+    for v in n["spatial"]:
+        total *= ctx.extents[stage][v]
+    vec = pick(rng, [1, 2, 4]) if n["kind"] == "elementwise" and n["spatial"] else 1
+    threads = pick(rng, pow2_upto(max(1, total // vec), 32, ctx.limits.threads))
+    unroll = pick(rng, [1, 2, 4, 8]) if n["reduce"] else 1
+    return {"threads": threads, "vec": vec, "unroll": unroll}
+
+
+def _flat_feasible(ctx, stage, p):
+    return p["threads"] <= ctx.limits.threads
+
+
+
+def _flat_apply(s, ctx, stage, p):
+    st = s[stage]
+    if not st.axes:
+        return
+    f = _fuse_all(st, list(st.axes))
+    if p["vec"] > 1:
+        f, fv = st.split(f, p["vec"])
+    fo, fi = st.split(f, p["threads"])
+    st.bind(fo, "blockIdx.x")
+    st.bind(fi, "threadIdx.x")
+    if p["vec"] > 1 and not st.reduce_axes:
+        st.vectorize(fv)
+    if p["unroll"] > 1 and st.reduce_axes:
+        ko, ki = st.split(st.reduce_axes[-1], p["unroll"])
+        st.unroll(ki)
+
+
+# ---------------------------------------------------------- cross_thread
+def _reduction(ctx, stage):
+    n = ctx.node(stage)
+    return bool(n["reduce"])
+
+
+def _ct_sample(ctx, stage, rng):
+    n = ctx.node(stage)
+    red = 1
+    for v in n["reduce"]:
+        red *= ctx.extents[stage][v]
+    threads = pick(rng, pow2_upto(red, 32, ctx.limits.threads))
+    rows = pick(rng, [1, 1, 2, 4, 8]) if n["spatial"] and threads <= 256 else 1
+    return {"threads": threads, "rows": rows, "unroll": pick(rng, [1, 2, 4, 8])}
+
+
+def _ct_feasible(ctx, stage, p):
+    return p["threads"] * p["rows"] <= ctx.limits.threads
+
+
+def _ct_apply(s, ctx, stage, p):
+    """bench/schedules.py `rowsum` for any reduction: each thread reduces a
+    strided slice of the (fused) reduction, `unroll` loads at a time."""
+    st = s[stage]
+    reduce_ax = _fuse_all(st, list(st.reduce_axes))
+    ro, ri = st.split(reduce_ax, p["threads"])
+    inner = [ro]
+    if p["unroll"] > 1:
+        inner = list(st.split(ro, p["unroll"]))
+    outer = []
+    if st.axes:
+        f = _fuse_all(st, list(st.axes))
+        outer = [f]
+        if p["rows"] > 1:
+            outer = list(st.split(f, p["rows"]))
+    st.reorder(*outer, ri, *inner)
+    if outer:
+        st.bind(outer[0], "blockIdx.x")
+    st.bind(ri, "threadIdx.x")
+    if len(outer) > 1:
+        st.bind(outer[1], "threadIdx.y")
+    if p["unroll"] > 1:
+        st.unroll(inner[1])
+
+
+# --------------------------------------------------------------- rfactor
+def _rf_applies(ctx, stage):
+    n = ctx.node(stage)
+    return (bool(n["reduce"]) and n["reduce_op"] in ("+", "*", "max", "min")
+            and n["writers"] == 1)
+
+
+def _rf_sample(ctx, stage, rng):
+    n = ctx.node(stage)
+    k = ctx.extents[stage][n["reduce"][0]]
+    return {"factor": pick(rng, pow2_upto(k, 32, ctx.limits.threads)),
+            "threads": pick(rng, [32, 64, 128, 256])}
+
+
+def _rf_feasible(ctx, stage, p):
+    return p["factor"] <= ctx.limits.threads and p["threads"] <= ctx.limits.threads
+
+
+def _rf_apply(s, ctx, stage, p):
+    st = s[stage]
+    ko, ki = st.split(st.reduce_axes[0], p["factor"])
+    rf = st.rfactor(ki)
+    # the partial reductions: every (k_i, outputs) point in parallel, one thread each
+    f = _fuse_all(rf, list(rf.axes))
+    fo, fi = rf.split(f, p["threads"])
+    rf.bind(fo, "blockIdx.x")
+    rf.bind(fi, "threadIdx.x")
+    (k,) = st.reduce_axes
+    if st.axes:
+        st.bind(_fuse_all(st, list(st.axes)), "blockIdx.x")
+    st.bind(k, "threadIdx.x")
