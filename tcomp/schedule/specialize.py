@@ -180,6 +180,8 @@ def specializations_from_json(schedule, items) -> None:
         for j, d in enumerate(directives_of(item["directives"], where)):
             try:
                 variant.apply(d)
+            except ScheduleError as e:
+                raise ScheduleError(f"{where}: directive {j}: {e}") from None
             except (TypeError, AttributeError, KeyError, ValueError) as e:
                 raise ScheduleError(f"{where}: directive {j} ({type(d).__name__}) is malformed "
                                     f"({type(e).__name__}: {e})") from None
