@@ -16,7 +16,12 @@ TARGETS = ("sim", "cuda")
 
 def lower(schedule, sizes: dict | None = None, dump: str | None = None) -> ir.Program:
     """Kernel IR of a schedule after the whole pipeline; `str()` prints it.
-    `dump`: folder that receives the IR after each pass."""
+    `dump`: folder that receives the IR after each pass. A schedule with
+    variants (`Schedule.specialize`) gives a SpecializedProgram: each
+    variant's IR (specialized.py), dumped into a subfolder each."""
+    if getattr(schedule, "specializations", None):
+        from .specialized import lower_specialized
+        return lower_specialized(schedule, sizes, dump)
     return _lower(schedule, sizes, dump=dump)
 
 
@@ -43,13 +48,16 @@ def build(schedule, target: str = "cuda", sizes: dict | None = None, *, records=
     elif records is not None:
         raise TcompError("build: records= chooses a schedule for an Op; this call passes a "
                          "Schedule (pass the Op, or tcomp.search.best(records, op, sizes))")
+    if target not in TARGETS and not (isinstance(target, str) and target.startswith("cuda")):
+        raise TcompError(f"build: unknown target {target!r} (targets: {', '.join(TARGETS)})")
+    if schedule.specializations:
+        from .specialized import build_specialized
+        return build_specialized(schedule, target, sizes, strict, remarks)
     if target == "sim":
         k = SimKernel(schedule, sizes)
-    elif isinstance(target, str) and target.startswith("cuda"):
+    else:
         from .target_cuda.kernel import CudaKernel
         k = CudaKernel.from_program(_lower(schedule, sizes), target)
-    else:
-        raise TcompError(f"build: unknown target {target!r} (targets: {', '.join(TARGETS)})")
     declined = lowering_remarks(k.program)
     if strict and declined:
         raise LoweringError("build(strict=True): lowering declined what the schedule asked "
@@ -72,11 +80,12 @@ class SimKernel:
     target = "sim"
     remarks: tuple = ()  # set by tcomp.build: what was chosen, what lowering declined
 
-    def __init__(self, schedule, sizes):
+    def __init__(self, schedule, sizes, divisors: dict | None = None):
         self.schedule = schedule
         self.op = schedule.op
         self.sizes = checked_sizes(schedule, sizes)
-        self.set_unflattened(_lower(schedule, self.sizes, until="flatten_storage"))
+        self.set_unflattened(_lower(schedule, self.sizes, until="flatten_storage",
+                                    divisors=divisors))
 
     def set_unflattened(self, prog: ir.Program) -> None:
         """Run `prog` (IR before storage flattening) flattened from now on."""

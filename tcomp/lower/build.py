@@ -35,8 +35,10 @@ from .translate import Translator, size_expr
 
 
 class Builder:
-    def __init__(self, sched, sizes: dict[str, int]):
+    def __init__(self, sched, sizes: dict[str, int], divisors: dict[str, int] | None = None):
         self.sched, self.op, self.sizes = sched, sched.op, dict(sizes)
+        # size -> a multiple it is known to be (a specialised variant: schedule/specialize.py)
+        self.divisors = {n: m for n, m in (divisors or {}).items() if n not in self.sizes}
         self.children: dict[tuple[str, str], list[str]] = {}
         self._reads: dict[str, set] = {}
         for n, st in sched.states.items():
@@ -65,6 +67,9 @@ class Builder:
     def size(self, name: str) -> ir.Expr:
         if name in self.sizes:
             return ir.const(self.sizes[name])
+        if name in self.divisors:  # N / m * m: N where the variant's condition holds
+            m = ir.const(self.divisors[name])
+            return ir.Bin("*", ir.Bin("/", ir.Var(name), m, ir.int32), m, ir.int32)
         return ir.Var(name)
 
     def lsize(self, e) -> ir.Expr:

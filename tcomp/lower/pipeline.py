@@ -46,19 +46,22 @@ PASSES = [
 
 
 def lower(schedule, sizes: dict | None = None, dump: str | None = None,
-          check: bool = False, until: str | None = None) -> Program:
+          check: bool = False, until: str | None = None,
+          divisors: dict | None = None) -> Program:
     """Lower a schedule to Kernel IR.
 
     sizes: size variables to fix at compile time (others stay kernel
     parameters). dump: a folder to write `NN_<pass>.txt` files into.
     check: run the verifier after every pass. until: stop before this pass.
+    divisors: size -> a multiple it is known to be (a variant of a
+    specialised schedule, lowered for its condition: schedule/specialize.py).
     """
     from ..schedule import Schedule
     if not isinstance(schedule, Schedule):
         raise LoweringError(f"lower: needs a tcomp.Schedule, got {type(schedule).__name__}")
     sizes = checked_sizes(schedule, sizes)
     try:
-        prog = Builder(schedule, sizes).program()
+        prog = Builder(schedule, sizes, divisors).program()
     except TcompError:
         raise
     except RecursionError:

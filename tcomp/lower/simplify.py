@@ -302,9 +302,10 @@ class Simplifier(Rewriter):
         d = self.linear(a).add(self.linear(b), -1)
         res = _decide(op, self.bound(d))
         if res is None:
+            # symbolic end points first (m_o * 32 - M / 32 * 32 with m_o < M / 32), then the
+            # ranges of what is left (a lane's x / 2 in 0:16)
             lo, hi = self.sym_bound(d, False), self.sym_bound(d, True)
-            res = _decide(op, (lo.const if lo.is_const() else None,
-                               hi.const if hi.is_const() else None))
+            res = _decide(op, (self.bound(lo)[0], self.bound(hi)[1]))
         return res
 
     # --------------------------------------------------------- expressions

@@ -6,7 +6,9 @@ Post: a vectorized loop of 2 or more lanes whose body is one unguarded
 store, starting at 0, carries `For.vector` (ir.VectorAccess) when its
 accesses can move 4, 8 or 16 bytes of float32, int32, float16 or bfloat16 at
 a time (4 bytes: two 16-bit lanes): every load of the body whose offsets are
-`base + var` with `base` a multiple of the lane count is read as one vector
+`base + var` with `base` a multiple of the lane count (its linear form's
+constant and every term, a term's structural factor counted: divisibility.py)
+is read as one vector
 (each of its own type's size when the store is a vector too, so a float32
 bias read as a float2 feeds a bfloat16x2 store; all of one size when the
 store is per lane, which may take another type, so 8 bfloat16 loads widen
@@ -29,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 
 from . import ir
+from .divisibility import multiple_of
 from .printer import expr
 from .rewriter import Rewriter, substitute, walk_stmts
 from .simplify import Linear, Simplifier
@@ -114,7 +117,7 @@ class _Vectorize(Rewriter):
             return False
         rest = {t: c for t, c in diff.terms.items() if t != key}
         return (not any(var in ir.free_vars(t) for t in rest) and diff.const % n == 0
-                and all(c % n == 0 for c in rest.values()))
+                and all(multiple_of(c, t, n) for t, c in rest.items()))
 
     def no(self, why: str) -> None:
         self.why = why
@@ -183,6 +186,7 @@ class _Vectorize(Rewriter):
         rest = Linear({a: c for a, c in lin.terms.items() if a != key}, lin.const)
         if any(ir.free_vars(a) & {var} for a in rest.terms):
             return None
-        if rest.const % width or any(c % width for c in rest.terms.values()):
+        if rest.const % width or not all(multiple_of(c, a, width)
+                                         for a, c in rest.terms.items()):
             return None
         return rest.to_expr()

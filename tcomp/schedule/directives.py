@@ -165,7 +165,8 @@ KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll,
 FORMAT_VERSION = 1
 
 
-def to_json(directives) -> str:
+def directive_items(directives) -> list:
+    """The directives as JSON objects (dicts with their "kind")."""
     items = []
     for d in directives:
         item = {"kind": type(d).__name__}
@@ -173,10 +174,21 @@ def to_json(directives) -> str:
             v = getattr(d, f.name)
             item[f.name] = list(v) if isinstance(v, tuple) else v
         items.append(item)
-    return json.dumps({"tcomp_schedule": FORMAT_VERSION, "directives": items}, indent=1)
+    return items
 
 
-def from_json(text: str) -> list:
+def to_json(directives, specialize: list | None = None) -> str:
+    """The schedule file; `specialize`: its variants (schedule/specialize.py),
+    written only when there are some."""
+    data = {"tcomp_schedule": FORMAT_VERSION, "directives": directive_items(directives)}
+    if specialize:
+        data["specialize"] = specialize
+    return json.dumps(data, indent=1)
+
+
+def parsed(text: str) -> dict:
+    """The schedule file's JSON object, its version checked (from_json reads
+    its directives; Schedule.from_json its variants too)."""
     from ..errors import ScheduleError
     try:
         data = json.loads(text)
@@ -198,12 +210,23 @@ def from_json(text: str) -> list:
         raise ScheduleError(f"from_json: schedule format version {version!r} is not supported; "
                             f"this tcomp reads version {FORMAT_VERSION} (write the schedule "
                             f"again with this tcomp's Schedule.to_json)")
-    items = data.get("directives")
+    if "directives" not in data:
+        raise ScheduleError("from_json: not a tcomp schedule: \"directives\" must be a list of "
+                            "directive objects, got none")
+    return data
+
+
+def from_json(text: str) -> list:
+    return directives_of(parsed(text)["directives"])
+
+
+def directives_of(items, where: str = "from_json: not a tcomp schedule") -> list:
+    """Directive objects from a list of JSON objects."""
+    from ..errors import ScheduleError
     if not isinstance(items, list):
-        got = "none" if "directives" not in data else _json_type(items)
-        raise ScheduleError(f"from_json: not a tcomp schedule: \"directives\" must be a list of "
-                            f"directive objects, got {got}")
-    return [_directive(i, item) for i, item in enumerate(items)]
+        raise ScheduleError(f"{where}: \"directives\" must be a list of directive objects, got "
+                            f"{_json_type(items)}")
+    return [_directive(i, item, where) for i, item in enumerate(items)]
 
 
 # What each field type of the directives accepts from JSON, and its name in messages.
@@ -230,10 +253,10 @@ def _short(text: str) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _directive(i: int, item):
+def _directive(i: int, item, where: str = "from_json: not a tcomp schedule"):
     """Directive number `i` of a schedule file, its fields checked against its class."""
     from ..errors import ScheduleError
-    where = f"from_json: not a tcomp schedule: directive {i}"
+    where = f"{where}: directive {i}"
     if not isinstance(item, dict):
         raise ScheduleError(f"{where} must be a JSON object with a \"kind\", got "
                             f"{_json_type(item)}")

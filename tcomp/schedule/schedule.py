@@ -14,6 +14,7 @@ from ..lang.ast import Index, Read
 from ..lang.op import Op
 from . import directives as D, tuple_stages
 from .snapshot import add_snapshots, read_through_snapshot, snapshot_of
+from .specialize import specialize, specializations_from_json, specializations_to_json
 from .stage import SCOPES, StageDef, StageState
 
 
@@ -39,6 +40,10 @@ class Schedule:
             raise ScheduleError(f"Schedule: needs an Op (from tcomp.op), got {type(op).__name__}")
         self.op = op
         self.directives: list = []
+        # Shape specialisation (specialize.py): (SizeCondition, variant Schedule), in the
+        # order they are tried at a call; and, on a variant, the schedule it specialises.
+        self.specializations: list = []
+        self.specialized_from = None
         self.states: dict[str, StageState] = {}
         self.tensors: dict[str, tuple] = {}  # name -> (dtype, shape exprs, scope)
         for t in op.inputs + op.outputs + op.temporaries:
@@ -81,18 +86,34 @@ class Schedule:
 
     # ------------------------------------------------------------ json
     def to_json(self) -> str:
-        return D.to_json(self.directives)
+        return D.to_json(self.directives, specializations_to_json(self))
 
     @classmethod
     def from_json(cls, op: Op, text: str) -> "Schedule":
         s = cls(op)
-        for i, d in enumerate(D.from_json(text)):
+        data = D.parsed(text)
+        for i, d in enumerate(D.directives_of(data["directives"])):
             try:
                 s.apply(d)
             except (TypeError, AttributeError, KeyError, ValueError) as e:
                 raise ScheduleError(f"from_json: directive {i} ({type(d).__name__}) is malformed "
                                     f"({type(e).__name__}: {e})") from None
+        if "specialize" in data:
+            specializations_from_json(s, data["specialize"])
         return s
+
+    # ------------------------------------------------------------ variants
+    def specialize(self, condition: str) -> "Schedule":
+        """A variant of this schedule for sizes where `condition` holds
+        ("D % 4 == 0", "N >= 1024 and K % 8 == 0", "K == 4096"): a copy of the
+        directives so far, scheduled further on its own. Building this
+        schedule builds each variant and itself; a call runs the first
+        variant whose condition holds, else this one (specialize.py).
+
+        Before:  s                      (one kernel for every D)
+        After:   fast = s.specialize("D % 4 == 0"); fast["O"].vectorize(di)
+                 -> when D % 4 == 0: fast's kernel; otherwise: s's"""
+        return specialize(self, condition)
 
     def apply(self, d):
         """Replay one directive through its primitive."""

@@ -28,6 +28,10 @@ is correct at any size (tails are guarded), and lowering at the caller's
 sizes is checked too (a candidate that does not lower there is passed over);
 a remark says which sizes were assumed.
 
+Specialisation: with sizes left symbolic, a vectorized choice whose vectors
+lowering declines there gets a variant for the divisibility they need
+(`D % 4 == 0`), found by lowering (auto_specialize.py), and a remark.
+
 The estimate is a proxy, not a measurement: `tcomp.tune` measures, and its
 records, passed as `records=`, win.
 """
@@ -41,6 +45,7 @@ import numpy as np
 from ..errors import TcompError
 from ..lang.op import Op
 from ..schedule import Schedule
+from .auto_specialize import specialized
 from .identity import sizes_text, small_sizes
 from .oracle import OracleError, compare, make_case, seed_of
 
@@ -68,19 +73,23 @@ class AutoChoice:
 
 def auto_schedule(op: Op, sizes: dict | None = None, target: str = "cuda", *,
                   records=None, candidates: int = 24, check: bool = True,
-                  seed: int | None = None) -> Schedule:
+                  seed: int | None = None, specialize: bool = True) -> Schedule:
     """A schedule for `op` at `sizes`, chosen by the cost estimate without
     measuring (see the module docstring). `records`: a tuning-records file
     whose best valid record wins; `candidates`: how many plans of the space
     are ranked; `check`: run the choice on the sim at small sizes against
-    `tcomp.evaluate` first. The returned Schedule is a plain one: schedule it
+    `tcomp.evaluate` first; `specialize`: with sizes left symbolic, give a
+    vectorized choice a variant for the divisibility its vectors need
+    (auto_specialize.py). The returned Schedule is an ordinary one (with
+    variants, `Schedule.specialize`, where it was specialised): schedule it
     further, serialise it (`to_json`) or build it."""
     return choose(op, sizes, target, records=records, candidates=candidates, check=check,
-                  seed=seed).schedule
+                  seed=seed, specialize=specialize).schedule
 
 
 def choose(op: Op, sizes: dict | None = None, target: str = "cuda", *, records=None,
-           candidates: int = 24, check: bool = True, seed: int | None = None) -> AutoChoice:
+           candidates: int = 24, check: bool = True, seed: int | None = None,
+           specialize: bool = True) -> AutoChoice:
     """`auto_schedule` with its reasons: the AutoChoice."""
     from .space import Space
     from . import features as F
@@ -127,6 +136,10 @@ def choose(op: Op, sizes: dict | None = None, target: str = "cuda", *, records=N
             src = "default" if cand.sketch == "default" else "estimate"
             remarks.append(f"auto_schedule: {cand.sketch} chosen from {len(ranked)} candidates "
                            f"by the analytic estimate ({ms:.4g} ms at {sizes_text(at)})")
+            if specialize and assumed:
+                spec = specialized(s, given, list(assumed), remarks)
+                if spec is not s and (checker is None or checker.variants_ok(spec, remarks)):
+                    s = spec
             return _done(AutoChoice(s, src, cand.sketch, ms, len(ranked), at, remarks=remarks), t0)
     # Nothing usable: the plain default schedule, which is correct by construction.
     remarks.append("auto_schedule: no candidate of the space was usable; the plain default "
@@ -201,6 +214,34 @@ class _Checker:
             remarks.append(f"auto_schedule: {what} passed over: on the sim at "
                            f"{sizes_text(self.sizes)} it differs from tcomp.evaluate ({problem})")
             return False
+        return True
+
+
+    def variants_ok(self, s: Schedule, remarks: list) -> bool:
+        """A specialised choice built with symbolic sizes (so that each variant is
+        lowered for its condition, as a call at any size builds it) and run at
+        the check sizes rounded up to satisfy each variant's divisibility."""
+        from ..build import build
+        for cond, _ in s.specializations:
+            at = {v: -(-max(n, 1) // cond.divisors().get(v, 1)) * cond.divisors().get(v, 1)
+                  for v, n in self.sizes.items()}
+            what = f"the variant for {cond.text}"
+            try:
+                inputs, want = make_case(self.op, at)
+                k = build(s, target="sim")
+                got = k(*inputs)
+            except OracleError:
+                continue  # (as for the plain choice: nothing to check on)
+            except TcompError as e:
+                remarks.append(f"auto_schedule: {what} is dropped: it fails on the sim at "
+                               f"{sizes_text(at)} ({_first_line(e)})")
+                return False
+            problem = compare(self.op, got, want) if k.ran == f"when {cond.text}" else \
+                f"the call at {sizes_text(at)} ran {k.ran}"
+            if problem is not None:
+                remarks.append(f"auto_schedule: {what} is dropped: on the sim at "
+                               f"{sizes_text(at)} it differs from tcomp.evaluate ({problem})")
+                return False
         return True
 
 

@@ -5,7 +5,9 @@ the program's `run` half: check against the oracle, then time. A pool of
 prepare worker processes (default: one per CPU core but one) runs the
 `prepare` half: replay, lower, compile with NVRTC (which needs no GPU) and
 make the check's data, so compiling overlaps with measuring. Processes are
-spawned, talk over pipes (workers.py has the protocol) and outlive a batch;
+started from tcomp's own entry point (`python -m tcomp.search.worker_main`:
+a script needs no main guard), talk over sockets (workers.py has the
+protocol) and outlive a batch;
 `close()` (or leaving a `with` block) ends them.
 
 Faults: a worker that dies is recorded as "crash" for the candidate it was
@@ -30,7 +32,7 @@ from ..errors import TcompError
 from .oracle import OracleError
 from .runner import (DeviceInfo, DeviceProgram, MeasureInput, MeasureResult, Runner,
                      gpus_differ)
-from .workers import Worker, spawn_context
+from .workers import Worker, pickled
 
 
 def gpu_count() -> int:
@@ -90,9 +92,14 @@ class LocalRunner(Runner):
         self.program, self.target = program, program.target
         self.timeout_s, self.prepare_timeout_s = float(timeout_s), float(prepare_timeout_s)
         self.startup_timeout_s = float(startup_timeout_s)
-        ctx = spawn_context()
-        self.devices = [Worker(ctx, "device", program, d, f"gpu{d}") for d in devices]
-        self.preparers = [Worker(ctx, "prepare", program, None, f"prepare{i}")
+        try:
+            data = pickled(program)
+        except Exception as e:
+            raise TcompError(f"LocalRunner: the program cannot be sent to worker processes "
+                             f"({type(e).__name__}: {e}); keep its attributes plain data and "
+                             f"its functions at module level") from None
+        self.devices = [Worker("device", data, d, f"gpu{d}") for d in devices]
+        self.preparers = [Worker("prepare", data, None, f"prepare{i}")
                           for i in range(prepare_workers)]
         self._task = 0
 
@@ -169,7 +176,8 @@ class LocalRunner(Runner):
         if not active:
             return
         timeout = max(0.0, min(w.deadline for w in active) - time.monotonic())
-        wait([w.conn for w in active] + [w.process.sentinel for w in active], timeout)
+        wait([w.conn for w in active] + [w.process.sentinel for w in active
+                                         if w.process.sentinel is not None], timeout)
         for w in active:
             if w.conn.poll():
                 try:
@@ -218,9 +226,7 @@ class LocalRunner(Runner):
         if w.state == "starting":
             self.close()
             raise TcompError(f"LocalRunner: the worker for {self._what(w)} died while starting "
-                             f"({how}; its error output is above). Worker processes are "
-                             f"spawned: a script that makes a LocalRunner must do so under "
-                             f"`if __name__ == \"__main__\":`")
+                             f"({how}; its error output is above){self._main_hint(w)}")
         self._fail(w, "crash", f"the {self._what(w)} worker process died ({how}) while "
                                f"{self._doing(w)}; it was restarted")
 
@@ -250,6 +256,15 @@ class LocalRunner(Runner):
         name = (w.info or self.device).name if (w.info or self.device) else ""
         self._done(i, MeasureResult(None, kind, message, build_s, name))
         w.kill()
+
+    @staticmethod
+    def _main_hint(w: Worker) -> str:
+        if not w.uses_main:
+            return ""
+        return (". The program (or something it holds) is defined in the script itself "
+                "(__main__), so each worker runs the script's top level to find it: make the "
+                "LocalRunner under `if __name__ == \"__main__\":`, or move that definition "
+                "into a module")
 
     @staticmethod
     def _what(w: Worker) -> str:

@@ -389,14 +389,16 @@ class Records:
             last[r.key] = r
         return list(last.values())
 
-    def best(self, op: Op, sizes: Mapping[str, int], target: str = "cuda",
+    def best(self, op: Op, sizes: Mapping[str, int], target: str | None = None,
              device: str | None = None, check: bool = True) -> Record:
-        """The best valid record of `op` at `sizes` for `target`: the least
+        """The best valid record of `op` at `sizes` for `target` (None: the
+        target of the records, `target_of`): the least
         median time; where none is timed (the sim), the least predicted time.
         `device` picks one device when records of several match. A candidate
         recorded more than once counts by its last line. `check`: re-check the
         winner on the sim first (recheck.py) and pass over one that fails, with
         a RecordCheckWarning, for the next."""
+        target = self.target_of(op, sizes, target)
         ranked = self.ranked(op, sizes, target, device)
         if not check:
             return ranked[0]
@@ -413,14 +415,35 @@ class Records:
                            f"at {sizes_text(sizes)} for target '{target}' in {self.path} "
                            f"failed its re-check on the sim (see the warnings)")
 
-    def ranked(self, op: Op, sizes: Mapping[str, int], target: str = "cuda",
+    def target_of(self, op: Op, sizes: Mapping[str, int], target: str | None = None) -> str:
+        """`target`, or when it is None the target of the records of `op` at
+        `sizes`: the one target they hold; of several, "cuda" where it is one
+        (the GPU's own architecture, what `tune` measures by default), else a
+        RecordsError asking for target=. "cuda" when none match (the error
+        then names what the file holds)."""
+        if target is not None:
+            return target
+        if not isinstance(op, Op):
+            raise RecordsError(f"best: op must be a tcomp.Op, got {type(op).__name__}")
+        sizes, h = check_sizes(op, sizes, "best"), op_hash(op)
+        held = sorted({r.target for r in self.records if r.op_hash == h and r.sizes == sizes})
+        if len(held) == 1:
+            return held[0]
+        if not held or "cuda" in held:
+            return "cuda"
+        raise RecordsError(f"best: {self.path} holds records of '{op.name}' at "
+                           f"{sizes_text(sizes)} for several targets ({', '.join(held)}): pass "
+                           f"target= one of them")
+
+    def ranked(self, op: Op, sizes: Mapping[str, int], target: str | None = None,
                device: str | None = None) -> list[Record]:
-        """The valid records of `op` at `sizes` for `target`, one per candidate
-        (its last line), best first, as `best` ranks them, not re-checked.
-        RecordsError when there is none."""
+        """The valid records of `op` at `sizes` for `target` (None: `target_of`),
+        one per candidate (its last line), best first, as `best` ranks them,
+        not re-checked. RecordsError when there is none."""
         if not isinstance(op, Op):
             raise RecordsError(f"best: op must be a tcomp.Op, got {type(op).__name__}")
         sizes = check_sizes(op, sizes, "best")
+        target = self.target_of(op, sizes, target)
         where = f"{self.path}"
         found = self.latest(op, sizes, target)
         if not found:
@@ -463,9 +486,11 @@ class Records:
         return f" (it holds: {shown}{more})"
 
 
-def best(path, op: Op, sizes: Mapping[str, int], target: str = "cuda",
+def best(path, op: Op, sizes: Mapping[str, int], target: str | None = None,
          device: str | None = None):
-    """The `Schedule` of the best record in `path` (Records.best: re-checked
+    """The `Schedule` of the best record in `path` for `target` (None: the
+    target its records of `op` at `sizes` hold, `Records.target_of`; "cuda"
+    of several) (Records.best: re-checked
     on the sim first, a record that fails passed over with a
     RecordCheckWarning), replayed through `Schedule.from_json`, so it is
     checked against `op` as any schedule is. RecordsError when no valid

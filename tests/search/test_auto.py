@@ -1,6 +1,7 @@
 """`tcomp.auto_schedule` and `tcomp.build(op, ...)`: a schedule chosen without
 measuring, checked, explained in `remarks`; lowering remarks and strict=True."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -193,3 +194,27 @@ def test_errors(call, message):
     with pytest.raises(tcomp.TcompError) as e:
         call()
     assert str(e.value).startswith(message), str(e.value)
+
+
+def test_a_vectorized_choice_at_symbolic_sizes_is_specialised_for_its_vectors():
+    """softmax with D symbolic: row_stream's 16-byte loads need D % 4 == 0, which lowering
+    cannot know; the choice gets a variant for it, checked on the sim, and stays general."""
+    op = tcomp.op(SOFTMAX)
+    c = auto.choose(op, None, "cuda")
+    assert [cond.text for cond, _ in c.schedule.specializations] == ["D % 4 == 0"]
+    said = [r for r in c.remarks if "specialized on" in r]
+    assert len(said) == 1 and re.fullmatch(
+        r"auto_schedule: specialized on D % 4 == 0: there, (\d+) of the \1 vectorized loops "
+        r"that run lane by lane at symbolic sizes get their vector accesses; other sizes run "
+        r"the same schedule lane by lane", said[0]), said
+    k = tcomp.build(op, target="sim")
+    assert [v.name for v in k.variants] == ["when D % 4 == 0", "otherwise"]
+    assert not [r for r in k.remarks if r.startswith("[when D % 4 == 0]")], k.remarks
+    rng = np.random.default_rng(0)
+    for D, ran in ((8, "when D % 4 == 0"), (6, "otherwise")):
+        X = rng.standard_normal((3, D)).astype(np.float32)
+        np.testing.assert_allclose(k(X), tcomp.evaluate(op, X), rtol=1e-5, atol=1e-6)
+        assert k.ran == ran
+    # fixed sizes decide at lowering, and specialize=False keeps the plain choice
+    assert not auto.auto_schedule(op, {"N": 64, "D": 64}).specializations
+    assert not auto.auto_schedule(op, None, specialize=False).specializations

@@ -1,4 +1,4 @@
-"""LocalRunner on the CPU: spawned workers running FakeProgram (a stand-in for
+"""LocalRunner on the CPU: worker processes running FakeProgram (a stand-in for
 the GPU half) — every fault is recorded and the batch goes on."""
 from __future__ import annotations
 
@@ -119,9 +119,7 @@ def test_a_worker_that_dies_or_hangs_while_starting_is_an_error():
     with pytest.raises(tcomp.TcompError) as e:
         r.run(inputs("ok"))
     assert str(e.value) == ("LocalRunner: the worker for GPU 0 died while starting (exit status "
-                            "5; its error output is above). Worker processes are spawned: a "
-                            "script that makes a LocalRunner must do so under `if __name__ == "
-                            "\"__main__\":`")
+                            "5; its error output is above)")
     r.close()
     r = LocalRunner(devices=[0], program=FakeProgram(), prepare_workers=1,
                     startup_timeout_s=0.01)

@@ -87,6 +87,24 @@ def test_best_of_a_sim_run_is_the_best_prediction(tmp_path, op):
     recs.add(cand(op, 16, "sim"), MeasureResult(None, "wrong_result", "off", 0.1, "sim"),
              predicted_ms=0.1)
     assert best(path, op, SIZES, target="sim").to_json() == tiled(op, 4).to_json()
+    # the target comes from the records when none is given (issue 26 item 6: it was "cuda",
+    # and a file of sim records was refused)
+    assert best(path, op, SIZES).to_json() == tiled(op, 4).to_json()
+    assert Records(path).best(op, SIZES).target == "sim"
+
+
+def test_best_without_a_target_takes_it_from_the_records(tmp_path, op):
+    path = tmp_path / "r.jsonl"
+    recs = Records(path)
+    recs.add(cand(op, 8, "sim"), MeasureResult(None, device="sim"), predicted_ms=1.0)
+    recs.add(cand(op, 4, "cuda:sm_80"), MeasureResult((5.0,), device="A100"))
+    with pytest.raises(RecordsError) as e:
+        best(path, op, SIZES)
+    assert str(e.value) == (f"best: {path} holds records of 'matmul' at M=64,K=64,N=64 for "
+                            f"several targets (cuda:sm_80, sim): pass target= one of them")
+    assert best(path, op, SIZES, target="cuda:sm_80").to_json() == tiled(op, 4).to_json()
+    recs.add(cand(op, 2), MeasureResult((9.0,), device="H200"))  # "cuda" wins among several
+    assert best(path, op, SIZES).to_json() == tiled(op, 2).to_json()
 
 
 def test_best_errors(tmp_path, op):
