@@ -204,19 +204,42 @@ def _wait(ex, s):
                            f"(a parity is 0 or 1)")
         b = _bar(ex, name, h, elem, "mbarrier_wait")
         if b.phase % 2 == p:
-            what = f"{name}[{elem}]"
+            sync = sync_of(ex)
+            what, seen = f"{name}[{elem}]", sync.seen(sync.bar_id(name, elem))
             yield Blocked(lambda: b.phase % 2 != p,
-                          lambda: f"mbarrier_wait on {what} for parity {p}: {b.state()}")
+                          lambda: f"mbarrier_wait on {what} for parity {p}: {b.state()}"
+                                  f"{_skipped(b, seen)}")
         _observe(ex, h, name, elem, b, p)
     return wait
 
 
+def _skipped(b: MBar, seen: int) -> str:
+    """The deadlock report's hint for a waiter that let a phase go by."""
+    if b.phase == 0:
+        return ("; nothing has completed yet (on a fresh barrier, a wait for parity 1 returns "
+                "at once: the producer's start convention)")
+    if seen < b.phase - 1:
+        return (f"; phase {b.phase - 1} completed without this task waiting for it (a wrong "
+                f"parity, or a producer that ran a whole ring ahead: a missing wait on the "
+                f"slot's empty barrier)")
+    return ""
+
+
 def _observe(ex, h, name, elem, b: MBar, parity: int) -> None:
-    """The wait returned: the last completed phase is observed."""
+    """The wait returned: the last completed phase is observed. Returning
+    again for a phase this waiter already waited for is a parity that does
+    not alternate: on the GPU it returns at once and the waiter goes on
+    with what that phase delivered (stale data)."""
     sync = sync_of(ex)
     bid, done = sync.bar_id(name, elem), b.phase - 1
     obs = sync.observer()
     seen = sync.observed[obs]
+    if done >= 0 and seen.get(bid, -1) >= done:
+        who = "" if sync.task is None else f" by {sync.task.describe()}"
+        raise SimError(f"kernel {ex.kname}: mbarrier_wait on {name}[{elem}] for parity {parity}"
+                       f"{who} returned at once for phase {done}, which it had already waited "
+                       f"for: a wrong parity (the phase in progress is {b.phase}, parity "
+                       f"{b.phase % 2}; the parity of successive waits on a barrier alternates)")
     seen[bid] = max(seen.get(bid, -1), done)
     sync.last_wait[(obs, bid)] = (parity, done)
     if done >= 0:

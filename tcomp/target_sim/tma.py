@@ -157,8 +157,11 @@ def _check_overwrite(ex, name, h, f, what: str) -> None:
             j = int(np.argmax(bad))
             reader = sync.task_named(u)
             if s[j] == INFLIGHT:
+                ring = ": the ring slot was overwritten before its consumer released it (it " \
+                       "must arrive on the slot's empty barrier after its wgmma_wait)" \
+                    if what.startswith("a TMA load") else ""
                 raise SimError(f"kernel {ex.kname}: {what} shared {name}{_at(h, f[j])} while a "
-                               f"wgmma of {reader} reads it (before its wgmma_wait)")
+                               f"wgmma of {reader} reads it (before its wgmma_wait){ring}")
             raise SimError(f"kernel {ex.kname}: {what} shared {name}{_at(h, f[j])} that "
                            f"{reader} read, and its release (an mbarrier arrive) is not ordered "
                            f"before this write: the ring slot was overwritten before its "
@@ -201,6 +204,7 @@ def _map_and_tile(ex, fn, map_e, ref, idx, env, mask, lane):
     if not isinstance(arr, np.ndarray) or arr.ndim != 2 or len(m.box) != 2:
         raise SimError(f"kernel {ex.kname}: {fn} through {m.name}: a 2-D copy needs a 2-D box "
                        f"over a 2-D buffer ('{m.buffer}')")
+    _encodable(ex, m, arr)
     h = ex.mem.get(ref.buffer)
     if not isinstance(h, Shared):
         raise SimError(f"kernel {ex.kname}: {fn}'s shared operand '{ref.buffer}' is not a shared "
@@ -217,6 +221,18 @@ def _map_and_tile(ex, fn, map_e, ref, idx, env, mask, lane):
     _, off = ex.offsets(ref.buffer, vals, h.shape, mask, f"{fn} at")
     d = int(np.broadcast_to(np.asarray(off, np.int64), (ex.L,))[lane])
     return m, arr, h, tile_offsets(ex, ref.buffer, h, d, m.box[0], m.box[1], fn)
+
+
+def _encodable(ex, m, arr) -> None:
+    """What the driver would refuse to encode (the CUDA target's own check:
+    rows of whole 16-byte units, box sizes), so that what runs here launches
+    there."""
+    from ..errors import CudaError
+    from ..target_cuda.tensor_maps import spec
+    try:
+        spec(m.name, m.buffer, arr.dtype.name, arr.shape, m.box, m.swizzle)
+    except CudaError as e:
+        raise SimError(f"kernel {ex.kname}: {e}") from None
 
 
 def _window(arr, c0, c1, box):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arch.fragments import wgmma_d
 from ..errors import SimError
 from ..lang import dtypes
 from ..lower import ir
@@ -40,14 +41,11 @@ _LAYOUTS: dict = {}
 
 
 def accumulator_layout(n: int):
-    """(row, column) of register r of thread t: two (128, n / 2) arrays."""
+    """(row, column) of register r of thread t: two (128, n / 2) arrays (the
+    one definition, arch/fragments.py's wgmma_d)."""
     hit = _LAYOUTS.get(n)
     if hit is None:
-        t = np.arange(WARPGROUP)[:, None]
-        r = np.arange(n // 2)[None, :]
-        row = (t // 32) * 16 + (t % 32) // 4 + 8 * ((r // 2) % 2)
-        col = (r // 4) * 8 + (t % 4) * 2 + r % 2
-        hit = _LAYOUTS[n] = (row, col)
+        hit = _LAYOUTS[n] = wgmma_d(n).table()
     return hit
 
 
