@@ -32,6 +32,7 @@ launch that fails is run again from its start (the buffers it writes
 restored), one block at a time, so the error reported is the first in launch
 order, whatever the batch size.
 
+A `Specialize` runs each warpgroup of its roles as a cooperative task (tasks.py).
 The statements and expressions of a kernel are compiled once into
 closures (expressions.py), cached while the kernel object lives; memory
 accesses and their checks are in memory.py, global race tables in races.py.
@@ -64,7 +65,7 @@ from .mbarriers import Barriers
 from .memory import Local, Memory, Shared
 from .races import GlobalRaces
 from .tasks import compile_specialize
-from .tma import ProxyState, async_buffers, finish_block
+from .tma import ProxyState, async_buffers, finish_block, uses_sm90
 
 MAX_LANES = 1 << 15          # lanes (threads) of one batch of blocks
 MAX_BATCH_BYTES = 256 << 20  # shared + local memory (with its tracking) of one batch
@@ -126,10 +127,8 @@ class _Launch(Memory, Expressions):
         self.running = False
         self.tensor_maps = {m.name: m for m in k.tensor_maps}
         # Hopper mechanisms (mbarriers, TMA, wgmma, Specialize): one block per batch
-        self.sm90 = any(isinstance(s, ir.Specialize) or (isinstance(s, ir.Alloc) and s.buffer.scope
-                        == "barrier") for s in walk_stmts(k.body))
         self.proxied = async_buffers(k)
-        self.sm90 = self.sm90 or bool(self.proxied)
+        self.sm90 = uses_sm90(k, self.proxied)
         self.sync = None
         self.compiled, self.scope_id, self.scopes = {}, 0, itertools.count(1)
         self.grid_fns = [self.compile_expr(g) for g in k.grid]

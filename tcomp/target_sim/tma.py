@@ -391,6 +391,15 @@ def async_buffers(k: ir.Kernel) -> set:
     return out
 
 
+def uses_sm90(k: ir.Kernel, proxied: set) -> bool:
+    """Whether kernel `k` uses the Hopper mechanisms (a Specialize, mbarriers,
+    async-proxy buffers `proxied`): it runs one block per batch."""
+    from ..lower.rewriter import walk_stmts
+    return bool(proxied) or any(
+        isinstance(s, ir.Specialize) or (isinstance(s, ir.Alloc) and s.buffer.scope == "barrier")
+        for s in walk_stmts(k.body))
+
+
 RULES = {"tma_load_2d": _load, "tma_store_2d": _store, "tma_store_commit": _commit,
          "fence_proxy_async": _fence}
 BLOCKING = {"tma_store_wait": _wait}
