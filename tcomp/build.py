@@ -87,16 +87,30 @@ class SimKernel:
         self.set_unflattened(_lower(schedule, self.sizes, until="flatten_storage",
                                     divisors=divisors))
 
+    @classmethod
+    def from_program(cls, prog: ir.Program) -> "SimKernel":
+        """A sim kernel running `prog` as it is: a Program built without a
+        schedule (tcomp.kernels builds Kernel IR directly), already flattened.
+        It is called like the op (the program's signature checks the inputs)."""
+        k = cls.__new__(cls)
+        k.schedule = k.op = k.unflattened = None
+        k.sizes = dict(prog.bound_sizes)
+        k.program = prog
+        return k
+
     def set_unflattened(self, prog: ir.Program) -> None:
         """Run `prog` (IR before storage flattening) flattened from now on."""
         self.unflattened = prog
         self.program = run_passes(prog, start="flatten_storage")
 
     def __repr__(self) -> str:
-        return f"<tcomp sim kernel {self.op.name}: {len(self.program.kernels)} launch(es)>"
+        name = self.op.name if self.op is not None else self.program.name
+        return f"<tcomp sim kernel {name}: {len(self.program.kernels)} launch(es)>"
 
     def __call__(self, *arrays):
         op = self.op
+        if op is None:
+            return self._call_program(arrays)
         inputs, sizes = bind_inputs(op, arrays, self.sizes)
         env = self._run(self.program, inputs, sizes)
         outs = tuple(env[t.name] for t in op.outputs)
@@ -106,6 +120,15 @@ class SimKernel:
                 if want != env[t.name].shape:
                     raise LoweringError(f"output '{t.name}' is declared with shape {want} but "
                                         f"its statements compute shape {env[t.name].shape}")
+        return outs[0] if len(outs) == 1 else outs
+
+    def _call_program(self, arrays):
+        prog = self.program
+        arrays, sizes = prog.signature.check_call(arrays, self.sizes)
+        inputs = {n: np.require(np.asarray(a), requirements="C")
+                  for n, a in zip(prog.inputs, arrays)}
+        env = self._run(prog, inputs, sizes)
+        outs = tuple(env[n] for n in prog.outputs)
         return outs[0] if len(outs) == 1 else outs
 
     def _run(self, prog, inputs, sizes) -> dict:
@@ -121,7 +144,7 @@ class SimKernel:
         try:
             run_program(prog, env, sizes)
         except SimError as final:
-            if prog is not self.program:
+            if prog is not self.program or self.unflattened is None:
                 raise
             # The flat offset at fault says less than the subscripts before
             # flattening (which dimension overflowed): run that IR, on fresh

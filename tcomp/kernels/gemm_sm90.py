@@ -262,7 +262,13 @@ def gemm_sm90_program(sizes: dict | None = None, config: GemmConfig = GemmConfig
     return dataclasses.replace(prog, kernels=(k,))
 
 
-def gemm_sm90(sizes: dict | None = None, config: GemmConfig = GemmConfig(), arch: str = "sm_90a"):
-    """The GEMM built for the GPU: a CudaKernel called as `C = k(A, B)`."""
+def gemm_sm90(sizes: dict | None = None, config: GemmConfig = GemmConfig(), arch: str = "sm_90a",
+              target: str = "cuda"):
+    """The GEMM built for the GPU: a CudaKernel called as `C = k(A, B)`;
+    `target="sim"`: a SimKernel running the same IR on the CPU (ir.SM_COUNT is
+    target_sim.executor.SIM_SM_COUNT there)."""
+    if target == "sim":
+        from ..build import SimKernel
+        return SimKernel.from_program(gemm_sm90_program(sizes, config))
     from ..target_cuda.kernel import CudaKernel
     return CudaKernel.from_program(gemm_sm90_program(sizes, config), target="cuda")

@@ -32,6 +32,7 @@ launch that fails is run again from its start (the buffers it writes
 restored), one block at a time, so the error reported is the first in launch
 order, whatever the batch size.
 
+A `Specialize` runs each warpgroup of its roles as a cooperative task (tasks.py).
 The statements and expressions of a kernel are compiled once into
 closures (expressions.py), cached while the kernel object lives; memory
 accesses and their checks are in memory.py, global race tables in races.py.
@@ -60,17 +61,24 @@ from ..lower.rewriter import walk_stmts
 from .coverage import Coverage
 from .expressions import Expressions
 from .intrinsics import RULES
+from .mbarriers import Barriers
 from .memory import Local, Memory, Shared
 from .races import GlobalRaces
+from .tasks import compile_specialize
+from .tma import ProxyState, async_buffers, finish_block, uses_sm90
 
 MAX_LANES = 1 << 15          # lanes (threads) of one batch of blocks
 MAX_BATCH_BYTES = 256 << 20  # shared + local memory (with its tracking) of one batch
+# ir.SM_COUNT in a sim run (a persistent grid of that many blocks): small, so that
+# a persistent loop visits several tiles per block at small sizes
+SIM_SM_COUNT = 3
 
 
 def run_program(prog: ir.Program, env: dict, sizes: dict) -> None:
     """Run every kernel of `prog` on the global arrays in `env` (in place).
     Buffers are addressed flat: an array that is not C-contiguous is run on a
     contiguous copy, copied back when the program ends (or fails)."""
+    sizes = {ir.SM_COUNT: SIM_SM_COUNT, **sizes}
     work = {n: np.ascontiguousarray(a) if isinstance(a, np.ndarray) and
             not a.flags.c_contiguous else a for n, a in env.items()}
     try:
@@ -117,6 +125,11 @@ class _Launch(Memory, Expressions):
         self.invariant = set(k.sizes) | threads.INDEX_VARS
         self.batch = object()  # the batch running (invariant values are per batch)
         self.running = False
+        self.tensor_maps = {m.name: m for m in k.tensor_maps}
+        # Hopper mechanisms (mbarriers, TMA, wgmma, Specialize): one block per batch
+        self.proxied = async_buffers(k)
+        self.sm90 = uses_sm90(k, self.proxied)
+        self.sync = None
         self.compiled, self.scope_id, self.scopes = {}, 0, itertools.count(1)
         self.grid_fns = [self.compile_expr(g) for g in k.grid]
         self.block_fns = [self.compile_expr(b) for b in k.block]
@@ -204,6 +217,8 @@ class _Launch(Memory, Expressions):
                 continue
             per_block += n * (self.T * (item + 1) if scope != "shared" else item + 9)
         by_mem = MAX_BATCH_BYTES // max(per_block, 1)
+        if self.sm90:
+            return 1
         return max(1, min(nblocks, MAX_LANES // max(self.T, 1), by_mem))
 
     def _run_batch(self, body, first, nb):
@@ -229,6 +244,8 @@ class _Launch(Memory, Expressions):
         self.batch = object()  # invalidates the values of invariant expressions
         self.races.start_batch()
         body(env, None)
+        if self.sm90:
+            finish_block(self)
 
     # ------------------------------------------------------------ messages
     def _thread(self, lane):
@@ -362,7 +379,7 @@ class _Launch(Memory, Expressions):
         # earlier iteration is caught too.
         b, body = s.buffer, self.compile_stmt(s.body)
         dims = [self.compile_expr(d) for d in b.shape]
-        if b.scope not in ("shared", "local", "fragment"):
+        if b.scope not in ("shared", "local", "fragment", "barrier"):
             kname = self.kname
 
             def bad(env, mask):
@@ -374,7 +391,12 @@ class _Launch(Memory, Expressions):
             if h is None:
                 shape = tuple(int(d(env, None)) for d in dims)
                 h = self.mem[b.name] = (Shared(b, shape, self.nb) if b.scope == "shared"
+                                        else Barriers(b, shape) if b.scope == "barrier"
                                         else Local(b, shape, self.L))  # local, fragment
+                if b.name in self.proxied and b.scope == "shared":
+                    h.proxy = ProxyState(h)
+            elif b.scope == "barrier":
+                pass  # an mbarrier keeps its state until its next mbarrier_init
             elif mask is None:
                 h.written[...] = False
                 if b.scope != "shared":
@@ -409,8 +431,10 @@ class _Launch(Memory, Expressions):
                 return
             vals = [f(env, mask) for f in idx]
             dest = h if h is not None else self.globals.get(name)
-            if dest is None:
-                raise SimError(f"kernel {self.kname}: unknown buffer '{name}'")
+            if dest is None or type(dest) is Barriers:
+                raise SimError(f"kernel {self.kname}: unknown buffer '{name}'" if dest is None
+                               else f"kernel {self.kname}: a store to mbarrier '{name}' (use "
+                                    f"the mbarrier intrinsics)")
             scalar, off = self.offsets(name, vals, dest.shape, mask, "write to", where)
             data = dest.data if h is not None else dest
             if v.dtype != data.dtype:
@@ -449,6 +473,7 @@ class _Launch(Memory, Expressions):
         return rule(self, s)
 
     _s_Barrier = _s_AllReduce = _s_Evaluate = _intrinsic
+    _s_Specialize = compile_specialize
 
 
 _UNSET = object()

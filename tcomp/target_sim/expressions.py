@@ -17,7 +17,7 @@ from ..errors import SimError
 from ..lang import npfuncs
 from ..lower import ir
 from ..lower.printer import expr as expr_text
-from .memory import Local
+from .memory import Local, Shared
 
 COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
            "==": np.equal, "!=": np.not_equal}
@@ -143,6 +143,9 @@ class Expressions:
             return self.load_global(name, arr, subs, mask)
         if type(h) is Local:
             return self.load_local(name, h, subs, mask)
+        if not isinstance(h, Shared):
+            raise SimError(f"kernel {self.kname}: a load of mbarrier '{name}' (use the mbarrier "
+                           f"intrinsics)")
         return self.load_shared(name, h, subs, mask)
 
     def _const_load(self, name, key, off):

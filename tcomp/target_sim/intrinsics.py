@@ -1,13 +1,16 @@
 """Sim rules of the intrinsics (tcomp/lower/intrinsics.py), keyed by the
 registry's names. A rule takes the kernel being compiled (executor._Launch:
 `compile_expr`, `mem`, `block`, `_whole_blocks`, ...) and the intrinsic
-statement, and returns the statement's closure `(env, mask) -> None`."""
+statement, and returns the statement's closure `(env, mask) -> None`.
+The Hopper intrinsics' rules are in mbarriers.py, tma.py, wgmma.py and
+tasks.py (named barriers)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import SimError
-from . import async_copy, warp_ops
+from . import async_copy, mbarriers, tma, warp_ops, wgmma
+from .tasks import lockstep, named_barrier
 
 
 def _barrier(ex, s):
@@ -71,4 +74,10 @@ RULES = {
     "cp_async": _async,
     "cp_async_commit": _async,
     "cp_async_wait": _async,
+    **mbarriers.RULES, **tma.RULES, **wgmma.RULES,
 }
+# Rules of the blocking intrinsics: generators that yield while they wait
+# (tasks.py runs them in a Specialize's tasks; RULES holds their lock-step form).
+BLOCKING = {**mbarriers.BLOCKING, **tma.BLOCKING, **wgmma.BLOCKING,
+            "named_barrier": named_barrier}
+RULES.update({name: lockstep(rule) for name, rule in BLOCKING.items()})

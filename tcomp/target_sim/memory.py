@@ -31,7 +31,9 @@ _UNSIGNED = {np.dtype(np.int32): np.uint32, np.dtype(np.int64): np.uint64,
 
 class Local:
     """Per-lane registers, `size` per lane. `full` holds constant offsets every
-    lane has written since the allocation was entered (their reads skip the check)."""
+    lane has written since the allocation was entered (their reads skip the check).
+    `pending`: per register, the wgmma in flight that write it (wgmma.py)."""
+    pending = None
 
     def __init__(self, buf, shape, lanes):
         self.buf, self.shape = buf, shape
@@ -44,7 +46,9 @@ class Local:
 class Shared:
     """Per-block shared memory with, per element, the thread that wrote it and
     the thread that read it since the block's last barrier (NOBODY, a thread
-    index in the block, or SEVERAL: several threads, which wrote the same value)."""
+    index in the block, or SEVERAL: several threads, which wrote the same value).
+    `proxy`: what the async proxy (TMA, wgmma) knows of it (tma.ProxyState)."""
+    proxy = None
 
     def __init__(self, buf, shape, blocks):
         self.buf, self.shape = buf, shape
@@ -149,6 +153,9 @@ class Memory:
     # ------------------------------------------------------------ local
     def load_local(self, name, h, vals, mask):
         scalar, off = self.offsets(name, vals, h.shape, mask, "read of")
+        if h.pending is not None:
+            from .wgmma import pending_registers
+            pending_registers(self, name, h, off, self._active(mask), "read of")
         if scalar:
             if off not in h.full:
                 w = h.written[:, off]
@@ -169,6 +176,9 @@ class Memory:
                            f"(thread {self._thread(int(np.argmax(unwritten)))})")
 
     def store_local(self, h, off, scalar, vals, mask):
+        if h.pending is not None:
+            from .wgmma import pending_registers
+            pending_registers(self, h.buf.name, h, off, self._active(mask), "write to")
         if scalar:
             if mask is None:
                 h.data[:, off] = vals
@@ -221,6 +231,8 @@ class Memory:
         # The reader of each element: this thread, or SEVERAL when another thread
         # read it too (now or since the last barrier). Lanes of one step that read
         # one element all store their index and one wins: the others mark SEVERAL.
+        if h.proxy is not None:
+            h.proxy.generic_read(self, name, h, f)
         r = h.freader[f]
         new = np.where((r == NOBODY) | (r == tid), tid, np.int32(SEVERAL))
         h.freader[f] = new
@@ -244,6 +256,8 @@ class Memory:
                            f"shared {name} at offset {int(flat[j]) % h.size} while an "
                            f"asynchronous copy to it is pending (block "
                            f"{self._block(int(lanes[j]))})")
+        if h.proxy is not None:
+            h.proxy.generic_write(self, name, h, flat, lanes)
         order = np.argsort(flat, kind="stable")
         f, v, ln = flat[order], vals[order], lanes[order]
         dup = f[1:] == f[:-1]
@@ -321,6 +335,9 @@ class Memory:
         self.races.barrier(blocks)
 
     # ------------------------------------------------------------ messages
+    def _active(self, mask):
+        return self.lane if mask is None else np.flatnonzero(mask)
+
     @staticmethod
     def _sub_at(subs, lane):
         return [int(s) if np.ndim(s) == 0 else int(s[lane]) for s in subs]
