@@ -110,9 +110,9 @@ def test_an_integer_of_too_many_digits(path):
 @pytest.mark.parametrize("sidecar_json,want", [
     ([], ": the sidecar must be a JSON object, got an array" + AGAIN),
     ({}, ": the sidecar has no 'format'" + AGAIN),
-    ({"format": 99}, " has format 99, expected 2"),
-    ({"format": "2"}, " has format \"2\", expected 2"),
-    ({"format": True}, " has format true, expected 2"),
+    ({"format": 99}, " has format 99, expected 3"),
+    ({"format": "2"}, " has format \"2\", expected 3"),
+    ({"format": True}, " has format true, expected 3"),
     ({"format": 1}, " has format 1: it was written by an older tcomp, without the digests that "
                     "tie a sidecar to its cubin; export the kernel again with this version "
                     "(format 2)"),
