@@ -9,7 +9,8 @@ schedule ("otherwise"); its text prints each under a `# variant` line.
 `remarks`), `ran` names the variant the last call ran, `variant_for(sizes)`
 the one a call at `sizes` would run. The choice is made on the host from the
 inputs' shapes, before anything reaches a kernel: no condition is tested on
-the device.
+the device. `export` writes the last variant (correct at every size) with
+a SpecializedExportWarning naming the ones it leaves out.
 
 Sizes fixed at build (`sizes=`) decide conditions at build: a variant whose
 condition is false there is not built, and one whose condition holds there
@@ -19,6 +20,7 @@ could never run).
 from __future__ import annotations
 
 import os
+import warnings
 
 from .errors import LoweringError, TcompError
 from .lower.pipeline import checked_sizes
@@ -196,9 +198,23 @@ class SpecializedKernel:
                          "k.variants[i].cubin")
 
     def export(self, path) -> None:
-        raise TcompError(f"export: a specialized kernel has {len(self.variants)} variants, "
-                         f"chosen on the host at each call; export one of them "
-                         f"(k.variants[i].export(path)) and choose among them in your program")
+        """Write the last variant (the general one, correct at every size; or the
+        one the fixed sizes chose), as `CudaKernel.export` does; the others are
+        not written, and a SpecializedExportWarning says so: export them one by
+        one (`k.variants[i].export(path)`) to choose among them yourself."""
+        last = self.variants[-1]
+        if len(self.variants) > 1:
+            others = ", ".join(v.name for v in self.variants[:-1])
+            warnings.warn(f"export: {path} holds the '{last.name}' variant only, which is "
+                          f"correct at every size; the faster variant(s) {others} are not "
+                          f"exported (export each with k.variants[i].export(path) and choose "
+                          f"among them in your program)", SpecializedExportWarning,
+                          stacklevel=2)
+        last.kernel.export(path)
+
+
+class SpecializedExportWarning(UserWarning):
+    """`SpecializedKernel.export` wrote one variant of several."""
 
 
 def _call_sizes(args, names, sources) -> dict | None:

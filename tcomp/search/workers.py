@@ -169,8 +169,12 @@ class Worker:
             theirs.close()
         self.process = Child(popen)
         self.conn = Connection(ours.detach())
-        self.conn.send(("init", list(sys.path), main_module() if self.uses_main else None,
-                        self.role, self.program_bytes))
+        try:
+            self.conn.send(("init", list(sys.path), main_module() if self.uses_main else None,
+                            self.role, self.program_bytes))
+        except OSError:
+            pass  # it died at once: the runner sees its end (sentinel, end of file) as a death
+
         self.state, self.task = "starting", None
         self.started = time.monotonic()
         self.deadline = self.started + startup_timeout_s

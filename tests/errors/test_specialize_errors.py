@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tcomp
+from tcomp.specialized import SpecializedExportWarning
 
 ROW = "def scale(float(M, D) X) -> (O) { O(i, d) = X(i, d) * 2.0 }"
 
@@ -91,14 +92,17 @@ def test_a_variant_called_alone_refuses_sizes_outside_its_condition(s):
     np.testing.assert_array_equal(k.variants[1](X), X * 2)  # the general one takes any size
 
 
-def test_a_specialized_cuda_kernel_has_no_single_cubin_to_export(s, tmp_path):
+def test_a_specialized_cuda_kernel_exports_its_general_variant_and_says_so(s, tmp_path):
     s.specialize("D % 4 == 0")
     k = tcomp.build(s, target="cuda")
-    with pytest.raises(tcomp.TcompError) as e:
-        k.export(str(tmp_path / "k.cubin"))
-    assert str(e.value) == ("export: a specialized kernel has 2 variants, chosen on the host at "
-                            "each call; export one of them (k.variants[i].export(path)) and "
-                            "choose among them in your program")
+    path = str(tmp_path / "k.cubin")
+    with pytest.warns(SpecializedExportWarning) as w:
+        k.export(path)
+    assert str(w[0].message) == (f"export: {path} holds the 'otherwise' variant only, which is "
+                                 f"correct at every size; the faster variant(s) when D % 4 == 0 "
+                                 f"are not exported (export each with k.variants[i].export(path) "
+                                 f"and choose among them in your program)")
+    assert open(path, "rb").read() == k.variants[1].cubin
     with pytest.raises(tcomp.TcompError, match=r"a specialized kernel has one cubin per variant: "
                                                r"read k.variants\[i\].cubin"):
         k.cubin
