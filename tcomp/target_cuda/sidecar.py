@@ -336,7 +336,8 @@ def _kernels(c: _Checker, kernels, where: str, arch: str, buffers: set) -> list:
             pw = f"{at}.params[{k}]"
             c.obj(p, pw)
             if len(p) != 1 or next(iter(p)) not in kinds:
-                forms = " or ".join(f'{{"{k}": ...}}' for k in kinds)
+                forms = " or ".join('{"%s": %s}' % (k, "{...}" if k == "tensor_map" else "NAME")
+                                    for k in kinds)
                 c.fail(pw, f"must be {forms}, got {_short(p)}")
             kind, name = next(iter(p.items()))
             if kind == "tensor_map":

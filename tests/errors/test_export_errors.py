@@ -115,7 +115,7 @@ def test_an_integer_of_too_many_digits(path):
     ({"format": True}, " has format true, expected 3"),
     ({"format": 1}, " has format 1: it was written by an older tcomp, without the digests that "
                     "tie a sidecar to its cubin; export the kernel again with this version "
-                    "(format 2)"),
+                    "(format 3)"),
 ])
 def test_formats(path, sidecar_json, want):
     S.write(path, sidecar_json)
@@ -193,10 +193,12 @@ FIELD_ERRORS = [
     (lambda m: kern(m).__setitem__("dynamic_smem", -1),
      "kernels[0].dynamic_smem must be in 0..232448, got -1"),
     (lambda m: kern(m)["params"].__setitem__(0, {"buffer": "X", "size": "N"}),
-     "kernels[0].params[0] must be {\"buffer\": NAME} or {\"size\": NAME}, got "
+     "kernels[0].params[0] must be {\"buffer\": NAME} or {\"size\": NAME} or "
+     "{\"tensor_map\": {...}}, got "
      "{\"buffer\": \"X\", \"size\": \"N\"}"),
     (lambda m: kern(m)["params"].__setitem__(0, {"pointer": "X"}),
-     "kernels[0].params[0] must be {\"buffer\": NAME} or {\"size\": NAME}, got "
+     "kernels[0].params[0] must be {\"buffer\": NAME} or {\"size\": NAME} or "
+     "{\"tensor_map\": {...}}, got "
      "{\"pointer\": \"X\"}"),
     (lambda m: kern(m)["params"].__setitem__(0, {"buffer": 1}),
      "kernels[0].params[0].buffer must be a non-empty string, got number 1"),
