@@ -380,8 +380,15 @@ class _Kernel:
             else:
                 params.append(f"const {ctype(b.dtype)}* __restrict__ {self.name(name)}")
         params += [f"{self.index_ctype} {self.name(n)}" for n in k.sizes]
-        shared = [x.buffer for x in walk_stmts(k.body)
-                  if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"]
+        # Declared once each, at the top: an unrolled loop allocates the same buffer once
+        # per copy (issue 22, defect 9), each copy's use finished before the next's.
+        shared = {}
+        for x in walk_stmts(k.body):
+            if isinstance(x, ir.Alloc) and x.buffer.scope == "shared":
+                if shared.setdefault(x.buffer.name, x.buffer) != x.buffer:
+                    raise CudaError(f"codegen: shared buffer '{x.buffer.name}' is allocated "
+                                    f"twice with different shapes or types")
+        shared = list(shared.values())
         total = 0
         offsets = []
         for b in shared:
