@@ -71,11 +71,14 @@ class SimKernel:
     that break the IR on purpose)."""
     target = "sim"
     remarks: tuple = ()  # set by tcomp.build: what was chosen, what lowering declined
+    max_instances: int | None = None  # set in __init__: the work guard (target_sim/work.py)
 
     def __init__(self, schedule, sizes):
         self.schedule = schedule
         self.op = schedule.op
         self.sizes = checked_sizes(schedule, sizes)
+        from .target_sim import work
+        self.max_instances = work.MAX_INSTANCES
         self.set_unflattened(_lower(schedule, self.sizes, until="flatten_storage"))
 
     def set_unflattened(self, prog: ir.Program) -> None:
@@ -89,6 +92,8 @@ class SimKernel:
     def __call__(self, *arrays):
         op = self.op
         inputs, sizes = bind_inputs(op, arrays, self.sizes)
+        from .target_sim import work
+        work.check(self.program, sizes, self.max_instances)
         env = self._run(self.program, inputs, sizes)
         outs = tuple(env[t.name] for t in op.outputs)
         for t in op.outputs:
