@@ -87,7 +87,7 @@ class StageNest:
             else:
                 ext[r.fused] = simplify_expr(mul(ext[r.outer], ext[r.inner]))
         loopvar = {leaf: ctx.fresh(leaf, prefix) for leaf in st.leaves}
-        _check_rebinds(stage, st, ctx, loopvar)
+        _check_rebinds(stage, st, ctx, loopvar, b.sched)
         val: dict[str, ir.Expr] = {leaf: ir.Var(loopvar[leaf]) for leaf in st.leaves}
         guards = []  # (kind, condition)
         for r in reversed(st.relations):
@@ -231,7 +231,7 @@ class StageNest:
         return for_loop(self.st, leaf, self.info.loopvar[leaf], self.info.ext[leaf], body)
 
 
-def _check_rebinds(stage: str, st, ctx, loopvar: dict) -> None:
+def _check_rebinds(stage: str, st, ctx, loopvar: dict, sched) -> None:
     """A thread axis is bound at most once on any path from the kernel to a statement:
     a stage computed inside a loop bound to threadIdx.T that binds a loop of its own to
     threadIdx.T again would be computed only where the two indices coincide (each thread
@@ -240,6 +240,8 @@ def _check_rebinds(stage: str, st, ctx, loopvar: dict) -> None:
     whole region cooperatively."""
     if st.scope == "shared":
         return
+    if st.scope == "local" and st.attach[0] == "at":
+        _check_local_binds(stage, st, loopvar, sched)
     outer = {tag: var for var, _, tag in ctx.thread_loops}
     for leaf, tag in st.bind.items():
         if tag in outer:
@@ -250,3 +252,25 @@ def _check_rebinds(stage: str, st, ctx, loopvar: dict) -> None:
                 f"Bind '{leaf}' to another thread axis, compute '{stage}' at a loop outside "
                 f"'{outer[tag]}' (or at root), or give it shared scope (a cooperative stage "
                 f"covering every thread)")
+
+
+def _check_local_binds(stage: str, st, loopvar: dict, sched) -> None:
+    """Registers are per thread: a loop of a local stage bound to threadIdx.T leaves
+    each thread one part of the buffer, which only a reader that binds threadIdx.T
+    inside the attach point too reads in the same thread. A reader that reads the
+    whole region in each thread read registers no thread wrote (the sim refused it;
+    the GPU read garbage: fuzzer, seed 1 pair 875)."""
+    consumer = sched.states[st.attach[1]]
+    leaves = list(consumer.leaves)
+    below = leaves[leaves.index(st.attach[2]) + 1:] if st.attach[2] in leaves else leaves
+    inside = {consumer.bind[x] for x in below if x in consumer.bind}
+    for leaf, tag in st.bind.items():
+        if tag in inside:
+            continue
+        raise ScheduleError(
+            f"stage '{stage}' (local scope: registers of one thread) binds its loop "
+            f"'{loopvar.get(leaf, leaf)}' ({leaf}) to {tag}, but it is computed at "
+            f"'{st.attach[1]}', which does not bind {tag} inside that point: each of its "
+            f"threads would read registers no thread wrote. Leave the loops of '{stage}' "
+            f"serial (unroll them), bind {tag} in '{st.attach[1]}' inside the attach point "
+            f"too, or give it shared scope (a cooperative stage covering every thread)")
