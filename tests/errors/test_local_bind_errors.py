@@ -1,9 +1,9 @@
 """A local (register) stage computed at a consumer that binds one of its loops to a thread
-axis the consumer does not bind inside the attach point: each thread held one part of the
-registers and read all of them (found by the long fuzz run of issue 22, seed 1 pairs 228
+axis that a reader does not bind: each thread held one part of the registers and read all
+of them (found by the long fuzz run of issue 22, seed 1 pairs 228
 and 875: the sim refused the run with "read of local O_local before any write", the GPU
-would have read garbage). Now a ScheduleError at lowering; with the consumer binding the
-same axis inside the attach point, each thread reads its own part, which still runs."""
+would have read garbage). Now a ScheduleError at lowering; with the reader binding the same
+axis, each thread reads its own part, which still runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -27,10 +27,10 @@ def test_a_local_stage_bound_to_a_thread_its_reader_does_not_bind_is_refused():
         tcomp.build(s, "sim", sizes={"K": 3})  # (a local region needs bound sizes)
     assert str(e.value) == (
         "stage 'O.local' (local scope: registers of one thread) binds its loop 'O_local_k' (k) "
-        "to threadIdx.z, but it is computed at 'O', which does not bind threadIdx.z inside "
-        "that point: each of its threads would read registers no thread wrote. Leave the loops "
-        "of 'O.local' serial (unroll them), bind threadIdx.z in 'O' inside the attach point "
-        "too, or give it shared scope (a cooperative stage covering every thread)")
+        "to threadIdx.z, but its reader 'O' does not bind threadIdx.z: each of its threads "
+        "would read registers no thread wrote. Leave the loops of 'O.local' serial (unroll "
+        "them), bind a loop of 'O' to threadIdx.z too, or give 'O.local' shared scope (a "
+        "cooperative stage covering every thread)")
 
 
 def test_a_local_stage_whose_reader_binds_the_same_thread_inside_still_runs():
