@@ -79,11 +79,14 @@ class SimKernel:
     that break the IR on purpose)."""
     target = "sim"
     remarks: tuple = ()  # set by tcomp.build: what was chosen, what lowering declined
+    max_instances: int | None = None  # set in __init__: the work guard (target_sim/work.py)
 
     def __init__(self, schedule, sizes, divisors: dict | None = None):
         self.schedule = schedule
         self.op = schedule.op
         self.sizes = checked_sizes(schedule, sizes)
+        from .target_sim import work
+        self.max_instances = work.MAX_INSTANCES
         self.set_unflattened(_lower(schedule, self.sizes, until="flatten_storage",
                                     divisors=divisors))
 
@@ -92,10 +95,12 @@ class SimKernel:
         """A sim kernel running `prog` as it is: a Program built without a
         schedule (tcomp.kernels builds Kernel IR directly), already flattened.
         It is called like the op (the program's signature checks the inputs)."""
+        from .target_sim import work
         k = cls.__new__(cls)
         k.schedule = k.op = k.unflattened = None
         k.sizes = dict(prog.bound_sizes)
         k.program = prog
+        k.max_instances = work.MAX_INSTANCES
         return k
 
     def set_unflattened(self, prog: ir.Program) -> None:
@@ -112,6 +117,8 @@ class SimKernel:
         if op is None:
             return self._call_program(arrays)
         inputs, sizes = bind_inputs(op, arrays, self.sizes)
+        from .target_sim import work
+        work.check(self.program, sizes, self.max_instances)
         env = self._run(self.program, inputs, sizes)
         outs = tuple(env[t.name] for t in op.outputs)
         for t in op.outputs:

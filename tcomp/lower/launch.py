@@ -70,6 +70,7 @@ def launch_dims(body: ir.Stmt, stage: str):
         if isinstance(x, ir.AllReduce):
             block[x.tag.dim] = x.extent
     _check_constant(block, stage)
+    _check_grid(grid, stage)
     return tuple(grid), tuple(block)
 
 
@@ -135,3 +136,16 @@ def _check_constant(block, stage: str):
             raise LoweringError(f"stage '{stage}': {n} threads along {threads.THREAD[axis]} "
                                 f"exceed CUDA's limit of {most} for that dimension; bind a loop "
                                 f"of at most {most} iterations there")
+
+
+def _check_grid(grid, stage: str):
+    """A grid dimension known now (sizes bound at build) must fit CUDA's limit
+    along its axis: refused here, not at the first launch (issue 22, defect 8)."""
+    for axis, (g, most) in enumerate(zip(grid, CUDA_LIMITS.grid)):
+        n = simplify_expr(g)
+        if isinstance(n, ir.Imm) and int(n.value) > most:
+            raise LoweringError(f"stage '{stage}': a grid of {int(n.value)} blocks along "
+                                f"{threads.BLOCK[axis]} exceeds CUDA's limit of {most} for that "
+                                f"dimension; bind a larger loop to {threads.BLOCK[0]}, or split "
+                                f"the loop bound to {threads.BLOCK[axis]} and loop over the "
+                                f"outer part")

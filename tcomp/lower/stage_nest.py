@@ -88,7 +88,7 @@ class StageNest:
             else:
                 ext[r.fused] = simplify_expr(mul(ext[r.outer], ext[r.inner]))
         loopvar = {leaf: ctx.fresh(leaf, prefix) for leaf in st.leaves}
-        _check_rebinds(stage, st, ctx, loopvar)
+        _check_rebinds(stage, st, ctx, loopvar, b)
         val: dict[str, ir.Expr] = {leaf: ir.Var(loopvar[leaf]) for leaf in st.leaves}
         guards = []  # (kind, condition)
         for r in reversed(st.relations):
@@ -238,7 +238,7 @@ class StageNest:
         return for_loop(self.st, leaf, self.info.loopvar[leaf], self.info.ext[leaf], body)
 
 
-def _check_rebinds(stage: str, st, ctx, loopvar: dict) -> None:
+def _check_rebinds(stage: str, st, ctx, loopvar: dict, b) -> None:
     """A thread axis is bound at most once on any path from the kernel to a statement:
     a stage computed inside a loop bound to threadIdx.T that binds a loop of its own to
     threadIdx.T again would be computed only where the two indices coincide (each thread
@@ -247,6 +247,8 @@ def _check_rebinds(stage: str, st, ctx, loopvar: dict) -> None:
     whole region cooperatively."""
     if st.scope == "shared":
         return
+    if st.scope == "local" and st.attach[0] == "at":
+        _check_local_binds(stage, st, loopvar, b)
     outer = {tag: var for var, _, tag in ctx.thread_loops}
     for leaf, tag in st.bind.items():
         if tag in outer:
@@ -257,3 +259,27 @@ def _check_rebinds(stage: str, st, ctx, loopvar: dict) -> None:
                 f"Bind '{leaf}' to another thread axis, compute '{stage}' at a loop outside "
                 f"'{outer[tag]}' (or at root), or give it shared scope (a cooperative stage "
                 f"covering every thread)")
+
+
+def _check_local_binds(stage: str, st, loopvar: dict, b) -> None:
+    """Registers are per thread: a loop of a local stage bound to threadIdx.T leaves
+    each thread one part of the buffer, which only readers that bind threadIdx.T too
+    read in the same thread (a bound reduction loop is a cross-thread reduction, whose
+    value every thread gets). A reader that reads the whole region in each thread
+    read registers no thread wrote (the sim refused it; the GPU read garbage: the long
+    fuzz run of issue 22, seed 1 pairs 228 and 875). `b`: the Builder."""
+    states = b.sched.states
+    readers = [q for q in states if q != stage and st.tensor in b.reads(q)]
+    for leaf, tag in st.bind.items():
+        if st.kinds[leaf] == "reduce":
+            continue
+        for q in readers:
+            if tag in states[q].bind.values():
+                continue
+            raise ScheduleError(
+                f"stage '{stage}' (local scope: registers of one thread) binds its loop "
+                f"'{loopvar.get(leaf, leaf)}' ({leaf}) to {tag}, but its reader '{q}' does "
+                f"not bind {tag}: each of its threads would read registers no thread wrote. "
+                f"Leave the loops of '{stage}' serial (unroll them), bind a loop of '{q}' to "
+                f"{tag} too, or give '{stage}' shared scope (a cooperative stage covering "
+                f"every thread)")

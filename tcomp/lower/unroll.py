@@ -2,7 +2,9 @@
 
 Pre: loops marked `unroll` / `vectorize`.
 Post: unrolled loops of constant extent (up to MAX_UNROLL) are expanded into
-copies of their body; an unrolled loop whose extent is known only at run time
+copies of their body, nested ones making at most MAX_UNROLL_COPIES copies of
+the innermost body in all (64 x 64 x 64 made 262,144: 40 s and 600 MB of
+lowering; a ScheduleError naming the loops, before anything is expanded); an unrolled loop whose extent is known only at run time
 stays a loop of kind `unroll`, a hint the target may follow (CUDA: `#pragma
 unroll`; the sim runs it as a loop). Vectorized loops are checked to be
 innermost (no loops, allocations or collective intrinsics, such as barriers,
@@ -17,12 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import LoweringError
+from ..errors import LoweringError, ScheduleError
 from . import intrinsics, ir
 from .printer import expr as show
 from .rewriter import Rewriter, substitute, walk_stmts
 
 MAX_UNROLL = 128
+MAX_UNROLL_COPIES = 4096
 
 
 def _expanded(s: ir.Stmt) -> bool:
@@ -57,6 +60,29 @@ def _check_loop(s: ir.For, body: ir.Stmt, expand: bool = False) -> None:
                             f"(at most {MAX_UNROLL})")
 
 
+def _nest(s: ir.Stmt) -> tuple[int, tuple[ir.For, ...]]:
+    """The most copies of one body that nested expanded loops in `s` make, and
+    those loops, outermost first."""
+    best = (1, ())
+    for c in ir.children(s):
+        if isinstance(c, ir.Stmt):
+            n = _nest(c)
+            best = n if n[0] > best[0] else best
+    if _expanded(s):
+        best = (best[0] * max(1, int(s.extent.value)), (s, *best[1]))
+    return best
+
+
+def _check_copies(k: ir.Kernel) -> None:
+    total, loops = _nest(k.body)
+    if total > MAX_UNROLL_COPIES:
+        sizes = " x ".join(f"{f.var} ({int(f.extent.value)})" for f in loops)
+        raise ScheduleError(f"unroll: the nested unrolled loops {sizes} of kernel {k.name} "
+                            f"would make {total} copies of their body (at most "
+                            f"{MAX_UNROLL_COPIES}); unroll fewer of them, or split one and "
+                            f"unroll only its inner loop")
+
+
 def check(k: ir.Kernel) -> None:
     """Raise the LoweringError `run` would raise on `k`, expanding nothing.
     Loops are checked innermost first, as `run` meets them; an expanded copy
@@ -68,6 +94,7 @@ def check(k: ir.Kernel) -> None:
         if isinstance(s, ir.For):
             _check_loop(s, s.body, expand=True)
     visit(k.body)
+    _check_copies(k)
 
 
 class _Unroll(Rewriter):
@@ -84,4 +111,5 @@ class _Unroll(Rewriter):
 
 
 def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
+    _check_copies(k)
     return dataclasses.replace(k, body=_Unroll().stmt(k.body))

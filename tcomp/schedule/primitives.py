@@ -98,6 +98,7 @@ class Stage:
         p = "split"
         self._not_inline(p)
         name = self._leaf(ax, p)
+        self._not_bound(name, p)
         if (factor is None) == (nparts is None):
             raise ScheduleError(f"{p}: give exactly one of factor= and nparts= (axis {ax!r})")
         n = factor if factor is not None else nparts
@@ -120,6 +121,15 @@ class Stage:
         self._move_attached(name, inner)
         return Axis(self.name, outer, kind), Axis(self.name, inner, kind)
 
+    def _not_bound(self, name: str, p: str) -> None:
+        """A bound loop is not split: the bind stayed on the loop that split removed, so
+        the stage's loops ran unbound in every thread of a block that other stages'
+        binds made, racing (long fuzz run of issue 22, seed 1 pair 1028)."""
+        tag = self._s.bind.get(name)
+        if tag is not None:
+            raise ScheduleError(f"{p}: axis '{name}' is bound to {tag}; split it before "
+                                f"binding, and bind one of its parts")
+
     def tile(self, x: Axis, y: Axis, x_factor: int, y_factor: int):
         """Split two loops and reorder them into tiles.
 
@@ -131,6 +141,8 @@ class Stage:
         xn, yn = self._leaf(x, p, "x"), self._leaf(y, p, "y")
         if xn == yn:
             raise ScheduleError(f"{p}: x and y are the same axis {x!r}")
+        self._not_bound(xn, p)
+        self._not_bound(yn, p)
         for f, arg in ((x_factor, "x_factor"), (y_factor, "y_factor")):
             if as_int(f) is None or as_int(f) < 1:
                 raise ScheduleError(f"{p}: {arg} must be a positive int, got {f!r}")

@@ -133,7 +133,7 @@ class _Emitter:
     def run(self):
         s, v, bx = self.s, self.v, self.dims[0]
         self.gen.emit("{", self.d)
-        self.emit(f"{self.ct} {v} = {s.buffer}[0];")
+        self.emit(f"{self.ct} {v} = {self.gen.name(s.buffer)}[0];")
         if bx is not None and bx <= 32 and 32 % bx == 0:
             if bx > 1:
                 self.butterfly(self.declare_mask(), bx // 2)
@@ -141,7 +141,7 @@ class _Emitter:
             self.warps(bx // 32)
         else:
             self.segmented()
-        self.emit(f"{s.buffer}[0] = {v};")
+        self.emit(f"{self.gen.name(s.buffer)}[0] = {v};")
         self.gen.emit("}", self.d)
 
     def warps(self, per_group: int):

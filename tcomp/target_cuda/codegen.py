@@ -8,6 +8,7 @@ named after its indices.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
 from . import casts, sm90_ops, warp_ops
+from .names import cuda_name
 from .shared_layout import shared_layout
 from .intrinsics import EMIT
 
@@ -91,6 +93,11 @@ class _Kernel:
         # 16-bit fragments: pairs in 32-bit registers, touched only by intrinsics
         self.packed = {x.buffer.name for x in walk_stmts(k.body) if isinstance(x, ir.Alloc)
                        and x.buffer.scope == "fragment" and x.buffer.dtype.bits == 16}
+        self.own: set[str] = set()  # the emitter's own names (tc_vec...), printed as they are
+
+    def name(self, name: str) -> str:
+        """How an IR name (tensor, size, loop, let, buffer) is spelled (names.py)."""
+        return name if name in self.own else cuda_name(name)
 
     # ----------------------------------------------------------- expressions
     def imm(self, e: ir.Imm) -> str:
@@ -135,16 +142,16 @@ class _Kernel:
             if text.startswith("-"):
                 p = UNARY
         elif isinstance(e, ir.Var):
-            text, p = e.name.replace(".", "_") if e.name not in _BUILTIN_VARS else e.name, ATOM
+            text, p = self.name(e.name), ATOM
             if e.name in _BUILTIN_VARS and e.dtype != dtypes.int32:  # widened indices
                 text = f"(({ctype(e.dtype)}){text})"
         elif isinstance(e, ir.Load):
             if e.buffer in self.packed:
                 raise CudaError(f"codegen: element {e.buffer}[...] of a 16-bit fragment is read "
                                 f"outside a tensor-core intrinsic")
-            text, p = f"{e.buffer}[{self.expr(e.indices[0])}]", ATOM
+            text, p = f"{self.name(e.buffer)}[{self.expr(e.indices[0])}]", ATOM
         elif isinstance(e, ir.Ref):
-            text, p = f"(&{e.buffer}[{self.expr(e.indices[0])}])", ATOM
+            text, p = f"(&{self.name(e.buffer)}[{self.expr(e.indices[0])}])", ATOM
         elif isinstance(e, ir.Bin):
             text, p = self.binary(e)
         elif isinstance(e, ir.Un):
@@ -240,12 +247,13 @@ class _Kernel:
             if s.buffer in self.packed:
                 raise CudaError(f"codegen: element {s.buffer}[...] of a 16-bit fragment is "
                                 f"written outside a tensor-core intrinsic")
-            self.emit(f"{s.buffer}[{self.expr(s.indices[0])}] = {self.expr(s.value)};", d)
+            self.emit(f"{self.name(s.buffer)}[{self.expr(s.indices[0])}] = "
+                      f"{self.expr(s.value)};", d)
         elif isinstance(s, ir.For):
             if s.vector is not None:
                 self.vector_loop(s, d)
                 return
-            v = _c(s.var)
+            v = self.name(s.var)
             lo = self.expr(s.lo)
             zero = isinstance(s.lo, ir.Imm) and s.lo.value == 0
             end = self.expr(s.extent) if zero else self.expr(ir.Bin("+", s.lo, s.extent,
@@ -273,7 +281,7 @@ class _Kernel:
                 self.scopes.pop()
             self.emit("}", d)
         elif isinstance(s, ir.Let):
-            v = _c(s.var)
+            v = self.name(s.var)
             value = self.expr(s.value)
             saved = self.simp.enter_let(s.var, s.value)
             if any(v in sc for sc in self.scopes):
@@ -301,7 +309,7 @@ class _Kernel:
 
     def role_body(self, r: ir.Role, index: str, d: int) -> None:
         """A role's body with its warpgroup index `var` defined (sm90_ops)."""
-        v = _c(r.var)
+        v = self.name(r.var)
         if any(isinstance(x, ir.Var) and x.name == r.var for x in ir.walk(r.body)):
             self.emit(f"const int {v} = {index};", d)
         saved = self.simp.enter_loop(r.var, ir.ZERO, ir.const(r.count))
@@ -329,18 +337,19 @@ class _Kernel:
         n = int(s.extent.value)
         st = s.body
         dt = self.buffer_dtype(st.buffer)
-        v = _c(s.var)
+        v = self.name(s.var)
         ct = ctype(dt)
         self.emit("{", d)
         names = {}
         for i, (ld, base) in enumerate(zip(vec.loads, vec.load_bases)):
             name = f"tc_vec{len(self.lines)}_{i}"
             names[ld] = name
+            self.own.add(name)
             self.emit(f"{ctype(ld.dtype)} {name}[{n}];", d + 1)  # (the load's type: it may
             # be narrower than a per-lane store's, e.g. bfloat16 into float32 registers)
             vtype = _VECTOR_TYPE[n * self.buffer_dtype(ld.buffer).numpy.itemsize]
             self.emit(f"*reinterpret_cast<{vtype}*>({name}) = *reinterpret_cast<const {vtype}*>"
-                      f"(&{ld.buffer}[{self.expr(base)}]);", d + 1)
+                      f"(&{self.name(ld.buffer)}[{self.expr(base)}]);", d + 1)
             self.vector_buffers.add(ld.buffer)
         value = _ReplaceLoads(names, v).expr(st.value)
         saved = self.simp.enter_loop(s.var, s.lo, s.extent)
@@ -348,7 +357,8 @@ class _Kernel:
         if vec.store_base is None:
             self.emit("#pragma unroll", d + 1)
             self.emit(f"for ({self.index_ctype} {v} = 0; {v} < {n}; ++{v}) {{", d + 1)
-            self.emit(f"{st.buffer}[{self.expr(st.indices[0])}] = {self.expr(value)};", d + 2)
+            self.emit(f"{self.name(st.buffer)}[{self.expr(st.indices[0])}] = "
+                      f"{self.expr(value)};", d + 2)
             self.emit("}", d + 1)
         else:
             out = f"tc_out{len(self.lines)}"
@@ -358,7 +368,8 @@ class _Kernel:
             self.emit(f"{out}[{v}] = {self.expr(value)};", d + 2)
             self.emit("}", d + 1)
             vtype = _VECTOR_TYPE[n * dt.numpy.itemsize]
-            self.emit(f"*reinterpret_cast<{vtype}*>(&{st.buffer}[{self.expr(vec.store_base)}]) = "
+            self.emit(f"*reinterpret_cast<{vtype}*>(&{self.name(st.buffer)}"
+                      f"[{self.expr(vec.store_base)}]) = "
                       f"*reinterpret_cast<const {vtype}*>({out});", d + 1)
             self.vector_buffers.add(st.buffer)
         self.scopes.pop()
@@ -366,11 +377,13 @@ class _Kernel:
         self.emit("}", d)
 
     def buffer_dtype(self, name: str):
+        """The element type of the buffer of IR name `name`, or of C++ name
+        `name` (an intrinsic emitter sees the printed names: intrinsics.py)."""
         for b in self.prog.buffers:
-            if b.name == name:
+            if name in (b.name, self.name(b.name)):
                 return b.dtype
         for x in walk_stmts(self.k.body):
-            if isinstance(x, ir.Alloc) and x.buffer.name == name:
+            if isinstance(x, ir.Alloc) and name in (x.buffer.name, self.name(x.buffer.name)):
                 return x.buffer.dtype
         raise CudaError(f"codegen: unknown buffer '{name}'")
 
@@ -386,12 +399,15 @@ class _Kernel:
             # buffers written here may be read back by other threads after a barrier,
             # which the non-coherent read-only path would not see.
             if name in written:
-                params.append(f"{ctype(b.dtype)}* {name}")
+                params.append(f"{ctype(b.dtype)}* {self.name(name)}")
             else:
-                params.append(f"const {ctype(b.dtype)}* __restrict__ {name}")
-        params += [f"{self.index_ctype} {n}" for n in k.sizes]
+                params.append(f"const {ctype(b.dtype)}* __restrict__ {self.name(name)}")
+        params += [f"{self.index_ctype} {self.name(n)}" for n in k.sizes]
+        # tensor maps keep the names the kernel's builder gave them (target_cuda/sm90_ops.py)
         params += [f"const __grid_constant__ tc_tensor_map {m.name}" for m in k.tensor_maps]
         self.tensor_maps = {m.name for m in k.tensor_maps}
+        # each shared buffer declared once, at the top (an unrolled loop allocates the same
+        # buffer once per copy: issue 22, defect 9), placed by shared_layout.py
         shared, offsets, total, base_align = shared_layout(k.body, _size)
         dynamic = total > STATIC_SMEM_LIMIT or base_align > 16
         # Launch bounds only for a block known now: with a runtime block the
@@ -400,7 +416,7 @@ class _Kernel:
         blocks = f", {k.min_blocks}" if k.min_blocks else ""
         bounds = (f"__launch_bounds__({const[0] * const[1] * const[2]}{blocks}) " if const
                   else "")
-        head = f'extern "C" __global__ void {bounds}{k.name}({", ".join(params)}) {{'
+        head = f'extern "C" __global__ void {bounds}{self.name(k.name)}({", ".join(params)}) {{'
 
         self.lines = [head]
         if dynamic:
@@ -412,22 +428,25 @@ class _Kernel:
             else:
                 self.emit("extern __shared__ __align__(16) unsigned char tc_smem[];", 1)
             for b, off in zip(shared, offsets):
-                self.emit(f"{ctype(b.dtype)}* {b.name} = reinterpret_cast<{ctype(b.dtype)}*>"
-                          f"(tc_smem + {off});", 1)
+                self.emit(f"{ctype(b.dtype)}* {self.name(b.name)} = "
+                          f"reinterpret_cast<{ctype(b.dtype)}*>(tc_smem + {off});", 1)
         else:
             for b in shared:
-                self.emit(f"__shared__ __align__(16) {ctype(b.dtype)} {b.name}[{_size(b)}];", 1)
+                self.emit(f"__shared__ __align__(16) {ctype(b.dtype)} "
+                          f"{self.name(b.name)}[{_size(b)}];", 1)
         # Local arrays are declared once at the top (unrolled loops may allocate the same
         # buffer several times); with constant indices they live in registers.
         seen = set()
         for x in walk_stmts(k.body):
             if isinstance(x, ir.Alloc) and x.buffer.scope == "local" and x.buffer.name not in seen:
                 seen.add(x.buffer.name)
-                self.emit(f"{ctype(x.buffer.dtype)} {x.buffer.name}[{_size(x.buffer)}];", 1)
+                self.emit(f"{ctype(x.buffer.dtype)} {self.name(x.buffer.name)}"
+                          f"[{_size(x.buffer)}];", 1)
             elif (isinstance(x, ir.Alloc) and x.buffer.scope == "fragment"
                   and x.buffer.name not in seen):
                 seen.add(x.buffer.name)
-                self.emit(warp_ops.declaration(x.buffer, _size(x.buffer)), 1)
+                printed = dataclasses.replace(x.buffer, name=self.name(x.buffer.name))
+                self.emit(warp_ops.declaration(printed, _size(x.buffer)), 1)
         self.stmt(k.body, 1)
         self.lines.append("}")
         return "\n".join(self.lines), (total if dynamic else 0)
@@ -455,10 +474,6 @@ class _ReplaceLoads:
 _VECTOR_TYPE = {4: "unsigned", 8: "float2", 16: "float4"}
 
 _BUILTIN_VARS = threads.INDEX_VARS  # CUDA's own names of the thread and block indices
-
-
-def _c(name: str) -> str:
-    return name.replace(".", "_")
 
 
 def _size(b: ir.Buffer) -> int:

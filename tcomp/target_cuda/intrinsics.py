@@ -4,6 +4,9 @@ registry's names. An emitter takes the kernel emitter (`emit(line, depth)`,
 indentation depth, and prints the statement's CUDA."""
 from __future__ import annotations
 
+import dataclasses
+
+from ..lower import ir
 from . import sm90_ops, warp_ops
 from .allreduce import emit_allreduce
 
@@ -13,8 +16,15 @@ def _barrier(gen, s, d: int) -> None:
 
 
 def _call(gen, s, d: int) -> None:
-    """An `Evaluate` of a call whose CUDA statement warp_ops.py prints."""
-    gen.emit(warp_ops.emit(gen, s.call), d)
+    """An `Evaluate` of a call whose CUDA statement warp_ops.py prints. Its
+    buffer operands are given to warp_ops under their C++ names (names.py:
+    a global tensor named `half` is `tc_u_half` in the source), and the
+    buffers it accesses with vectors are recorded under their IR names."""
+    args = tuple(dataclasses.replace(a, buffer=gen.name(a.buffer)) if isinstance(a, ir.Ref)
+                 else a for a in s.call.args)
+    ir_name = {gen.name(a.buffer): a.buffer for a in s.call.args if isinstance(a, ir.Ref)}
+    gen.emit(warp_ops.emit(gen, dataclasses.replace(s.call, args=args)), d)
+    gen.vector_buffers = {ir_name.get(n, n) for n in gen.vector_buffers}
 
 
 EMIT = {

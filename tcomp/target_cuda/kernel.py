@@ -21,6 +21,7 @@ from .arch import check_arch, check_features
 from .codegen import CodegenOptions, program_source
 from .compile import DEFAULT_ARCH, CompileOptions, compile_source
 from .index_width import static_index_bits
+from .names import cuda_name
 
 
 def size_to_json(e: ir.Expr):
@@ -98,7 +99,7 @@ def describe_program(prog: ir.Program, smem: dict, arch: str) -> dict:
         "sizes": list(prog.sizes), "bound_sizes": dict(prog.bound_sizes),
         "size_sources": {name: list(src) for name, src in prog.size_sources.items()},
         "signature": prog.signature.to_json(),
-        "kernels": [{"name": k.name, "grid": [size_to_json(g) for g in k.grid],
+        "kernels": [{"name": cuda_name(k.name), "grid": [size_to_json(g) for g in k.grid],
                      "block": [size_to_json(b) for b in k.block],
                      "dynamic_smem": smem[k.name]["dynamic_smem"],
                      "aligned_buffers": smem[k.name]["aligned"],

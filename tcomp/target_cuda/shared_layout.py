@@ -11,6 +11,7 @@ allocations appear in the kernel.
 """
 from __future__ import annotations
 
+from ..errors import CudaError
 from ..lower import intrinsics, ir
 from ..lower.rewriter import walk_stmts
 
@@ -19,8 +20,15 @@ def shared_layout(body, size_of):
     """(buffers, byte offsets, total bytes, the block's base alignment) of
     the shared and barrier buffers allocated in `body`; `size_of(buffer)`:
     its element count."""
-    shared = [x.buffer for x in walk_stmts(body)
-              if isinstance(x, ir.Alloc) and x.buffer.scope in ("shared", "barrier")]
+    found = {}
+    for x in walk_stmts(body):
+        if isinstance(x, ir.Alloc) and x.buffer.scope in ("shared", "barrier"):
+            # an unrolled loop allocates the same buffer once per copy, each copy's use
+            # finished before the next's: one buffer (issue 22, defect 9)
+            if found.setdefault(x.buffer.name, x.buffer) != x.buffer:
+                raise CudaError(f"codegen: shared buffer '{x.buffer.name}' is allocated "
+                                f"twice with different shapes or types")
+    shared = list(found.values())
     total = 0
     offsets = []
     proxy = _async_proxy_buffers(body)

@@ -29,16 +29,9 @@ from .oracle import Config, run_pair
 SEED = int(os.environ.get("TCOMP_FUZZ_SEED", "5"))
 PAIRS = int(os.environ.get("TCOMP_FUZZ_PAIRS", "120"))
 CI = Config()
-_UNMANGLED = pytest.mark.xfail(strict=True, reason="issue 22 defect 2: names not mangled yet")
 
 
-# Pairs of the CI seed whose programs use C++/CUDA keywords as names (issue 22, defect 2,
-# open: NVRTC refuses them until names are mangled); strict, like the keyword chunks.
-_UNMANGLED_PAIRS = {5: {21, 115}}.get(SEED, set())
-
-
-@pytest.mark.parametrize("pair", [pytest.param(p, id=f"s{SEED}p{p}", marks=_UNMANGLED if p in
-                                               _UNMANGLED_PAIRS else ()) for p in range(PAIRS)])
+@pytest.mark.parametrize("pair", [pytest.param(p, id=f"s{SEED}p{p}") for p in range(PAIRS)])
 def test_pair(pair):
     r = run_pair(SEED, pair, CI)
     assert not r.failed, r.reproducer()
@@ -50,15 +43,9 @@ def test_nest(case):
     assert not problems, "\n\n".join(problems)
 
 
-# Issue 22, defect 2 (open): C++ keywords and CUDA builtins used as TC names are not yet
-# mangled in the generated CUDA, so NVRTC refuses the chunks below. strict: a chunk that
-# starts to pass fails the run, and its mark goes.
-_KEYWORD_CHUNKS = [pytest.param(n, id=n["D"], marks=() if n["D"] in ("__restrict__", "float4",
-                                                                      "std") else _UNMANGLED)
-                   for n in hygiene.keyword_chunks()]
-
-
-@pytest.mark.parametrize("names", _KEYWORD_CHUNKS)
+# C++ keywords and CUDA builtins as TC names compile (issue 22, defect 2: the CUDA
+# emitter mangles them, target_cuda/names.py).
+@pytest.mark.parametrize("names", hygiene.keyword_chunks(), ids=lambda n: n["D"])
 def test_hygiene_keywords(names):
     problems = [p for sch in hygiene.SCHEDULES
                 for p in hygiene.check(names, sch, cuda=sch == "caches")]

@@ -12,7 +12,7 @@ import tcomp
     "def f(float(N) k_o, float(N) k_i) -> (O) { O(k) = k_o(k) + k_i(k) }",
     "def f(float(k_i) X) -> (k_o) { k_o(k) = X(k) * 2 }",
 ])
-@pytest.mark.parametrize("target", ["sim", "cuda"])
+@pytest.mark.parametrize("target", ["sim", "cuda"], ids=["to-sim", "to-nvrtc"])
 def test_generated_loop_names_never_capture_user_names(src, target):
     op = tcomp.op(src)
     s = tcomp.Schedule(op)
