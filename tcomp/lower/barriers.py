@@ -50,13 +50,17 @@ class _Sync(Rewriter):
         return r, w
 
     def _async_only(self, s: ir.Stmt) -> frozenset:
-        """The buffers `s` writes only by cp_async (no ordinary store to them
+        """The buffers `s` writes only by asynchronous copies (an intrinsic with
+        the "async" and "writes" effects: cp_async; no ordinary store to them
         in `s`); remembered per statement as `_access`."""
         hit = self._async.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
-        if isinstance(s, ir.Evaluate) and s.call.fn == "cp_async":
-            out = frozenset({s.call.args[0].buffer})
+        entry = intrinsics.of(s) if isinstance(s, ir.Evaluate) else None
+        if entry is not None and {"async", "writes"} <= entry.effects:
+            # an asynchronous copy: its destinations are written when its wait completes
+            out = frozenset(a.buffer for op, a in intrinsics.operands(s)
+                            if op.access != intrinsics.READ and isinstance(a, ir.Ref))
         elif isinstance(s, ir.Store):
             out = frozenset()
         else:

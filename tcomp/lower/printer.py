@@ -68,6 +68,8 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
             kind += f"({_vector(s)})"
         if s.unroll_by:
             kind += f"  @unroll_by({s.unroll_by})"
+        if s.stages:
+            kind += f"  @stages({s.stages})"
         return [f"{pad}for {s.var} in {lo}:{hi}{kind}"] + stmt(s.body, indent + 1)
     if isinstance(s, ir.If):
         out = [f"{pad}if {expr(s.cond)}"] + stmt(s.then, indent + 1)

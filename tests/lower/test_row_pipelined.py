@@ -145,3 +145,13 @@ def test_a_ring_whose_copies_are_empty_at_these_sizes():
     rf.pipeline(rj, stages=3)
     for sizes in ({"M": 1, "N": 3}, {"M": 3, "N": 2}):
         run_sim(s, inputs_for(op, sizes, seed=1), sizes)
+
+
+def test_the_ring_depth_is_printed_until_the_pipeline_pass_issues_it():
+    """`For.stages` is part of the IR the dumps show: `@stages(N)` on the loop
+    from construction until software_pipeline turns it into the ring."""
+    op, s = _softmax(4, 32, 4, 3, False)
+    from tcomp.lower.pipeline import lower
+    before = str(lower(s, sizes={"N": 8, "D": 256}, until="software_pipeline"))
+    after = str(tcomp.lower(s, sizes={"N": 8, "D": 256}))
+    assert "@stages(3)" in before and "@stages" not in after
