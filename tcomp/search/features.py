@@ -20,11 +20,18 @@ Per kernel:
   what neighbouring lanes touch (the index evaluated for lane 0 and lane 1 of
   the block's innermost thread dimension); a *sector* estimate of the bytes a
   warp moves (32-byte sectors), hence an efficiency in [0, 1];
-- vector width: the widest vector access (bytes) and the share of global
-  bytes moved by vector accesses;
+- vector width: the widest vector access (bytes), the share of global
+  bytes moved by vector accesses, memory instructions (global and shared
+  accesses, a vector access one; integer operations inside a vector loop
+  count once per vector, as the vectorize pass computes one address);
 - launch: threads per block, blocks, waves on the device, estimated
   occupancy (resident warps per SM / 64) limited by threads, shared memory
   and the registers of validate.Resources;
+- bytes in flight: a thread's global loads in one trip of the serial loops
+  around them (independent of each other; a pipelined loop of depth s keeps
+  s trips in flight; a broadcast counts its share of a sector), times the
+  threads resident on an SM, and the memory efficiency that sustains
+  (Little's law against MEMORY_LATENCY_S);
 - tensor cores and pipelines: mma, ldmatrix and cp.async counts, the
   deepest software-pipeline ring (`For.stages`, or n + 2 for a
   `cp_async_wait(n)` once software pipelining has made the ring explicit),
@@ -36,10 +43,15 @@ A program with several kernels sums the totals and takes the per-kernel
 shape features (threads, occupancy, vector width, ...) from the kernel with
 the largest estimated time (`analytic_ms`); `kernels` counts them.
 
-`analytic_ms(features)` turns the vector into a time: the largest of
-arithmetic over the H200's compute ceilings and traffic over its memory
-ceilings (shared/DESIGN.md), divided by how much of the device the launch
-can keep busy. It is a proxy, not a prediction of the GPU: the sim measures
+`analytic_ms(features)` turns the vector into a time, per kernel: compute
+(arithmetic over the H200's compute ceilings, instructions over its issue
+rate, over the latency hiding of the resident warps, times the last wave's
+tail) against memory (DRAM and L2 traffic over the ceilings of
+shared/DESIGN.md at the efficiency the bytes in flight sustain, and shared
+memory), each bound the largest of its terms plus a tenth of the others
+(`_bound`), over the share of SMs the launch keeps busy; plus the latency of
+barriers and cross-thread reductions per wave, a cost per block launched and
+one per kernel. It is a proxy, not a prediction of the GPU: the sim measures
 no time, so a search on the sim ranks by it (tuner.py), and the learned model
 gets its logarithm as one more feature.
 

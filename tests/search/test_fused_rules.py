@@ -232,3 +232,24 @@ def test_auto_schedule_fuses_into_one_kernel_and_is_right_on_the_sim(name, src, 
     k = tcomp.build(op, target="sim", sizes=small)
     assert len(k.program.kernels) == 1, k.remarks
     check_on_sim(op, k, small, seed=3)
+
+
+def test_row_regs_with_a_head_is_the_row_template_with_the_sum_stored_and_read_back():
+    """add + RMSNorm with H an output: row_regs computes H at the row loop
+    (an output of templates.row_in_registers), caches it back into registers
+    for ss and Y (cache), ss in registers (local): one kernel, X and R read
+    once, H written once."""
+    from tcomp.schedule import templates
+    op = tcomp.op(ADD_RMSNORM)
+    sizes = {"N": 4096, "D": 4096}
+    space = Space(op, sizes)
+    p = {"threads": 512, "vec": 4, "shared_weights": False}
+    cand = space.build({"inline": [], "stages": {"Y": {"rule": "row_regs", **p}}})
+    hand = tcomp.Schedule(op)
+    templates.row_in_registers(hand, "Y", 512, 4, cache=("H",), local=("ss",), outputs=("H",))
+    assert json.loads(cand.schedule) == json.loads(hand.to_json())
+    v = space.validate(cand)
+    assert v.ok and len(v.program.kernels) == 1
+    text = str(tcomp.lower(cand.replay(op), sizes))
+    # each thread: 2 pieces of 4 of X and of R loaded, of H stored
+    assert text.count("load X[") == text.count("load R[") == text.count("store H[") == 2
