@@ -76,7 +76,7 @@ import math
 import numpy as np
 
 from ..lower.pipeline import PASSES
-from .feature_walk import SCOPES, _SUMMED, _Walk, _bytes_of, _eval, _lane_var
+from .feature_walk import SCOPES, _SUMMED, _Walk, _bytes_of, _eval, _lane_var  # noqa: F401
 
 # H200 ceilings (shared/DESIGN.md, measured; per SM limits from the datasheet).
 SMS = 132
