@@ -158,6 +158,10 @@ def epilogue_refusal(sched, stage: str, target: str) -> str | None:
     if d.reduce or needs_snapshot(d) or tg.snapshot is not None:
         return (f"'{target}' does not update each element of '{me.tensor}' from that element "
                 f"alone")
+    snap = snapshot_of(sched, target, me.tensor)
+    if snap is not None:
+        return (f"'{target}' does not update each element of '{me.tensor}' from that element "
+                f"alone (it reads other elements through the snapshot '{snap}')")
     if not _siblings(me, tg):
         return f"'{target}' ranges over other indices than '{stage}'"
     between = [n for n in order[i + 1:j] if me.tensor in sched.states[n].definition.reads()]

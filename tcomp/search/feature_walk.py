@@ -17,7 +17,7 @@ _SUMMED = (["flops", "special", "mma_flops", "int_ops"]
            + [f"{s}_{d}_bytes" for s in SCOPES for d in ("load", "store")]
            + ["global_sector_bytes", "global_vector_bytes", "unique_global_bytes",
               "mma", "ldmatrix", "cp_async", "cp_async_bytes", "barriers", "allreduce",
-              "stores"])
+              "stores", "mem_instructions", "inflight_bytes"])
 
 _FLOAT_OPS = frozenset({"+", "-", "*", "/", "min", "max"})
 _MMA_FLOPS = {"mma_m16n8k16": 2 * 16 * 8 * 16}
@@ -42,6 +42,9 @@ class _Walk:
         self.touched = set()
         self.lane_var = lane_var
         self.vector_lanes = 1  # lanes of the vector loops around: one thread's contiguous piece
+        # trips of the serial loops around (over their pipeline depth): a thread's loads in
+        # one such trip are independent of each other, so in flight together
+        self.serial = 1.0
         # two evaluation environments: lane 0 and its neighbour along the lane axis
         self.env0 = {k: int(v) for k, v in sizes.items()}
         self.env1 = dict(self.env0)
@@ -78,11 +81,13 @@ class _Walk:
             copies = s.kind == "unroll" and lo0 is not None and _eval(s.extent, {}) is not None
             if copies:  # the unroll pass will make a copy per value: guards may decide
                 self.unrolled[s.var] = range(lo0, lo0 + n)
-            lanes = self.vector_lanes
+            lanes, serial = self.vector_lanes, self.serial
             if vector is not None:
                 self.vector_lanes = lanes * max(1, n)
+            if s.kind == "serial":
+                self.serial = serial * max(1.0, n / max(1, s.stages))
             self.stmt(s.body, w * n, u)
-            self.vector_lanes = lanes
+            self.vector_lanes, self.serial = lanes, serial
             if copies:
                 del self.unrolled[s.var]
         elif isinstance(s, ir.Let):
@@ -135,7 +140,7 @@ class _Walk:
                 elif known is not None and _constant(x, known):
                     continue  # a constant in every unrolled copy: folded, no operation
                 else:
-                    self.c["int_ops"] += w
+                    self.c["int_ops"] += w / self.vector_lanes  # once per vector
             elif isinstance(x, ir.Call):
                 if x.fn not in intrinsics.REGISTRY:
                     self.c["special"] += w
@@ -236,8 +241,11 @@ class _Walk:
         scope = self.scopes.get(buf, ("global", None))[0]
         scope = scope if scope in SCOPES else "local"
         self.c[f"{scope}_{kind}_bytes"] += w * nbytes
+        if scope in ("global", "shared"):  # one instruction per vector of `vector_lanes`
+            self.c["mem_instructions"] += w / self.vector_lanes
         if scope != "global":
             return
+
         self.touched.add(buf)
         # bytes between what neighbouring lanes touch -> sectors a warp moves per access
         stride = None
@@ -264,6 +272,8 @@ class _Walk:
         else:
             per_thread = min(max(nbytes, 32), stride)  # lanes in different sectors
         self.sector_bytes += w * per_thread
+        if kind == "load":  # what this access has in flight from memory (a broadcast: little)
+            self.c["inflight_bytes"] += w * per_thread / self.serial
 
 
 def _constant(e, known: set) -> bool:

@@ -20,11 +20,18 @@ Per kernel:
   what neighbouring lanes touch (the index evaluated for lane 0 and lane 1 of
   the block's innermost thread dimension); a *sector* estimate of the bytes a
   warp moves (32-byte sectors), hence an efficiency in [0, 1];
-- vector width: the widest vector access (bytes) and the share of global
-  bytes moved by vector accesses;
+- vector width: the widest vector access (bytes), the share of global
+  bytes moved by vector accesses, memory instructions (global and shared
+  accesses, a vector access one; integer operations inside a vector loop
+  count once per vector, as the vectorize pass computes one address);
 - launch: threads per block, blocks, waves on the device, estimated
   occupancy (resident warps per SM / 64) limited by threads, shared memory
   and the registers of validate.Resources;
+- bytes in flight: a thread's global loads in one trip of the serial loops
+  around them (independent of each other; a pipelined loop of depth s keeps
+  s trips in flight; a broadcast counts its share of a sector), times the
+  threads resident on an SM, and the memory efficiency that sustains
+  (Little's law against MEMORY_LATENCY_S);
 - tensor cores and pipelines: mma, ldmatrix and cp.async counts, the
   deepest software-pipeline ring (`For.stages`, or n + 2 for a
   `cp_async_wait(n)` once software pipelining has made the ring explicit),
@@ -36,10 +43,15 @@ A program with several kernels sums the totals and takes the per-kernel
 shape features (threads, occupancy, vector width, ...) from the kernel with
 the largest estimated time (`analytic_ms`); `kernels` counts them.
 
-`analytic_ms(features)` turns the vector into a time: the largest of
-arithmetic over the H200's compute ceilings and traffic over its memory
-ceilings (shared/DESIGN.md), divided by how much of the device the launch
-can keep busy. It is a proxy, not a prediction of the GPU: the sim measures
+`analytic_ms(features)` turns the vector into a time, per kernel: compute
+(arithmetic over the H200's compute ceilings, instructions over its issue
+rate, over the latency hiding of the resident warps, times the last wave's
+tail) against memory (DRAM and L2 traffic over the ceilings of
+shared/DESIGN.md at the efficiency the bytes in flight sustain, and shared
+memory), each bound the largest of its terms plus a tenth of the others
+(`_bound`), over the share of SMs the launch keeps busy; plus the latency of
+barriers and cross-thread reductions per wave, a cost per block launched and
+one per kernel. It is a proxy, not a prediction of the GPU: the sim measures
 no time, so a search on the sim ranks by it (tuner.py), and the learned model
 gets its logarithm as one more feature.
 
@@ -64,7 +76,7 @@ import math
 import numpy as np
 
 from ..lower.pipeline import PASSES
-from .feature_walk import SCOPES, _SUMMED, _Walk, _bytes_of, _eval, _lane_var
+from .feature_walk import SCOPES, _SUMMED, _Walk, _bytes_of, _eval, _lane_var  # noqa: F401
 
 # H200 ceilings (shared/DESIGN.md, measured; per SM limits from the datasheet).
 SMS = 132
@@ -75,13 +87,19 @@ FP32_FLOPS_S = 60e12         # CUDA cores (cuBLAS fp32 no-TF32 reaches 50.9)
 MMA_FLOPS_S = 660e12         # mma.sync on Hopper: about two thirds of the wgmma peak
 SPECIAL_OPS_S = 8e12         # SFU: 16 per clock per SM
 LAUNCH_MS = 0.003            # per kernel
+ISSUE_OPS_S = 33.5e12        # lane instructions: 132 SMs x 128 lanes x 1.98 GHz
+MEMORY_LATENCY_S = 400e-9    # DRAM latency: what it takes in flight to stream at full rate
+BARRIER_S = 40e-9            # one __syncthreads of a block
+SHUFFLE_S = 15e-9            # one warp-shuffle step of a cross-thread reduction
+OVERLAP = 0.1                # of the times a larger one overlaps, not hidden (_bound)
+BLOCK_S = 2e-9               # an SM's block scheduler, per block launched on it
 WARPS_PER_SM, THREADS_PER_SM, BLOCKS_PER_SM = 64, 2048, 32
 SHARED_PER_SM, REGS_PER_SM = 228 * 1024, 65536
 
 _SHAPE = ["threads", "blocks", "waves", "occupancy", "blocks_per_sm", "shared_bytes",
           "registers", "coalescing", "vector_bytes", "vector_share", "stages", "unroll",
           "flops_per_global_byte", "flops_per_shared_byte", "per_thread_flops",
-          "log_kernel_ms"]
+          "inflight_per_sm", "memory_efficiency", "log_kernel_ms"]
 NAMES = tuple(_SUMMED + _SHAPE + ["kernels", "log_analytic_ms"])
 INDEX = {n: i for i, n in enumerate(NAMES)}
 
@@ -155,23 +173,54 @@ def _kernel(k: ir.Kernel, res, scopes: dict, sizes: dict, flat: bool = True) -> 
     sh = f["shared_load_bytes"] + f["shared_store_bytes"]
     f["flops_per_shared_byte"] = flops / sh if sh else 0.0
     f["per_thread_flops"] = flops / n if n else 0.0
+    # global bytes a thread has in flight (its loads in one trip of the serial loops
+    # around them), times the threads resident on an SM, against what the DRAM
+    # latency takes to keep the SM's share of the bandwidth busy (Little's law)
+    f["inflight_per_sm"] = walk.c["inflight_bytes"] * threads * max(1, per_sm)
+    f["memory_efficiency"] = min(1.0, f["inflight_per_sm"] / (DRAM_BYTES_S / SMS
+                                                               * MEMORY_LATENCY_S))
     f["kernel_ms"] = _kernel_ms(f)
     return f
 
 
 def _kernel_ms(f: dict) -> float:
     """The analytic time of one kernel (see the module docstring)."""
-    compute = max(f["flops"] / FP32_FLOPS_S + f["special"] / SPECIAL_OPS_S,
-                  f["mma_flops"] / MMA_FLOPS_S)
-    memory = max(f["unique_global_bytes"] / DRAM_BYTES_S,
-                 f["global_sector_bytes"] / L2_BYTES_S,
-                 (f["shared_load_bytes"] + f["shared_store_bytes"]) / SHARED_BYTES_S)
     # How much of the device the launch keeps busy: SMs with a block, and warps
-    # enough per SM to hide latency (a quarter of the maximum suffices here).
+    # enough per SM to hide arithmetic latency (a quarter of the maximum here).
     sms_busy = min(1.0, f["blocks"] / SMS)
     latency = min(1.0, max(f["occupancy"], 1 / WARPS_PER_SM) / 0.25)
     tail = math.ceil(f["waves"]) / f["waves"] if f["waves"] >= 1 else 1.0
-    return LAUNCH_MS + 1e3 * max(compute, memory) * tail / (sms_busy * latency)
+    # issue slots: a fused multiply-add is two flops in one instruction; a vector
+    # access is one instruction. (Integer index arithmetic is left out: counted before
+    # unrolling and before the CUDA compiler's common-subexpression elimination, it is
+    # not what runs.)
+    issue = (f["flops"] / 2 + f["special"] + f["mem_instructions"]) / ISSUE_OPS_S
+    compute = _bound(f["flops"] / FP32_FLOPS_S + f["special"] / SPECIAL_OPS_S,
+                     f["mma_flops"] / MMA_FLOPS_S, issue) / latency
+    # global traffic at the share of the bandwidth its bytes in flight sustain
+    memory = _bound(_bound(f["unique_global_bytes"] / DRAM_BYTES_S,
+                           f["global_sector_bytes"] / L2_BYTES_S)
+                    / max(f["memory_efficiency"], 1 / 64),
+                    (f["shared_load_bytes"] + f["shared_store_bytes"]) / SHARED_BYTES_S / latency)
+    # the last, partial wave leaves SMs idle for arithmetic; a stream of memory
+    # requests goes on at the rate the bytes in flight allow
+    body = _bound(compute * tail, memory)
+    # barriers and cross-thread reductions (log2(threads) shuffle steps and a barrier)
+    # are latency each resident block waits for, wave after wave
+    n = max(1, f["threads"] * f["blocks"])
+    steps = (f["barriers"] / n * BARRIER_S + f["allreduce"] / n
+             * (BARRIER_S + math.log2(max(2, f["threads"])) * SHUFFLE_S))
+    sync = steps * max(1, math.ceil(f["waves"]))
+    blocks = f["blocks"] / SMS * BLOCK_S  # many small blocks cost their launches
+    return LAUNCH_MS + 1e3 * (body / sms_busy + sync + blocks)
+
+
+def _bound(*times: float) -> float:
+    """Times of work that overlaps: the largest, plus OVERLAP of the others
+    (overlap is never perfect, and a limit that is not the binding one still
+    reaches the estimate)."""
+    top = max(times)
+    return top + OVERLAP * (sum(times) - top)
 
 
 def _size(buf, sizes: dict) -> int:

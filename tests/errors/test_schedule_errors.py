@@ -657,6 +657,48 @@ class TestComputeInlineRoot:
         sched_error(lambda: s["T.1"].compute_at(D, D.axes[0]), "compute_at",
                     "'T' is written by several statements", "T, T.1")
 
+    def test_compute_at_the_next_writer_is_an_in_place_epilogue(self):
+        """T(i) = A(i) + 1; T(i) = T(i) * 2: the first writer may be computed at
+        the second's loops (each element's first value just before its update);
+        the sim checks the result and the races."""
+        import numpy as np
+        op = tcomp.op(TWO_ASSIGN)
+        s = tcomp.Schedule(op)
+        T1 = s["T.1"]
+        o, i = T1.split(T1.axes[0], 32)
+        T1.bind(o, "blockIdx.x")
+        T1.bind(i, "threadIdx.x")
+        s["T"].compute_at(T1, i)
+        a = np.arange(70, dtype=np.float32)
+        t, d = tcomp.build(s, target="sim", sizes={"N": 70})(a)
+        np.testing.assert_array_equal(t, (a + 1) * 2)
+        np.testing.assert_array_equal(d, (a + 1) * 2 - 1)
+
+    @pytest.mark.parametrize("src,stage,target,why", [
+        # the update reads another element (through its snapshot)
+        ("def a(float(N) A) -> (T) { T(i) = A(i)\n T(i) = T(i) + T(0) }",
+         "T", "T.1", "'T.1' does not update each element of 'T' from that element alone (it "
+         "reads other elements through the snapshot 'T.1.snap')"),
+        # not the next writer
+        ("def c(float(N) A) -> (T) { T(i) = A(i)\n T(i) = T(i) * 2.0\n T(i) = T(i) + 1.0 }",
+         "T", "T.2", "'T.2' is not the next statement after 'T' that writes 'T'"),
+        # the first writer continues an earlier value of the tensor
+        ("def d(float(N) A) -> (T) { T(i) = A(i)\n T(i) = T(i) * 2.0\n T(i) = T(i) + 1.0 }",
+         "T.1", "T.2", "'T.1' continues an earlier value of 'T'"),
+        # a stage reads T between the two writers (a copy of T for the update)
+        ("def b(float(N) A) -> (T) { T(i) = A(i)\n T(i) = T(i) * 2.0 }",
+         "T", "T.1", "'T.local' reads 'T' between them"),
+    ])
+    def test_compute_at_the_next_writer_refused(self, src, stage, target, why):
+        s = tcomp.Schedule(tcomp.op(src))
+        if why.startswith("'T.local'"):
+            s.cache_read("T", "local", [s["T.1"]])
+        tg = s[target]
+        sched_error(lambda: s[stage].compute_at(tg, tg.axes[0]), "compute_at",
+                    "is written by several statements", f"'{stage}' can be computed only at "
+                    "the loops of the next statement writing it, when that one updates each "
+                    "element in place from that element alone", why)
+
     def test_inline_cache_write_stage(self, chain):
         s = tcomp.Schedule(chain)
         UL = s.cache_write(s["U"], "local")

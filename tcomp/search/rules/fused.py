@@ -46,7 +46,9 @@ def products(ctx, stage) -> list[str]:
     distinct operands) of the same extents, one or MAX_PRODUCTS of them;
     every inlined stage on the way elementwise (an injective one, a
     transpose of P, would read other threads' accumulators); each product
-    read only by `stage` or by inlined stages that feed only it."""
+    read only by `stage` or by inlined stages that feed only it. Or, for an
+    in-place epilogue (`stage` the second of two statements writing its
+    tensor), [the first] (`_in_place_product`)."""
     key = ("epilogue products", stage)
     if key not in ctx.memo:
         ctx.memo[key] = _products(ctx, stage)

@@ -3,7 +3,7 @@ threads) and the reduction rules `cross_thread` and `rfactor` (the list in
 rules/__init__.py)."""
 from __future__ import annotations
 
-from .base import Rule, _fuse_all, pick, pow2_upto
+from .base import _fuse_all, pick, pow2_upto
 
 
 # ------------------------------------------------------------------ flat
