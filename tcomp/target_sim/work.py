@@ -19,7 +19,7 @@ from __future__ import annotations
 from ..errors import SimError
 from ..lower import ir
 
-MAX_INSTANCES = 1 << 23  # 8,388,608 statement instances per call
+MAX_INSTANCES = 1 << 24  # 16,777,216 statement instances per call
 
 
 def _value(e: ir.Expr, sizes: dict) -> int | None:

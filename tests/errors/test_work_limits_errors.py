@@ -76,14 +76,14 @@ def test_sim_work_beyond_its_limit_is_refused_before_it_starts():
     """N = 10^7 in a serial loop ran for many minutes on the sim (defect 8): a call
     counts its statement instances first (target_sim/work.py)."""
     k = tcomp.build(tcomp.Schedule(tcomp.op(OUTER)), "sim")
-    a = np.ones(4000, np.float32)
+    a = np.ones(6000, np.float32)
     with pytest.raises(tcomp.SimError) as e:
         k(a, a)
     assert str(e.value) == (
-        "sim: 'outer' at N=4000, M=4000 would run 16,000,000 statement instances, more than "
-        "the sim's limit of 8,388,608 (the sim runs a few million a second, far fewer along "
+        "sim: 'outer' at N=6000, M=6000 would run 36,000,000 statement instances, more than "
+        "the sim's limit of 16,777,216 (the sim runs a few million a second, far fewer along "
         "serial loops); run smaller sizes, bind loops to threads, or raise the limit: "
-        "k.max_instances = 16000000 (None: no limit)")
+        "k.max_instances = 36000000 (None: no limit)")
 
 
 def test_the_sim_limit_counts_threads_and_loops_and_can_be_changed():

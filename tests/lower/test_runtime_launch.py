@@ -89,7 +89,7 @@ def test_sidecar_block_is_a_size_expression(tmp_path):
     (kd,) = k.meta["kernels"]
     assert kd["block"] == [4, ["+", ["-", "H", "KH"], 1], 1]
     assert kd["grid"] == ["K", "N", 1]
-    assert k.meta["format"] == 2
+    assert k.meta["format"] == 3
     k.export(str(tmp_path / "conv.cubin"))
     loaded = tcomp.load(str(tmp_path / "conv.cubin"))
     assert loaded.meta["kernels"][0]["block"] == kd["block"]
