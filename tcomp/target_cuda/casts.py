@@ -36,8 +36,8 @@ def saturating(dst: DType, src: str, x: str) -> str:
     integer type `dst`, saturating (module docstring)."""
     wide = max(dst.bits, 32)
     call = f"__{src}2{_STEM[dst.kind][wide]}_rz({x})"
-    if src == "double" or wide == 64:
-        call = f"({x} != {x} ? 0 : {call})"
+    if src == "double" or wide == 64:  # (x bracketed: it may be a select, `c ? a : b`)
+        call = f"(({x}) != ({x}) ? 0 : {call})"
     if dst.bits >= 32:
         return call
     top = (1 << (dst.bits - 1)) - 1 if dst.kind == "i" else (1 << dst.bits) - 1
