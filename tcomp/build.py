@@ -79,14 +79,15 @@ class SimKernel:
     that break the IR on purpose)."""
     target = "sim"
     remarks: tuple = ()  # set by tcomp.build: what was chosen, what lowering declined
-    max_instances: int | None = None  # set in __init__: the work guard (target_sim/work.py)
+    max_instances: int | None = None  # set in __init__: the work guards (target_sim/work.py)
+    max_thread_steps: int | None = None
 
     def __init__(self, schedule, sizes, divisors: dict | None = None):
         self.schedule = schedule
         self.op = schedule.op
         self.sizes = checked_sizes(schedule, sizes)
         from .target_sim import work
-        self.max_instances = work.MAX_INSTANCES
+        self.max_instances, self.max_thread_steps = work.MAX_INSTANCES, work.MAX_THREAD_STEPS
         self.set_unflattened(_lower(schedule, self.sizes, until="flatten_storage",
                                     divisors=divisors))
 
@@ -100,7 +101,7 @@ class SimKernel:
         k.schedule = k.op = k.unflattened = None
         k.sizes = dict(prog.bound_sizes)
         k.program = prog
-        k.max_instances = work.MAX_INSTANCES
+        k.max_instances, k.max_thread_steps = work.MAX_INSTANCES, work.MAX_THREAD_STEPS
         return k
 
     def set_unflattened(self, prog: ir.Program) -> None:
@@ -118,7 +119,7 @@ class SimKernel:
             return self._call_program(arrays)
         inputs, sizes = bind_inputs(op, arrays, self.sizes)
         from .target_sim import work
-        work.check(self.program, sizes, self.max_instances)
+        work.check(self.program, sizes, self.max_instances, self.max_thread_steps)
         env = self._run(self.program, inputs, sizes)
         outs = tuple(env[t.name] for t in op.outputs)
         for t in op.outputs:

@@ -64,8 +64,8 @@ def check_readers(sched):
 
 def check_cover(sched, pname, seen):
     """An output computed inside another stage must still be written
-    everywhere: every stage reading it must read it at plain indices over
-    the output's whole ranges, and be complete itself."""
+    everywhere: every stage reading it must read it at plain, distinct
+    indices over the output's whole ranges, and be complete itself."""
     from ..lang.ast import Index
     st = sched.states[pname]
     if st.attach[0] != "at" or pname in seen:  # (an inlined output is written at root too)
@@ -84,9 +84,11 @@ def check_cover(sched, pname, seen):
             for r in walk(e):
                 if not (isinstance(r, Read) and r.tensor == pd.tensor):
                     continue
+                # distinct indices too: a read of the diagonal, C(k, k), covers only it
                 ok = len(r.args) == len(pd.spatial) and all(
                     isinstance(a, Index) and _same(qd.ranges.get(a.name), pd.ranges[v])
-                    for a, v in zip(r.args, pd.spatial))
+                    for a, v in zip(r.args, pd.spatial)) and \
+                    len({a.name for a in r.args}) == len(r.args)
                 if not ok:
                     what = "output" if pd.tensor in {t.name for t in sched.op.outputs} \
                         else "global tensor"

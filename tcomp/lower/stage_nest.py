@@ -269,9 +269,8 @@ def _check_local_binds(stage: str, st, loopvar: dict, b) -> None:
     read registers no thread wrote (the sim refused it; the GPU read garbage: the long
     fuzz run of issue 22, seed 1 pairs 228 and 875). `b`: the Builder."""
     states = b.sched.states
-    # (an inlined reader reads where its consumers compute it: b.reads counts those)
     readers = [q for q in states if q != stage and states[q].attach != ("inline",)
-               and st.tensor in b.reads(q)]
+               and st.tensor in b.reads(q)]  # (an inlined stage reads inside its readers)
     for leaf, tag in st.bind.items():
         if st.kinds[leaf] == "reduce":
             continue

@@ -23,6 +23,8 @@ so a missing guard fails there too.
 """
 from __future__ import annotations
 
+import re
+
 from ..lang.dtypes import DType
 
 # destination -> (intrinsic stem, the 32/64-bit type it returns)
@@ -36,8 +38,9 @@ def saturating(dst: DType, src: str, x: str) -> str:
     integer type `dst`, saturating (module docstring)."""
     wide = max(dst.bits, 32)
     call = f"__{src}2{_STEM[dst.kind][wide]}_rz({x})"
-    if src == "double" or wide == 64:
-        call = f"({x} != {x} ? 0 : {call})"
+    if src == "double" or wide == 64:  # x bracketed unless a name or element: it may be a
+        v = x if re.fullmatch(r"[\w\[\]]+", x) else f"({x})"  # select, `c ? a : b`
+        call = f"({v} != {v} ? 0 : {call})"
     if dst.bits >= 32:
         return call
     top = (1 << (dst.bits - 1)) - 1 if dst.kind == "i" else (1 << dst.bits) - 1

@@ -4,9 +4,11 @@ The sim executes every statement instance in Python and NumPy: a few million
 instances a second spread over threads (a block's lanes run together), a few
 thousand a second along a serial loop. N = 10^7 in a serial loop ran for many
 minutes without a word. So a call counts the instances first and refuses to
-start past `MAX_INSTANCES` (a SimError naming the count, the limit and the
-remedies); a kernel's limit is its `max_instances` attribute (tcomp.build
-sets it to this default; `k.max_instances = None` removes it).
+start past `MAX_INSTANCES` in all, or past `MAX_THREAD_STEPS` instances in
+one thread (the serial work, which is what is slow), with a SimError naming
+the count, the limit and the remedies. A kernel's limits are its
+`max_instances` and `max_thread_steps` attributes (tcomp.build sets them to
+these defaults; None removes one).
 
 Instances of a store: the threads of its launch (grid x block) times the
 extents of the serial and unrolled loops around it, at the call's sizes.
@@ -19,7 +21,8 @@ from __future__ import annotations
 from ..errors import SimError
 from ..lower import ir
 
-MAX_INSTANCES = 1 << 24  # 16,777,216 statement instances per call
+MAX_INSTANCES = 1 << 26     # 67,108,864 statement instances per call
+MAX_THREAD_STEPS = 1 << 21  # 2,097,152 of them in one thread
 
 
 def _value(e: ir.Expr, sizes: dict) -> int | None:
@@ -49,25 +52,32 @@ def _stores(s: ir.Stmt, sizes: dict) -> int:
     return n
 
 
-def instances(k: ir.Kernel, sizes: dict) -> int:
-    """Statement instances of one launch of `k` at `sizes` (module docstring)."""
+def instances(k: ir.Kernel, sizes: dict) -> tuple[int, int]:
+    """Statement instances of one launch of `k` at `sizes`, in all and in one
+    thread (module docstring)."""
     threads = 1
     for d in (*k.grid, *k.block):
         v = _value(d, sizes)
         threads *= 1 if v is None else max(0, v)
-    return threads * _stores(k.body, sizes)
+    steps = _stores(k.body, sizes)
+    return threads * steps, steps
 
 
-def check(prog: ir.Program, sizes: dict, limit: int | None) -> None:
+def check(prog: ir.Program, sizes: dict, limit: int | None, thread_limit: int | None) -> None:
     """Raise SimError when a run of `prog` at `sizes` is more than `limit`
-    statement instances (None: no limit)."""
-    if limit is None:
-        return
-    total = sum(instances(k, sizes) for k in prog.kernels)
-    if total > limit:
-        shown = ", ".join(f"{n}={v}" for n, v in sizes.items())
+    statement instances, or more than `thread_limit` in one thread (None: no
+    limit)."""
+    counts = [instances(k, sizes) for k in prog.kernels]
+    total, steps = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    shown = ", ".join(f"{n}={v}" for n, v in sizes.items())
+    if limit is not None and total > limit:
         raise SimError(f"sim: '{prog.name}' at {shown} would run {total:,} statement instances, "
-                       f"more than the sim's limit of {limit:,} (the sim runs a few million a "
-                       f"second, far fewer along serial loops); run smaller sizes, bind loops "
-                       f"to threads, or raise the limit: k.max_instances = {total} (None: no "
-                       f"limit)")
+                       f"more than the sim's limit of {limit:,} (it runs a few million a "
+                       f"second); run smaller sizes, or raise the limit: k.max_instances = "
+                       f"{total} (None: no limit)")
+    if thread_limit is not None and steps > thread_limit:
+        raise SimError(f"sim: '{prog.name}' at {shown} would run {steps:,} statement instances "
+                       f"in one thread, more than the sim's limit of {thread_limit:,} (it runs "
+                       f"a few thousand a second along a serial loop); bind loops to threads, "
+                       f"run smaller sizes, or raise the limit: k.max_thread_steps = {steps} "
+                       f"(None: no limit)")

@@ -107,3 +107,20 @@ def test_global_copy_computed_inside_one_of_its_readers():
     lowering_error(lambda: tcomp.lower(s), "stage 'A.global' writes global tensor 'A_global' "
                    "but is computed inside 'O', and 'O' does not read all of it: part of the "
                    "global tensor could stay unwritten (compute it at root instead)")
+
+
+def test_an_output_computed_at_a_reader_of_its_diagonal_is_refused():
+    """The long fuzz run of issue 22 (seed 1 pair 2035): the reader read C(k, k), plain
+    indices over the whole ranges, so the cover check passed, and C came out with its
+    diagonal only (the rest zero) on the sim and the GPU. The indices must be distinct."""
+    op = tcomp.op("""def f(float(N) A) -> (C, O) {
+    C(j, i) = A(i) + j where j in 0:N
+    O(k) = C(k, k) * 2
+}""")
+    s = tcomp.Schedule(op)
+    s["C"].compute_at(s["O"], s["O"].axes[0])
+    with pytest.raises(tcomp.LoweringError) as e:
+        tcomp.build(s, "sim", sizes={"N": 3})
+    assert str(e.value) == ("stage 'C' writes output 'C' but is computed inside 'O', and 'O' "
+                            "does not read all of it: part of the output could stay unwritten "
+                            "(compute it at root instead)")

@@ -70,23 +70,35 @@ def test_a_grid_at_the_limit_or_symbolic_still_builds():
 
 
 OUTER = "def outer(float(N) A, float(M) B) -> (O) { O(i, j) = A(i) * B(j) }"
+SCALE1 = "def scale(float(N) A) -> (O) { O(i) = A(i) * 2 }"
 
 
-def test_sim_work_beyond_its_limit_is_refused_before_it_starts():
+def test_sim_work_beyond_its_limits_is_refused_before_it_starts():
     """N = 10^7 in a serial loop ran for many minutes on the sim (defect 8): a call
     counts its statement instances first (target_sim/work.py)."""
-    k = tcomp.build(tcomp.Schedule(tcomp.op(OUTER)), "sim")
-    a = np.ones(6000, np.float32)
+    k = tcomp.build(tcomp.Schedule(tcomp.op(SCALE1)), "sim")
     with pytest.raises(tcomp.SimError) as e:
-        k(a, a)
+        k(np.ones(10 ** 7, np.float32))
     assert str(e.value) == (
-        "sim: 'outer' at N=6000, M=6000 would run 36,000,000 statement instances, more than "
-        "the sim's limit of 16,777,216 (the sim runs a few million a second, far fewer along "
-        "serial loops); run smaller sizes, bind loops to threads, or raise the limit: "
-        "k.max_instances = 36000000 (None: no limit)")
+        "sim: 'scale' at N=10000000 would run 10,000,000 statement instances in one thread, "
+        "more than the sim's limit of 2,097,152 (it runs a few thousand a second along a "
+        "serial loop); bind loops to threads, run smaller sizes, or raise the limit: "
+        "k.max_thread_steps = 10000000 (None: no limit)")
+    op = tcomp.op(OUTER)
+    s = tcomp.Schedule(op)
+    io, ii = s["O"].split(s["O"].axes[0], 512)
+    s["O"].bind(io, "blockIdx.x")
+    s["O"].bind(ii, "threadIdx.x")
+    a = np.ones(10000, np.float32)
+    with pytest.raises(tcomp.SimError) as e:
+        tcomp.build(s, "sim")(a, a)
+    assert str(e.value) == (
+        "sim: 'outer' at N=10000, M=10000 would run 102,400,000 statement instances, more than "
+        "the sim's limit of 67,108,864 (it runs a few million a second); run smaller sizes, or "
+        "raise the limit: k.max_instances = 102400000 (None: no limit)")
 
 
-def test_the_sim_limit_counts_threads_and_loops_and_can_be_changed():
+def test_the_sim_limits_count_threads_and_loops_and_can_be_changed():
     op = tcomp.op(OUTER)
     s = tcomp.Schedule(op)
     s["O"].bind(s["O"].axes[0], "threadIdx.x")
@@ -96,7 +108,10 @@ def test_the_sim_limit_counts_threads_and_loops_and_can_be_changed():
     with pytest.raises(tcomp.SimError, match="would run 12 statement instances, more than the "
                                              "sim's limit of 11"):
         k(a, b)
-    k.max_instances = 12
+    k.max_instances, k.max_thread_steps = 12, 3  # 4 in one thread
+    with pytest.raises(tcomp.SimError, match="would run 4 statement instances in one thread"):
+        k(a, b)
+    k.max_thread_steps = 4
     np.testing.assert_array_equal(k(a, b), tcomp.evaluate(op, a, b))
-    k.max_instances = None
+    k.max_instances = k.max_thread_steps = None
     np.testing.assert_array_equal(k(a, b), tcomp.evaluate(op, a, b))

@@ -237,10 +237,18 @@ def broken_inputs(op, sizes, rng):
 SERIAL = {"M": 128, "N": 128, "K": 128}  # a serial matmul: about a minute on the sim, unbudgeted
 
 
-def test_a_candidate_that_runs_past_the_limit_is_a_timeout_and_the_batch_goes_on(op):
+def _unguarded(monkeypatch):
+    """SERIAL is past the sim's work guard (2.1M instances in one thread: refused before
+    it starts, target_sim/work.py); these tests are about what stops a run once it runs."""
+    from tcomp.target_sim import work
+    monkeypatch.setattr(work, "MAX_THREAD_STEPS", None)
+
+
+def test_a_candidate_that_runs_past_the_limit_is_a_timeout_and_the_batch_goes_on(op, monkeypatch):
     """The sim runs in this process: a slow candidate is stopped from inside
     (deadline.py) after its own limit (MeasureInput.timeout_s) or the runner's
     timeout_s, and the next one runs."""
+    _unguarded(monkeypatch)
     serial = tcomp.Schedule(op).to_json()
     r = SimRunner(budget=1 << 40)
     res = r.run([MeasureInput(op, SERIAL, serial, "sim", timeout_s=0.5),
@@ -256,8 +264,9 @@ def test_a_candidate_that_runs_past_the_limit_is_a_timeout_and_the_batch_goes_on
                            "than timeout_s=0.25 s (a hang?); it was stopped")
 
 
-def test_the_limit_holds_in_a_thread_and_nothing_escapes_after_it(op):
+def test_the_limit_holds_in_a_thread_and_nothing_escapes_after_it(op, monkeypatch):
     import threading
+    _unguarded(monkeypatch)
     out = []
     serial = tcomp.Schedule(op).to_json()
 

@@ -113,3 +113,17 @@ def test_gpu_gives_the_folded_literal_casts():
     got = tcomp.build(tcomp.Schedule(literal_program()), target="cuda")(np.zeros(2, np.float32))
     for g, (text, dt, value) in zip(got, LITERALS):
         assert g.tolist() == [value, value], text
+
+
+@needs_cxx
+def test_a_guarded_cast_of_a_select_keeps_the_select_whole():
+    """The NaN guard `x != x ? 0 : __double2int_rz(x)` printed x unbracketed: with x a
+    select `c ? a : b` it read `c ? a : b != c ? a : b ? 0 : ...`, another expression
+    (the long fuzz run of issue 22, seed 1 pair 1979: NVRTC refused an ambiguous min;
+    here it computes -1 where the cast gives -3)."""
+    op = tcomp.op("def f(double(N) X) -> (O) { O(i) = int32(X(i) > 0 ? X(i) : X(i) * 2) }")
+    k = tcomp.build(tcomp.Schedule(op), target="cuda")
+    x = np.array([-1.5, 2.5, float("nan")])
+    want = tcomp.evaluate(op, x)
+    assert want.tolist() == [-3, 2, 0]
+    np.testing.assert_array_equal(run_emulated(k, x), want)  # before: [-1, 2, -2147483648]
