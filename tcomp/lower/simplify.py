@@ -32,104 +32,18 @@ Pre: any Kernel IR. Post: same meaning, canonical integer arithmetic.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from ..schedule import threads
 from . import ir
 from .rewriter import Rewriter, _leaf, _method, substitute
 
 
-BITWISE = ("&", "|", "^", "<<", ">>")
+from .simplify_linear import (BITWISE, Linear, _divisors, _fits, _fold, _holds,  # noqa: F401
+                              _in_range, _is_int32, _key)
+from .simplify_rules import DivmodBitwise
 
 
-def _key(e: ir.Expr):
-    return e  # frozen dataclasses hash structurally
-
-
-class Linear:
-    """c0 + sum(coef * atom); atoms keyed by structural equality."""
-    __slots__ = ("terms", "const")
-
-    def __init__(self, terms=None, const=0):
-        self.terms = terms or {}
-        self.const = const
-
-    def add(self, other: "Linear", sign: int = 1) -> "Linear":
-        terms = dict(self.terms)
-        for a, c in other.terms.items():
-            n = terms.get(a, 0) + sign * c
-            if n:
-                terms[a] = n
-            else:
-                terms.pop(a, None)
-        return Linear(terms, self.const + sign * other.const)
-
-    def scale(self, k: int) -> "Linear":
-        if k == 0:
-            return Linear()
-        return Linear({a: c * k for a, c in self.terms.items()}, self.const * k)
-
-    def is_const(self) -> bool:
-        return not self.terms
-
-    def to_expr(self, dtype=ir.int32) -> ir.Expr:
-        """The form as an expression of integer type `dtype` (int32 in the
-        passes; int64 for kernels whose indices were widened for CUDA)."""
-        def const(v):
-            return ir.Imm(int(v), dtype)
-        pos = [(a, c) for a, c in self.terms.items() if c > 0]
-        neg = [(a, -c) for a, c in self.terms.items() if c < 0]
-        out = None
-        for a, c in pos:
-            t = a if c == 1 else ir.Bin("*", a, const(c), dtype)
-            out = t if out is None else ir.Bin("+", out, t, dtype)
-        for a, c in neg:
-            t = a if c == 1 else ir.Bin("*", a, const(c), dtype)
-            out = ir.Bin("-", out if out is not None else const(0), t, dtype)
-        if out is None:
-            return const(self.const)
-        if self.const > 0:
-            out = ir.Bin("+", out, const(self.const), dtype)
-        elif self.const < 0:
-            out = ir.Bin("-", out, const(-self.const), dtype)
-        return out
-
-
-def _holds(wide, narrow) -> bool:
-    """Whether every value of dtype `narrow` converts to `wide` and back unchanged."""
-    if narrow.is_float and wide.is_float:
-        return (narrow.name, wide.name) in {("bfloat16", "float32"), ("float16", "float32"),
-                                            ("bfloat16", "float64"), ("float16", "float64"),
-                                            ("float32", "float64")}
-    if narrow.kind in "iu" and wide.kind == "i" and not narrow.is_bool:
-        return wide.bits > narrow.bits or (wide.bits == narrow.bits and narrow.kind == "i")
-    return False
-
-
-def _in_range(v: int, dtype) -> bool:
-    """v is a value of integer type `dtype`; for signed types, -v is one too
-    (a linear form prints `x - c` for the constant -c)."""
-    if dtype.kind == "u":
-        return 0 <= v < 2 ** dtype.bits
-    return abs(v) < 2 ** (dtype.bits - 1)
-
-
-def _fits(lin: Linear, dtype) -> bool:
-    """Every constant the form prints (coefficients and c0) is in range
-    (`_in_range` of each, with the extremes compared once)."""
-    if not _in_range(lin.const, dtype):
-        return False
-    if not lin.terms:
-        return True
-    cs = lin.terms.values()
-    return _in_range(min(cs), dtype) and _in_range(max(cs), dtype)
-
-
-def _is_int32(e: ir.Expr) -> bool:
-    return getattr(e, "dtype", None) == ir.int32
-
-
-class Simplifier(Rewriter):
+class Simplifier(DivmodBitwise, Rewriter):
     """`index_dtype`: the integer type whose arithmetic is analysed as linear
     forms (int32, the type of index arithmetic in Kernel IR; the CUDA code
     generator asks about kernels widened to int64 indices with int64). Only
@@ -342,136 +256,6 @@ class Simplifier(Rewriter):
                     return ir.Imm(True, ir.bool_) if x.value else y
         return e
 
-    def divmod(self, op: str, a: ir.Expr, c: int, e: ir.Expr) -> ir.Expr:
-        if c == 1:
-            return a if op == "/" else ir.const(0)
-        if (op == "/" and isinstance(a, ir.Bin) and a.op == "/" and isinstance(a.b, ir.Imm)
-                and a.b.value > 0 and int(a.b.value) * c < 2**31):  # (x / a) / c -> x / (a*c)
-            return self.divmod("/", a.a, int(a.b.value) * c,
-                               ir.Bin("/", a.a, ir.const(int(a.b.value) * c), ir.int32))
-        lin = self.linear(a)
-        if not _fits(lin, ir.int32):
-            return e
-        q = Linear({t: k // c for t, k in lin.terms.items() if k % c == 0}, 0)
-        rest = Linear({t: k for t, k in lin.terms.items() if k % c != 0}, lin.const)
-        qc, rc = divmod(rest.const, c)
-        q.const, rest.const = qc, rc
-        r = self.bound(rest)
-        if r[0] is not None and r[1] is not None and 0 <= r[0] and r[1] < c:
-            if op == "/":
-                return self.expr_of(q)
-            return self.expr_of(rest)
-        # (c*q + r) / c -> q + r / c  and  (c*q + r) % c -> r % c (floor semantics; only
-        # for r >= 0, so that the code generator keeps plain C division for r)
-        if q.terms and r[0] is not None and r[0] >= 0:
-            inner = self.divmod(op, rest.to_expr(), c, ir.Bin(op, rest.to_expr(), ir.const(c),
-                                                             ir.int32))
-            if op == "%":
-                return inner
-            return self.expr_of(self.linear(ir.Bin("+", q.to_expr(), inner, ir.int32)))
-        # (g*x + r) / c -> x / (c/g)  and  (g*x + r) % c -> g*(x % (c/g)) + r
-        # for a divisor g of c with 0 <= r < g (floor semantics, any sign of x).
-        for g in sorted((g for g in _divisors(c) if 1 < g < c and
-                         any(k % g == 0 for k in lin.terms.values())), reverse=True):
-            x = Linear({t: k // g for t, k in lin.terms.items() if k % g == 0}, 0)
-            rest = Linear({t: k for t, k in lin.terms.items() if k % g != 0}, lin.const)
-            x.const, rest.const = divmod(rest.const, g)
-            if not x.terms:
-                continue
-            r = self.bound(rest)
-            if r[0] is None or r[1] is None or r[0] < 0 or r[1] >= g:
-                continue
-            inner = ir.Bin(op, x.to_expr(), ir.const(c // g), ir.int32)
-            if op == "/":
-                return self.expr(inner)
-            return self.expr_of(self.linear(ir.Bin("+", ir.Bin("*", self.expr(inner), ir.const(g),
-                                                               ir.int32), rest.to_expr(),
-                                                    ir.int32)))
-        return e
-
-    def bitwise(self, op: str, a: ir.Expr, b: ir.Expr, e: ir.Bin) -> ir.Expr:
-        """The bitwise rules of the module docstring."""
-        for x, y in ((a, b), (b, a)):
-            if isinstance(y, ir.Imm) and y.value == 0 and op in ("^", "|"):
-                return x
-            if isinstance(y, ir.Imm) and y.value == 0 and op == "&":
-                return ir.const(0)
-        if op == "^":
-            return self._xor(a, b, e)
-        if not isinstance(b, ir.Imm) or op == "|":
-            return e
-        k = int(b.value)
-        if op in ("<<", ">>") and k == 0:
-            return a
-        if op == "<<" and 0 < k < 31:
-            lin = self.linear(a).scale(1 << k)
-            return lin.to_expr() if _fits(lin, ir.int32) else e
-        if op == ">>" and 0 < k < 31:
-            lin = self.linear(a)
-            if not _fits(lin, ir.int32):
-                return e
-            c = 1 << k
-            q = Linear({t: v // c for t, v in lin.terms.items() if v % c == 0}, lin.const // c)
-            rest = Linear({t: v for t, v in lin.terms.items() if v % c}, lin.const % c)
-            lo, hi = self.bound(rest)
-            if lo is not None and hi is not None and 0 <= lo and hi < c:
-                return q.to_expr()
-            if not q.terms and not q.const:
-                return e
-            shifted = ir.Bin(">>", rest.to_expr(), b, ir.int32)
-            return self.linear(ir.Bin("+", q.to_expr(), shifted, ir.int32)).to_expr()
-        if op == "&" and k > 0 and k & (k + 1) == 0:  # a mask of the low bits
-            c = k + 1
-            lin = self.linear(a)
-            rest = Linear({}, lin.const)
-            if not _fits(lin, ir.int32):
-                return e
-            for t, v in lin.terms.items():
-                if v % c == 0:
-                    continue
-                if isinstance(t, ir.Bin) and t.op == "%" and isinstance(t.b, ir.Imm) and \
-                        t.b.value > 0 and t.b.value % c == 0:
-                    t = t.a  # (x % (j c)) & m == x & m
-                elif isinstance(t, ir.Bin) and t.op == ">>" and isinstance(t.b, ir.Imm) and \
-                        isinstance(t.a, ir.Bin) and t.a.op == "%" and \
-                        isinstance(t.a.b, ir.Imm) and t.a.b.value > 0 and \
-                        t.a.b.value % (c << int(t.b.value)) == 0:
-                    t = ir.Bin(">>", t.a.a, t.b, ir.int32)  # ((x % (j c 2^s)) >> s) & m
-                rest = rest.add(self.linear(t).scale(v % c))
-            rest = Linear({t: v % c for t, v in rest.terms.items() if v % c},
-                          rest.const % c)
-            lo, hi = self.bound(rest)
-            if lo is not None and hi is not None and 0 <= lo and hi < c:
-                return rest.to_expr()
-            out = ir.Bin("&", rest.to_expr(), b, ir.int32)
-            return e if out == e else out
-        return e
-
-    def _xor(self, a: ir.Expr, b: ir.Expr, e: ir.Bin) -> ir.Expr:
-        """(q*c + r) ^ x -> q*c + (r ^ x) for c a power of two with 0 <= r < c
-        and 0 <= x < c (no bit of x reaches q*c): the part that varies
-        outside x's bits becomes linear (a ring's stage, a warp's tile), and
-        what stays an XOR often depends on the lane alone (hoisted by the
-        compiler out of the loops)."""
-        for p, x in ((a, b), (b, a)):
-            lo, hi = self.bound(self.linear(x))
-            if lo is None or hi is None or lo < 0:
-                continue
-            c = 1 << max(hi, 1).bit_length()
-            lin = self.linear(p)
-            if not _fits(lin, ir.int32):
-                continue
-            q = Linear({t: v for t, v in lin.terms.items() if v % c == 0}, lin.const // c * c)
-            r = Linear({t: v for t, v in lin.terms.items() if v % c}, lin.const % c)
-            if q.is_const() and not q.const:
-                continue
-            rlo, rhi = self.bound(r)
-            if rlo is None or rhi is None or rlo < 0 or rhi >= c:
-                continue
-            low = self.expr(ir.Bin("^", r.to_expr(), x, ir.int32))
-            return self.linear(ir.Bin("+", q.to_expr(), low, ir.int32)).to_expr()
-        return e
-
     def expr_Select(self, e: ir.Select) -> ir.Expr:
         e = self.generic_expr(e)
         if isinstance(e.cond, ir.Imm):
@@ -627,11 +411,6 @@ class Simplifier(Rewriter):
         return ir.If(c, then, else_)
 
 
-@functools.lru_cache(maxsize=4096)
-def _divisors(c: int) -> frozenset:
-    return frozenset(g for d in range(1, int(c ** 0.5) + 1) if c % d == 0 for g in (d, c // d))
-
-
 def _conjuncts(c):
     if isinstance(c, ir.Bin) and c.op == "&&":
         return _conjuncts(c.a) + _conjuncts(c.b)
@@ -655,45 +434,6 @@ def _decide(op: str, d):
              "!=": (gt(lo, 0) or lt(hi, 0), lo == 0 and hi == 0)}
     true, false = table[op]
     return True if true else (False if false else None)
-
-
-def _fold(op: str, a: ir.Imm, b: ir.Imm, dtype):
-    x, y = a.value, b.value
-    if dtype.is_float or a.dtype.is_float or b.dtype.is_float:
-        return None  # float folding would need the exact rounding of the type
-    try:
-        if op == "+":
-            v = x + y
-        elif op == "-":
-            v = x - y
-        elif op == "*":
-            v = x * y
-        elif op == "/":
-            if y == 0:
-                return None
-            v = x // y
-        elif op == "%":
-            if y == 0:
-                return None
-            v = x % y
-        elif op in BITWISE:
-            if op in ("<<", ">>") and not 0 <= y < dtype.bits:
-                return None
-            v = {"&": x & y, "|": x | y, "^": x ^ y}[op] if op in ("&", "|", "^") else \
-                (x << y if op == "<<" else x >> y)
-        elif op == "min":
-            v = min(x, y)
-        elif op == "max":
-            v = max(x, y)
-        else:
-            r = {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y, "==": x == y, "!=": x != y,
-                 "&&": bool(x) and bool(y), "||": bool(x) or bool(y)}[op]
-            return ir.Imm(r, ir.bool_)
-    except KeyError:
-        return None
-    if not dtype.is_bool and not _in_range(v, dtype):
-        return None
-    return ir.Imm(v, dtype)
 
 
 def simplify_expr(e: ir.Expr, ranges: dict | None = None) -> ir.Expr:
