@@ -26,7 +26,7 @@ def lower(schedule, sizes: dict | None = None, dump: str | None = None) -> ir.Pr
 
 
 def build(schedule, target: str = "cuda", sizes: dict | None = None, *, records=None,
-          strict: bool = False):
+          strict: bool = False, specialize: bool = False):
     """Compile a schedule for `target` ("sim" runs on the CPU; "cuda" on a GPU).
 
     Given an Op instead of a Schedule, the schedule is chosen first by
@@ -34,17 +34,27 @@ def build(schedule, target: str = "cuda", sizes: dict | None = None, *, records=
     search space ranked by the cost estimate, checked on the sim; tuning
     `records` win when they hold one). The kernel's `remarks` say what was
     chosen and what lowering declined; `strict=True` makes anything lowering
-    declined (a lowering remark) a LoweringError instead."""
+    declined (a lowering remark) a LoweringError instead. `specialize=True`
+    (an Op only) lets the choice add size-specialised variants where its
+    vectors need a divisibility (auto_schedule's `specialize`): the kernel then
+    dispatches on the host between one kernel per variant (specialized.py);
+    by default an Op builds one kernel, with `source`, `cubin`, `torch_op`,
+    `export` as any."""
     from .schedule import Schedule
     from .lang.op import Op
     remarks = []
     if isinstance(schedule, Op):
         from .search.auto import choose  # (search sits above build: imported on use)
-        choice = choose(schedule, sizes, "sim" if target == "sim" else "cuda", records=records)
+        choice = choose(schedule, sizes, "sim" if target == "sim" else "cuda", records=records,
+                        specialize=specialize)
         schedule, remarks = choice.schedule, list(choice.remarks)
     elif not isinstance(schedule, Schedule):
         raise TcompError(f"build: needs a tcomp.Schedule (or an Op), got "
                          f"{type(schedule).__name__}")
+    elif specialize:
+        raise TcompError("build: specialize= lets the automatic choice for an Op add variants; "
+                         "this call passes a Schedule (give it variants with "
+                         "Schedule.specialize)")
     elif records is not None:
         raise TcompError("build: records= chooses a schedule for an Op; this call passes a "
                          "Schedule (pass the Op, or tcomp.search.best(records, op, sizes))")

@@ -118,3 +118,11 @@ def test_strict_names_the_variant_that_declined(s):
     assert str(e.value).startswith("build(strict=True): lowering declined what the schedule "
                                    "asked for:\n  [when M > 4] scale_O: vectorize: loop 'd_i' "
                                    "runs lane by lane"), str(e.value)
+
+
+def test_build_specialize_is_for_an_op():
+    s = tcomp.Schedule(tcomp.op("def f(float(N) X) -> (O) { O(i) = X(i) }"))
+    with pytest.raises(tcomp.TcompError, match="build: specialize= lets the automatic choice "
+                                               "for an Op add variants; this call passes a "
+                                               "Schedule"):
+        tcomp.build(s, target="sim", specialize=True)
