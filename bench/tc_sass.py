@@ -15,15 +15,13 @@ from __future__ import annotations
 import collections
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 
 import tcomp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schedules as S  # noqa: E402
+import cuobjdump  # noqa: E402
 
 SIZES = {"M": 4096, "N": 4096, "K": 4096}
 # integer and address arithmetic, and moves (what padding or a swizzle can add)
@@ -46,16 +44,10 @@ def variants():
 
 
 def sass(cubin: bytes) -> tuple[str, str]:
-    tool = shutil.which("cuobjdump")
-    if tool is None:
+    got = cuobjdump.dump(cubin)
+    if got is None:
         raise SystemExit("cuobjdump is not on the PATH (see this file's docstring)")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        res = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True,
-                             text=True).stdout
-        code = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
-    return res, code
+    return got
 
 
 def stats(cubin: bytes) -> dict:
