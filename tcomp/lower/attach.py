@@ -6,7 +6,7 @@ or into its global tensor."""
 from __future__ import annotations
 
 from ..errors import LoweringError, ScheduleError
-from ..schedule import threads
+from ..arch import threads
 from ..schedule.primitives import consumes
 from . import ir
 from .bounds import region as bounding_box

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..schedule.tensor_intrinsics import TENSORIZE
+from ..arch.tensorize import TENSORIZE
 from . import ir
 
 READ, WRITE, READWRITE = "read", "write", "readwrite"

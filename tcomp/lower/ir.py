@@ -21,8 +21,8 @@ from typing import ClassVar
 
 from ..lang import dtypes
 from ..lang.dtypes import DType
-from ..schedule import threads
-from ..schedule.threads import ThreadAxis
+from ..arch import threads
+from ..arch.threads import ThreadAxis
 
 int32, bool_ = dtypes.int32, dtypes.bool_
 

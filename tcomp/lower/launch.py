@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..arch.limits import CUDA_LIMITS, LaunchLimits  # noqa: F401  (defined in the machine model)
 from ..errors import LoweringError
-from ..schedule import threads
+from ..arch import threads
 from . import ir
 from .printer import expr as show
 from .rewriter import Visitor, walk_stmts

@@ -3,7 +3,7 @@ first in its body, their buffers allocated around it, and the loop's kind
 (thread-bound, unrolled, vectorized or serial) from the schedule."""
 from __future__ import annotations
 
-from ..schedule import threads
+from ..arch import threads
 from . import ir
 
 

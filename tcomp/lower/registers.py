@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import LoweringError
-from ..schedule import threads
+from ..arch import threads
 from . import ir
 from .printer import expr as show
 from .rewriter import Rewriter, substitute

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..schedule import threads
+from ..arch import threads
 from . import ir
 from .rewriter import Rewriter, _leaf, _method, substitute
 

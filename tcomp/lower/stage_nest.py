@@ -12,7 +12,7 @@ reduction.py's part.
 from __future__ import annotations
 
 from ..errors import LoweringError, ScheduleError
-from ..schedule import threads
+from ..arch import threads
 from ..schedule.stage import SplitRel
 from . import ir
 from .construct import add, conj, ident, mul, sub

@@ -13,7 +13,7 @@ offsets defined outside the loop.
 from __future__ import annotations
 
 from ..errors import LoweringError
-from ..schedule import threads
+from ..arch import threads
 from . import intrinsics, ir
 from .printer import expr as show
 from .rewriter import Visitor

@@ -1,33 +1,7 @@
-"""The intrinsics `Stage.tensorize` accepts, as data: what each computes, so a
-schedule can be checked against it before lowering (the layouts and the code
-of each live in lower/warp_layouts.py and the targets).
-
-An entry `C[m, n] += A[m, k] * B[k, n]` over an m x n x k tile, with the input
-and accumulator types it takes. `tcomp.intrinsics()` lists them.
-"""
+"""The intrinsics `Stage.tensorize` accepts: defined in the machine model
+(tcomp/arch/tensorize.py), re-exported here for existing imports."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..arch.tensorize import TENSORIZE, TensorIntrinsic, intrinsics
 
-
-@dataclass(frozen=True)
-class TensorIntrinsic:
-    name: str
-    m: int
-    n: int
-    k: int
-    inputs: tuple[str, ...]  # dtype names the A and B operands may have (both the same)
-    accumulator: str
-    doc: str
-
-
-TENSORIZE = {i.name: i for i in (
-    TensorIntrinsic("mma_m16n8k16", 16, 8, 16, ("bfloat16", "float16"), "float32",
-                    "warp-wide C[16x8] += A[16x16] @ B[16x8] on tensor cores (mma.sync), "
-                    "bfloat16 or float16 inputs, float32 accumulation"),
-)}
-
-
-def intrinsics() -> dict[str, str]:
-    """name -> one-line description of every intrinsic `tensorize` accepts."""
-    return {name: i.doc for name, i in TENSORIZE.items()}
+__all__ = ["TENSORIZE", "TensorIntrinsic", "intrinsics"]

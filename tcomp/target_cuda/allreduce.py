@@ -29,7 +29,7 @@ from __future__ import annotations
 from ..errors import CudaError
 from ..lower import ir
 from ..lower.simplify import simplify_expr
-from ..schedule import threads
+from ..arch import threads
 
 # Types a warp shuffle moves as they are; smaller integers and bool travel as int.
 _SHUFFLE_NATIVE = {"int32", "uint32", "int64", "uint64", "float32", "float64"}

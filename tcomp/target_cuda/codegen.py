@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import CudaError
 from ..lang import dtypes
-from ..schedule import threads
+from ..arch import threads
 from ..lower import intrinsics, ir
 from ..lower.accesses import accesses
 # C precedence levels (higher binds tighter) for the operators printed infix: the

@@ -25,7 +25,7 @@ import dataclasses
 from ..lower import ir
 from ..lower.rewriter import Rewriter, walk_stmts
 from ..lang import dtypes
-from ..schedule import threads
+from ..arch import threads
 
 int64 = dtypes.int64
 LIMIT = 2 ** 31  # element or thread counts from here on need 64-bit indices

@@ -33,7 +33,7 @@ is what cuModuleGetFunction is given.
 """
 from __future__ import annotations
 
-from ..schedule import threads
+from ..arch import threads
 from .reserved_names import RESERVED
 
 PREFIX = "tc_u_"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..errors import SimError
 from ..lower import ir
-from ..schedule import threads
+from ..arch import threads
 
 
 class Coverage:

@@ -51,7 +51,7 @@ import numpy as np
 
 from ..errors import SimError
 from ..lang import npfuncs
-from ..schedule import threads
+from ..arch import threads
 from ..lower import ir
 from ..lower.launch import launch_problem
 from ..lower.printer import expr as expr_text
