@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..arch import target
 from ..arch.tensorize import TENSORIZE
 from . import ir
 
@@ -69,9 +70,23 @@ class Intrinsic:
     effects: frozenset[str]
     kind: str = "statement"
     noun: str = ""  # how messages call it ("barrier"); the name when empty
-    min_arch: int = 0  # the first compute capability whose GPUs have it (80: sm_80); 0: all
-    # only in these arch-specific targets (wgmma: ("sm_90a",)); empty: every arch >= min_arch
-    only_in: tuple[str, ...] = ()
+    # the machine-model feature it needs (tcomp/arch/target.py FEATURES: "mma_sync", "tma",
+    # "wgmma", ...); "" when every GPU has it
+    feature: str = ""
+
+    @property
+    def min_arch(self) -> int:
+        """The first compute capability with the feature (80: sm_80; 90 for an
+        architecture-specific one; 0: all)."""
+        if not self.feature:
+            return 0
+        cc = target.FEATURES[self.feature][0]
+        return 90 if cc is None else cc[0] * 10 + cc[1]
+
+    @property
+    def only_in(self) -> tuple[str, ...]:
+        """The architecture-specific targets that alone have it (wgmma: sm_90a)."""
+        return target.ARCH_SPECIFIC.get(self.feature, ())
 
     @property
     def collective(self) -> bool:
@@ -94,6 +109,8 @@ def register(entry: Intrinsic) -> Intrinsic:
     if not entry.effects <= EFFECTS:
         raise ValueError(f"intrinsic '{entry.name}': unknown effects "
                          f"{sorted(entry.effects - EFFECTS)}")
+    if entry.feature and entry.feature not in target.FEATURES:
+        raise ValueError(f"intrinsic '{entry.name}': unknown target feature {entry.feature!r}")
     if entry.kind not in KINDS:
         raise ValueError(f"intrinsic '{entry.name}': kind must be one of {KINDS}")
     for op in entry.operands:
@@ -153,7 +170,7 @@ register(Intrinsic(
               Operand("a", ref=True, scopes=_FRAGMENT, dtypes=_16BIT),
               Operand("b", ref=True, scopes=_FRAGMENT, dtypes=_16BIT),
               Operand("c", ref=True, scopes=_FRAGMENT, dtypes=("float32",))),
-    effects=frozenset({"reads", "writes", "warp_collective"}), kind="tensorize", min_arch=80))
+    effects=frozenset({"reads", "writes", "warp_collective"}), kind="tensorize", feature="mma_sync"))
 
 for _count in (1, 2, 4):
     for _trans in (False, True):
@@ -163,7 +180,7 @@ for _count in (1, 2, 4):
             f"fragments{', transposed' if _trans else ''} (ldmatrix)",
             operands=(Operand("dst", ref=True, access=WRITE, scopes=_FRAGMENT, dtypes=_16BIT),
                       Operand("src", ref=True, scopes=("shared",), dtypes=_16BIT)),
-            effects=frozenset({"reads", "writes", "warp_collective"}), min_arch=75))
+            effects=frozenset({"reads", "writes", "warp_collective"}), feature="ldmatrix"))
 
 # Asynchronous copies (cp.async): a copy lands at the wait that completes its group.
 register(Intrinsic(
@@ -173,13 +190,13 @@ register(Intrinsic(
               Operand("src", ref=True, scopes=("global",)),
               Operand("bytes", dtypes=("int32",)),
               Operand("src_bytes", dtypes=("int32",))),
-    effects=frozenset({"reads", "writes", "async"}), min_arch=80))
+    effects=frozenset({"reads", "writes", "async"}), feature="cp_async"))
 register(Intrinsic(
     "cp_async_commit", "close the group of this thread's asynchronous copies issued so far",
-    operands=(), effects=frozenset({"async"}), min_arch=80))
+    operands=(), effects=frozenset({"async"}), feature="cp_async"))
 register(Intrinsic(
     "cp_async_wait", "wait until all but the n newest committed groups of copies have landed",
-    operands=(Operand("n", dtypes=("int32",)),), effects=frozenset({"async"}), min_arch=80))
+    operands=(Operand("n", dtypes=("int32",)),), effects=frozenset({"async"}), feature="cp_async"))
 
 
 # Hopper (sm_90a): mbarriers, TMA and wgmma, in their own module

@@ -32,12 +32,19 @@ HOPPER = 90
 WGMMA_N = (64, 128, 256)
 
 
-def _entry(name, description, operands=(), effects=(), noun="", only_in=()):
+def _entry(name, description, operands=(), effects=(), noun="", feature=None):
+    """An entry needing machine-model `feature` (tcomp/arch/target.py): by
+    default "mbarrier_tx" for the mbarrier entries (their shared::cta forms
+    and transaction counts: sm_90), none for a named barrier (every GPU), else
+    "tma" (sm_90); wgmma names "wgmma" (sm_90a only)."""
+    if feature is None:
+        feature = ("mbarrier_tx" if name.startswith(("mbarrier", "fence_mbarrier")) else
+                   "" if name == "named_barrier" else "tma")
     register(Intrinsic(name, description, operands=tuple(operands), effects=frozenset(effects),
-                       noun=noun, min_arch=HOPPER, only_in=only_in))
+                       noun=noun, feature=feature))
 
 
-ARCH_SPECIFIC = ("sm_90a",)  # wgmma and setmaxnreg exist in sm_90a only (not sm_90, not sm_100a)
+ARCH_SPECIFIC = "wgmma"  # the feature of wgmma: sm_90a only (not sm_90, not sm_100a)
 
 
 _entry("mbarrier_init", "initialise an mbarrier to expect `count` arrivals per phase",
@@ -90,4 +97,4 @@ for _n in WGMMA_N:
             Operand("b", ref=True, scopes=("shared",), dtypes=("bfloat16",)),
             Operand("scale_d", dtypes=_I32)],
            {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
-           noun="wgmma", only_in=ARCH_SPECIFIC)
+           noun="wgmma", feature=ARCH_SPECIFIC)

@@ -5,7 +5,8 @@ generated code needs.
 capability this NVRTC compiles for (NVRTC 13: sm_75 and up), or a suffix the
 capability does not have, before NVRTC runs (which would answer with its log
 and the whole source). `check_features(prog, arch)` refuses a program whose
-intrinsics need a newer GPU than `arch` (`Intrinsic.min_arch`: tensor-core mma
+intrinsics need a newer GPU than `arch` (`Intrinsic.feature`, a feature of the machine model
+(tcomp/arch/target.py), gives `min_arch` and `only_in`: tensor-core mma
 and cp.async need sm_80, ldmatrix sm_75), naming the kernel and the intrinsic.
 """
 from __future__ import annotations
