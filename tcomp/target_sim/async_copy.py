@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import SimError
 from ..lower import ir
 from .memory import Shared
+from .sync import group_count
 
 
 def compile_call(launch, call: ir.Call):
@@ -36,10 +37,7 @@ def compile_call(launch, call: ir.Call):
             q["open"] = []
         return commit
     if call.fn == "cp_async_wait":
-        (n,) = call.args
-        if not isinstance(n, ir.Imm):
-            raise SimError(f"kernel {launch.kname}: cp_async_wait needs a constant group count")
-        keep = int(n.value)
+        keep = group_count(launch.kname, call)
 
         def wait(env, mask):
             q = _queue(launch)

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import SimError
+from ..lower import ir
+
 INFLIGHT = np.iinfo(np.int64).max  # a read stamp while the read is in flight (wgmma)
 
 
@@ -150,3 +153,13 @@ def sync_of(launch) -> BlockSync:
     if s is None or s.batch is not launch.batch:
         s = launch.sync = BlockSync(launch)
     return s
+
+
+def group_count(kname: str, call) -> int:
+    """The constant `n` of a wait for all but the n newest groups (cp_async_wait,
+    tma_store_wait, wgmma_wait): the groups a thread keeps are known when the
+    sim compiles the statement."""
+    (n,) = call.args
+    if not isinstance(n, ir.Imm):
+        raise SimError(f"kernel {kname}: {call.fn} needs a constant group count")
+    return int(n.value)

@@ -40,7 +40,7 @@ from ..errors import SimError
 from ..lower import ir
 from .memory import NOBODY, Shared, element
 from .mbarriers import barrier_args, deliver
-from .sync import ALWAYS, INFLIGHT, sync_of
+from .sync import ALWAYS, INFLIGHT, group_count, sync_of
 
 
 class ProxyState:
@@ -338,10 +338,7 @@ def _commit(ex, s):
 
 
 def _wait(ex, s):
-    (n,) = s.call.args
-    if not isinstance(n, ir.Imm):
-        raise SimError(f"kernel {ex.kname}: tma_store_wait needs a constant group count")
-    keep = int(n.value)
+    keep = group_count(ex.kname, s.call)
 
     def wait(env, mask):
         yield ALWAYS  # the copies take their time: the other tasks go first

@@ -33,7 +33,7 @@ from ..lang import dtypes
 from ..lower import ir
 from .memory import Local, Shared
 from .mbarriers import uniform
-from .sync import ALWAYS, INFLIGHT, sync_of
+from .sync import ALWAYS, INFLIGHT, group_count, sync_of
 from .tma import check_async_read, tile_offsets
 
 WARPGROUP = 128
@@ -177,10 +177,7 @@ def _commit(ex, s):
 
 
 def _wait(ex, s):
-    (n,) = s.call.args
-    if not isinstance(n, ir.Imm):
-        raise SimError(f"kernel {ex.kname}: wgmma_wait needs a constant group count")
-    keep = int(n.value)
+    keep = group_count(ex.kname, s.call)
 
     def wait(env, mask):
         groups = warpgroups(ex, mask, "wgmma_wait")
