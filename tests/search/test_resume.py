@@ -13,18 +13,14 @@ from tcomp.search import (MeasureResult, ProgressWarning, RecordCheckWarning, Re
                           RecordsError, Runner)
 from tcomp.search.tuner import canonical, tune
 
-MM = "def mm(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+from .records_util import MM, lines
+
 SIZES = {"M": 8, "N": 8, "K": 8}
 
 
 @pytest.fixture(scope="module")
 def mm():
     return tcomp.op(MM)
-
-
-def lines(path) -> list:
-    with open(path) as f:
-        return [json.loads(x) for x in f if x.strip()]
 
 
 class Checks(Runner):

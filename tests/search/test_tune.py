@@ -15,18 +15,14 @@ from tcomp.search import features as F
 from tests.bench.common import S
 from tcomp.search.tuner import canonical, tune
 
-MM = "def mm(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+from .records_util import MM, lines
+
 SIZES = {"M": 64, "N": 64, "K": 64}
 
 
 @pytest.fixture(scope="module")
 def mm():
     return tcomp.op(MM)
-
-
-def lines(path) -> list:
-    with open(path) as f:
-        return [json.loads(x) for x in f if x.strip()]
 
 
 def check_result(op, schedule, sizes=None):
