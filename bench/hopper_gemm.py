@@ -34,7 +34,7 @@ import cuobjdump  # noqa: E402
 CONFIGS = {
     "128x256_s4": GemmConfig(),
     "128x256_s3": GemmConfig(stages=3),
-    "128x128_s6": GemmConfig(bn=128, stages=6),
+    "128x128_s5": GemmConfig(bn=128, stages=5),
 }
 
 

@@ -4,7 +4,8 @@ of each live in lower/warp_layouts.py and the targets). Part of the machine
 model: the IR core (lower/intrinsics.py) and the schedule (tensorize) read it.
 
 An entry `C[m, n] += A[m, k] * B[k, n]` over an m x n x k tile, with the input
-and accumulator types it takes. `tcomp.intrinsics()` lists them.
+and accumulator types it takes (a wgmma entry's k is the 64 of one ring slot:
+four instructions of k16). `tcomp.intrinsics()` lists them.
 """
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ TENSORIZE = {i.name: i for i in (
     TensorIntrinsic("mma_m16n8k16", 16, 8, 16, ("bfloat16", "float16"), "float32",
                     "warp-wide C[16x8] += A[16x16] @ B[16x8] on tensor cores (mma.sync), "
                     "bfloat16 or float16 inputs, float32 accumulation"),
+    *(TensorIntrinsic(f"wgmma_m64n{n}k16", 64, n, 64, ("bfloat16", "float16"), "float32",
+                      f"warpgroup-wide C[64x{n}] += A[64x64] @ B[64x{n}] on Hopper tensor cores "
+                      f"(wgmma, sm_90a; four k16 steps), A and B in shared memory filled by "
+                      f"the TMA engine, float32 accumulators in registers (the Hopper GEMM: "
+                      f"docs/schedules.md)") for n in (64, 128, 256)),
 )}
 
 

@@ -12,6 +12,8 @@
     launch.py        grid and block from the thread-bound loops
     kernel_params.py the buffers and sizes a kernel takes
     interface.py     what a target needs besides the kernels (size sources, zero-fill, ...)
+    hopper_plan.py   a stage tensorized with wgmma: its plan read off the schedule, and
+    hopper_gemm.py   the warp-specialised TMA + wgmma kernel built from that plan
 
 The Builder holds the schedule, the sizes fixed at compile time and which
 stages are computed at which loop; its methods `nest`, `loop`, `region` and
@@ -20,7 +22,7 @@ stages are computed at which loop; its methods `nest`, `loop`, `region` and
 from __future__ import annotations
 
 from ..errors import LoweringError
-from . import interface, ir
+from . import hopper_gemm, hopper_plan, interface, ir
 from .attach import attach, region
 from .construct import ident, lang_sub
 from .context import KernelCtx
@@ -105,6 +107,9 @@ class Builder:
         ctx = KernelCtx(set(op.size_vars) | {t.name for t in op.inputs + op.outputs +
                                              op.temporaries} | set(self.sched.tensors))
         st = self.sched.states[stage]
+        planned = hopper_plan.plan(self, stage)  # tensorized with wgmma: built from its plan
+        if planned is not None:
+            return hopper_gemm.kernel(planned)
         if st.scope in ("shared", "local", "fragment"):
             raise LoweringError(f"stage '{stage}' writes a {st.scope} buffer but is computed at "
                                 f"root; use compute_at to place it inside a loop of a stage "

@@ -16,8 +16,11 @@ first), a box past the buffer's end reads zeros and writes nothing. A load
 completes on an mbarrier (complete_tx); stores complete by bulk groups.
 
 wgmma multiplies a 64 x N x 16 tile on the four warps of a warpgroup: A
-and B from shared memory (K-major tiles of 128-byte rows in the 128-byte
-swizzle, addressed by descriptors the target forms from the references),
+and B from shared memory (tiles of 128-byte rows in the 128-byte swizzle,
+addressed by descriptors the target forms from the references): K-major
+(rows along M or N, 64 K-elements each) or, where `trans_a` / `trans_b` is
+1, MN-major (rows along K, 64 M- or N-elements each, in blocks of 64
+columns: the buffer's dimension -3 counts the blocks),
 accumulators in per-thread float32 registers (64 x N over 128 threads: the
 layout of arch/fragments.py's wgmma accumulator), completing at
 `wgmma_wait`.
@@ -88,13 +91,17 @@ _entry("wgmma_commit", "close the warpgroup's group of issued wgmma", (),
        {"async", "warpgroup_collective"})
 _entry("wgmma_wait", "wait until all but the `n` newest wgmma groups have completed",
        [Operand("n", dtypes=_I32)], {"async", "blocking", "warpgroup_collective"})
-for _n in WGMMA_N:
-    _entry(f"wgmma_m64n{_n}k16_bf16",
-           f"D(64x{_n}, float32) = A(64x16, bfloat16) . B({_n}x16, bfloat16)^T + scale_d * D; "
-           f"A and B K-major tiles in shared memory (128-byte swizzle), D in registers",
-           [Operand("d", ref=True, access=READWRITE, scopes=("local",), dtypes=("float32",)),
-            Operand("a", ref=True, scopes=("shared",), dtypes=("bfloat16",)),
-            Operand("b", ref=True, scopes=("shared",), dtypes=("bfloat16",)),
-            Operand("scale_d", dtypes=_I32)],
-           {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
-           noun="wgmma", feature=ARCH_SPECIFIC)
+WGMMA_DTYPES = {"bf16": "bfloat16", "f16": "float16"}  # name suffix -> input dtype
+for _sfx, _dt in WGMMA_DTYPES.items():
+    for _n in WGMMA_N:
+        _entry(f"wgmma_m64n{_n}k16_{_sfx}",
+               f"D(64x{_n}, float32) = A(64x16, {_dt}) . B({_n}x16, {_dt})^T + scale_d * D; "
+               f"A and B tiles in shared memory (128-byte swizzle), K-major, or MN-major where "
+               f"trans_a / trans_b is 1; D in registers",
+               [Operand("d", ref=True, access=READWRITE, scopes=("local",), dtypes=("float32",)),
+                Operand("a", ref=True, scopes=("shared",), dtypes=(_dt,)),
+                Operand("b", ref=True, scopes=("shared",), dtypes=(_dt,)),
+                Operand("scale_d", dtypes=_I32), Operand("trans_a", dtypes=_I32),
+                Operand("trans_b", dtypes=_I32)],
+               {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
+               noun="wgmma", feature=ARCH_SPECIFIC)

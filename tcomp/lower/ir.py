@@ -375,6 +375,10 @@ class Kernel:
     tensor_maps: tuple = ()
     # launch bounds' second number: blocks per multiprocessor the compiler must allow (0: none)
     min_blocks: int = 0
+    # A kernel built whole from a plan (lower/hopper_plan.py) rather than from loop nests:
+    # the plan in one line, printed under the kernel; of the passes only those in
+    # pipeline.PLANNED_PASSES run on it (its synchronisation and unrolling are the plan's)
+    plan: str = ""
 
     def const_block(self) -> tuple[int, int, int] | None:
         """The block dimensions when all three are constants, else None."""

@@ -14,6 +14,8 @@
     vectorize        which vectorized loops move 4/8/16-byte vectors, recorded on the loop
 
 `lower(..., dump=dir)` writes the IR after construction and after each pass.
+A kernel built whole from a plan (a stage tensorized with wgmma: hopper_plan.py,
+hopper_gemm.py; its `# plan:` line in the dumps) runs only PLANNED_PASSES.
 """
 from __future__ import annotations
 
@@ -43,6 +45,19 @@ PASSES = [
     ("flatten_storage", flatten.run),
     ("vectorize", vectorize.run),
 ]
+
+
+# The passes a planned kernel (Kernel.plan: built whole by hopper_gemm.py) runs: it has
+# no thread-bound, tensorized, pipelined or vectorized loops, its barriers are its
+# plan's mbarriers and named barriers (insert_barriers would add a block barrier inside
+# one role: a deadlock), and its unrolled loops stay loops for the target to unroll.
+PLANNED_PASSES = frozenset({"flatten_storage"})
+
+
+def _run_pass(name, fn, k, prog):
+    if k.plan and name not in PLANNED_PASSES:
+        return k
+    return fn(k, prog)
 
 
 def lower(schedule, sizes: dict | None = None, dump: str | None = None,
@@ -114,7 +129,8 @@ def run_passes(prog: Program, start: str | None = None, until: str | None = None
     for i, (name, fn) in enumerate(PASSES[first:], first + 1):
         if name == until:
             break
-        prog = dataclasses.replace(prog, kernels=tuple(fn(k, prog) for k in prog.kernels))
+        prog = dataclasses.replace(prog, kernels=tuple(_run_pass(name, fn, k, prog)
+                                                       for k in prog.kernels))
         _dump(dump, i, name, prog)
         if check:
             for k in prog.kernels:

@@ -132,7 +132,7 @@ def kernel_to_text(k: ir.Kernel) -> str:
                    f"swizzle={m.swizzle})" for m in k.tensor_maps)
     bounds = f" min_blocks={k.min_blocks}" if k.min_blocks else ""
     head = f"kernel {k.name}({params}{maps}) grid=({grid}) block=({block}){bounds}"
-    notes = [f"  # remark: {r}" for r in k.remarks]
+    notes = ([f"  # plan: {k.plan}"] if k.plan else []) + [f"  # remark: {r}" for r in k.remarks]
     return "\n".join([head] + notes + stmt(k.body, 1))
 
 

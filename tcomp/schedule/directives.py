@@ -153,11 +153,34 @@ class OnlineSoftmax:
     weighted: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Tma:
+    stage: str
+    swizzle: int
+
+
+@dataclass(frozen=True)
+class Persistent:
+    stage: str
+    outer: str
+    inner: str
+    group_m: int
+
+
+@dataclass(frozen=True)
+class WarpSpecialize:
+    stage: str
+    axis: str
+    producer_regs: int
+    consumer_regs: int
+
+
 KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll, UnrollBy,
                                          Vectorize,
                                          ComputeAt, ComputeInline, ComputeRoot, CacheRead,
                                          CacheWrite, Rfactor, StorageAlign, StorageOrder, SetScope,
-                                         Pipeline, Tensorize, Swizzle, OnlineSoftmax)}
+                                         Pipeline, Tensorize, Swizzle, OnlineSoftmax, Tma,
+                                         Persistent, WarpSpecialize)}
 
 
 # The version of the JSON format `to_json` writes (the field "tcomp_schedule").

@@ -11,10 +11,11 @@ from . import threads, tuple_stages
 from .stage import THREAD_TAGS, Axis, FuseRel, SplitRel
 from .primitives_compute import (ComputePrimitives, _matmul_roles, _ranges_text,  # noqa: F401
                                  _root_and_extent, _siblings, consumes)
+from .primitives_hopper import HopperPrimitives
 from .primitives_storage import StoragePrimitives
 
 
-class Stage(ComputePrimitives, StoragePrimitives):
+class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
     """A handle to one stage of a Schedule (`s["C"]`)."""
 
     def __init__(self, schedule, name: str):

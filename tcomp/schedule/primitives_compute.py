@@ -191,6 +191,8 @@ class ComputePrimitives:
         p = "tensorize"
         tuple_stages.refuse(self._s, p)
         self._not_inline(p)
+        if isinstance(intrin, str) and intrin.startswith("wgmma_"):
+            return self._tensorize_wgmma(ax, intrin)  # the Hopper path (primitives_hopper.py)
         name = self._leaf(ax, p)
         s = self._s
         if not isinstance(intrin, str) or intrin not in TENSORIZE:

@@ -157,6 +157,12 @@ class Schedule:
             st.pipeline(ax(d.axis), d.stages)
         elif isinstance(d, D.Tensorize):
             st.tensorize(ax(d.axis), d.intrin)
+        elif isinstance(d, D.Tma):
+            st.tma(d.swizzle)
+        elif isinstance(d, D.Persistent):
+            st.persistent(ax(d.outer), ax(d.inner), d.group_m)
+        elif isinstance(d, D.WarpSpecialize):
+            st.warp_specialize(ax(d.axis), d.producer_regs, d.consumer_regs)
         elif isinstance(d, D.SetScope):
             st.set_scope(d.scope)
         elif isinstance(d, D.StorageOrder):

@@ -105,6 +105,12 @@ class StageState:
         self.pipeline: dict[str, int] = {}  # leaf -> stages (double-buffered copies there)
         self.tensorize: dict[str, str] = {}  # leaf -> intrinsic computing the loops from it in
         self.attach: tuple = ("root",)  # ('root',) | ('inline',) | ('at', stage, axis)
+        # the Hopper path (primitives_hopper.py): a copy filled by the TMA engine (its
+        # swizzle), the persistent tile loops (outer, inner, group_m), the warp roles
+        # (the consumers' loop, producer registers, consumer registers)
+        self.tma: int | None = None
+        self.persistent: tuple | None = None
+        self.roles: tuple | None = None
 
     @property
     def tensor(self) -> str:
@@ -118,5 +124,5 @@ class StageState:
 
     def transformed(self) -> bool:
         return bool(self.relations or self.bind or self.unroll or self.vectorize or self.pipeline or
-                    self.tensorize or
+                    self.tensorize or self.persistent or self.roles or
                     self.leaves != list(self.definition.spatial) + list(self.definition.reduce))

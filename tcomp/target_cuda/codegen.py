@@ -468,10 +468,10 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
     if "bfloat16" in uses or _mentions(prog, "bfloat16"):
         parts.append("#include <cuda_bf16.h>")
     parts.append(PRELUDE)
-    used = {x.call.fn for k in prog.kernels for x in walk_stmts(k.body)
-            if isinstance(x, ir.Evaluate)}
+    calls = [x.call for k in prog.kernels for x in walk_stmts(k.body) if isinstance(x, ir.Evaluate)]
+    used = {c.fn for c in calls}
     if sm90_ops.uses_sm90(used) or any(k.tensor_maps for k in prog.kernels):
-        parts.append(sm90_ops.prelude(used))
+        parts.append(sm90_ops.prelude(used, calls))
     smem = {}
     for k in prog.kernels:
         if options.index_bits == 64:

@@ -58,32 +58,66 @@ __device__ __forceinline__ unsigned long long tc_wgmma_desc(const void* p) {
 }
 """
 
-_WGMMA = r"""__device__ __forceinline__ void tc_wgmma_m64n{n}k16_bf16(float* d, const void* a,
+_WGMMA = r"""__device__ __forceinline__ void tc_{fn}(float* d, const void* a,
                                                           const void* b, int scale_d) {{
-  unsigned long long da = tc_wgmma_desc(a), db = tc_wgmma_desc(b);
+  unsigned long long da = {desc_a}, db = {desc_b};
   asm volatile("{{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %{s}, 0;\n\t"
-               "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 "
-               "{{{regs}}}, %{da}, %{db}, p, 1, 1, 0, 0;\n\t}}"
+               "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
+               "{{{regs}}}, %{da}, %{db}, p, 1, 1, {ta}, {tb};\n\t}}"
                : {outs}
                : "l"(da), "l"(db), "r"(scale_d));
 }}
 """
+_DESC_MN = r"""__device__ __forceinline__ unsigned long long tc_wgmma_desc_mn(const void* p, unsigned lbo) {
+  unsigned long long a = tc_smem_addr(p);
+  return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16)
+         | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+"""
 
 
-def wgmma_function(n: int) -> str:
-    """The device function issuing wgmma m64n{n}k16 (n / 2 accumulators)."""
+def wgmma_name(n: int, ptx_type: str = "bf16", trans_a: int = 0, trans_b: int = 0) -> str:
+    """The device function of wgmma m64n{n}k16 on `ptx_type` inputs with the
+    operands' major orders (K-major: 0; MN-major: 1): tc_<name>."""
+    t = f"_t{trans_a}{trans_b}" if trans_a or trans_b else ""
+    return f"wgmma_m64n{n}k16_{ptx_type}{t}"
+
+
+def wgmma_function(n: int, ptx_type: str = "bf16", trans_a: int = 0, trans_b: int = 0) -> str:
+    """The device function issuing wgmma m64n{n}k16 (n / 2 accumulators). An
+    MN-major operand's descriptor takes its leading byte offset (from one
+    block of 64 M/N columns to the next) as the function's argument."""
     count = n // 2
     regs = ", ".join(f"%{i}" for i in range(count))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(count))
-    return _WGMMA.format(n=n, regs=regs, outs=outs, da=count, db=count + 1, s=count + 2)
+    text = _WGMMA.format(fn=wgmma_name(n, ptx_type, trans_a, trans_b), n=n, t=ptx_type,
+                         regs=regs, outs=outs, da=count, db=count + 1, s=count + 2,
+                         ta=trans_a, tb=trans_b,
+                         desc_a="tc_wgmma_desc_mn(a, lbo_a)" if trans_a else "tc_wgmma_desc(a)",
+                         desc_b="tc_wgmma_desc_mn(b, lbo_b)" if trans_b else "tc_wgmma_desc(b)")
+    if trans_a or trans_b:
+        text = text.replace("int scale_d)", "int scale_d,\n" + " " * 58 +
+                            "unsigned lbo_a, unsigned lbo_b)")
+    return text
 
 
-def prelude(used: set[str]) -> str:
-    """The prelude for a program whose intrinsics are `used` (registry names)."""
+def _wgmma_variant(call) -> tuple[int, str, int, int]:
+    fn = call.fn
+    n = int(fn.split("m64n")[1].split("k")[0])
+    ta, tb = (int(a.value) if isinstance(a, ir.Imm) else 0 for a in call.args[4:6])
+    return n, fn.rsplit("_", 1)[1], ta, tb
+
+
+def prelude(used: set[str], calls=()) -> str:
+    """The prelude for a program whose intrinsics are `used` (registry names);
+    `calls`: its wgmma calls (one device function per shape, type and major
+    orders)."""
     parts = [PRELUDE]
-    for n in sorted(int(u.split("m64n")[1].split("k")[0]) for u in used
-                    if u.startswith("wgmma_m64n")):
-        parts.append(wgmma_function(n))
+    variants = sorted({_wgmma_variant(c) for c in calls if c.fn.startswith("wgmma_m64n")})
+    if any(ta or tb for _, _, ta, tb in variants):
+        parts.append(_DESC_MN)
+    for v in variants:
+        parts.append(wgmma_function(*v))
     return "".join(parts)
 
 
@@ -146,10 +180,36 @@ EMIT = {
     "wgmma_wait": _emit(lambda g, a: f'asm volatile("wgmma.wait_group.sync.aligned %0;" :: '
                                      f'"n"({_imm(a[0], "wgmma_wait n")}) : "memory");'),
 }
-for _n in (64, 128, 256):
-    EMIT[f"wgmma_m64n{_n}k16_bf16"] = _emit(
-        lambda g, a, _n=_n: f"tc_wgmma_m64n{_n}k16_bf16({_ref(g, a[0])}, {_ref(g, a[1])}, "
-                            f"{_ref(g, a[2])}, {g.expr(a[3])});")
+
+
+def _mn_block_bytes(gen, ref) -> int:
+    """The leading byte offset of an MN-major operand: one block (K rows x 64
+    columns) of its buffer (..., blocks, K, 64)."""
+    bufs = getattr(gen, "_alloc_buffers", None)
+    if bufs is None:
+        from ..lower.rewriter import walk_stmts
+        bufs = gen._alloc_buffers = {x.buffer.name: x.buffer for x in walk_stmts(gen.k.body)
+                                     if isinstance(x, ir.Alloc)}
+    b = bufs.get(ref.buffer)
+    if b is None or len(b.shape) < 3 or not all(isinstance(d, ir.Imm) for d in b.shape[-2:]):
+        raise CudaError(f"codegen: an MN-major wgmma operand '{ref.buffer}' must be a shared "
+                        f"buffer (..., blocks, K, 64) of constant K")
+    return int(b.shape[-2].value) * int(b.shape[-1].value) * b.dtype.bits // 8
+
+
+def _emit_wgmma(gen, s, d):
+    a = s.call.args
+    n, t, ta, tb = _wgmma_variant(s.call)
+    args = [_ref(gen, a[0]), _ref(gen, a[1]), _ref(gen, a[2]), gen.expr(a[3])]
+    if ta or tb:
+        args += [str(_mn_block_bytes(gen, a[1]) if ta else 0),
+                 str(_mn_block_bytes(gen, a[2]) if tb else 0)]
+    gen.emit(f"tc_{wgmma_name(n, t, ta, tb)}({', '.join(args)});", d)
+
+
+for _sfx in ("bf16", "f16"):
+    for _n in (64, 128, 256):
+        EMIT[f"wgmma_m64n{_n}k16_{_sfx}"] = _emit_wgmma
 
 
 def emit_specialize(gen, s: ir.Specialize, d: int) -> None:

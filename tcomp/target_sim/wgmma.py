@@ -2,15 +2,20 @@
 on the four warps (128 threads) of a warpgroup, asynchronous.
 
     wgmma_fence()                            (orders register accesses: nothing to do here)
-    wgmma_m64nNk16_bf16(&acc[i], &A_s[a], &B_s[b], scale_d)
+    wgmma_m64nNk16_bf16(&acc[i], &A_s[a], &B_s[b], scale_d, trans_a, trans_b)
                                              D = A . B^T + (scale_d ? D : 0)
+    (and _f16: float16 inputs)
     wgmma_commit()                           close the warpgroup's group of wgmma
     wgmma_wait(n)                            all but the n newest groups complete
 
 A: 64 rows x 16 columns, B: N rows x 16 columns, K-major tiles of 128-byte
 rows in the 128-byte swizzle (Buffer.layout = Swizzle(128)) starting at the
 reference (a row that is a multiple of 8; column 0, 16, 32 or 48), read
-through the buffer's layout exactly as flatten.py addresses it. D: the
+through the buffer's layout exactly as flatten.py addresses it. With
+trans_a / trans_b = 1 the operand is MN-major: 16 rows (K) of 64 columns
+(M or N) from the reference (column 0, a row that is a multiple of 8), one
+such block per 64 of M or N, the blocks consecutive in the buffer's
+dimension -3 (a buffer (..., blocks, K, 64)). D: the
 accumulator registers from `acc[i]` on, N / 2 per thread, in the wgmma
 m64nNk16 layout: register r of thread t of the warpgroup holds row
 (t/32)*16 + (t%32)/4 + 8*((r/2)%2), column (r/4)*8 + (t%4)*2 + r%2.
@@ -73,23 +78,33 @@ def warpgroups(ex, mask, fn: str) -> list[int]:
     return [int(w) for w in np.flatnonzero(every)]
 
 
-def _operand(ex, name, where, rows, fn, what):
-    """The shared tile of operand `what` and its flat offsets; `where(h)`
-    gives its first element."""
+def _operand(ex, name, where, rows, fn, what, dtype, mn_major):
+    """The shared tile of operand `what` and its flat offsets, in the order
+    of a (rows x 16) K-major matrix; `where(h)` gives its first element."""
     h = ex.mem.get(name)
     lay = getattr(getattr(h, "buf", None), "layout", None)
-    if not isinstance(h, Shared) or h.buf.dtype != dtypes.bfloat16 or lay is None or \
+    if not isinstance(h, Shared) or h.buf.dtype != dtype or lay is None or \
             lay.span != 128 or h.shape[-1] != 64:
         raise SimError(f"kernel {ex.kname}: {fn} operand {what} '{name}' must be a shared "
-                       f"bfloat16 tile of 128-byte rows (64 elements) in the 128-byte swizzle "
+                       f"{dtype} tile of 128-byte rows (64 elements) in the 128-byte swizzle "
                        f"(Buffer.layout = Swizzle(128))")
     d = where(h)
     r0, col = divmod(d, 64)
-    if r0 % 8 or col % 16:
-        raise SimError(f"kernel {ex.kname}: {fn} operand {what} starts at element ({r0}, {col}) "
-                       f"of {name}: a wgmma tile starts at a row that is a multiple of 8 and a "
-                       f"column that is a multiple of 16")
-    f = tile_offsets(ex, name, h, d, rows, 16, fn)
+    if not mn_major:
+        if r0 % 8 or col % 16:
+            raise SimError(f"kernel {ex.kname}: {fn} operand {what} starts at element ({r0}, "
+                           f"{col}) of {name}: a wgmma tile starts at a row that is a multiple "
+                           f"of 8 and a column that is a multiple of 16")
+        f = tile_offsets(ex, name, h, d, rows, 16, fn)
+    else:
+        k_rows = int(h.shape[-2]) if len(h.shape) >= 3 else 0
+        if not k_rows or r0 % 8 or col or (r0 % k_rows) + 16 > k_rows:
+            raise SimError(f"kernel {ex.kname}: {fn} MN-major operand {what} starts at element "
+                           f"({r0}, {col}) of {name} {tuple(h.shape)}: an MN-major wgmma tile is "
+                           f"16 rows of K from a row that is a multiple of 8, column 0, in a "
+                           f"buffer (..., blocks, K, 64)")
+        f = np.concatenate([tile_offsets(ex, name, h, d + j * k_rows * 64, 16, 64, fn)
+                            .reshape(16, 64).T for j in range(rows // 64)]).reshape(-1)
     check_async_read(ex, name, h, f, "wgmma")
     return h, f
 
@@ -98,7 +113,13 @@ def _mma(ex, s):
     fn = s.call.fn
     n = int(fn.split("m64n")[1].split("k")[0])
     regs = n // 2
-    d_ref, a_ref, b_ref, scale = s.call.args
+    dtype = dtypes.float16 if fn.endswith("_f16") else dtypes.bfloat16
+    d_ref, a_ref, b_ref, scale, trans_a, trans_b = s.call.args
+    trans = []
+    for t, w in ((trans_a, "trans_a"), (trans_b, "trans_b")):
+        if not isinstance(t, ir.Imm) or int(t.value) not in (0, 1):
+            raise SimError(f"kernel {ex.kname}: {fn} {w} must be the constant 0 or 1")
+        trans.append(bool(int(t.value)))
     for r, w in ((d_ref, "D"), (a_ref, "A"), (b_ref, "B")):
         if not isinstance(r, ir.Ref):
             raise SimError(f"kernel {ex.kname}: {fn} operand {w} must be a reference")
@@ -125,9 +146,11 @@ def _mma(ex, s):
                 raise SimError(f"kernel {ex.kname}: {fn} accumulators {d_ref.buffer}[{off}:"
                                f"{off + regs}] outside its {hd.size} registers")
             ha, fa = _operand(ex, a_ref.buffer, lambda h: flat(a_ref.buffer, h, idx[1], env,
-                                                               mask, lanes), 64, fn, "A")
+                                                               mask, lanes), 64, fn, "A",
+                                dtype, trans[0])
             hb, fb = _operand(ex, b_ref.buffer, lambda h: flat(b_ref.buffer, h, idx[2], env,
-                                                               mask, lanes), n, fn, "B")
+                                                               mask, lanes), n, fn, "B",
+                                dtype, trans[1])
             acc = uniform(ex, scale_f(env, mask), lanes, f"{fn}'s scale_d") != 0
             a = ha.fdata[fa].astype(np.float64).reshape(64, 16)
             b = hb.fdata[fb].astype(np.float64).reshape(n, 16)
@@ -215,5 +238,5 @@ def pending_registers(ex, name, h, off, lanes, what: str) -> None:
 
 
 RULES = {"wgmma_fence": _fence, "wgmma_commit": _commit,
-         **{f"wgmma_m64n{n}k16_bf16": _mma for n in (64, 128, 256)}}
+         **{f"wgmma_m64n{n}k16_{t}": _mma for n in (64, 128, 256) for t in ("bf16", "f16")}}
 BLOCKING = {"wgmma_wait": _wait}

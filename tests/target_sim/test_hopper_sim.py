@@ -92,7 +92,7 @@ def wgmma_kernel(n=64, *, fence=True, wait=True, first_scale=0):
         ir.Barrier(),
         call("wgmma_fence"),
         loop("kk", 4, call(f"wgmma_m64n{n}k16_bf16", ref("acc", 0), ref("A_s", 0, b("*", kk, 16)),
-                           ref("B_s", 0, b("*", kk, 16)), scale)),
+                           ref("B_s", 0, b("*", kk, 16)), scale, c(0), c(0))),
         call("wgmma_commit"),
         call("wgmma_wait", c(0)) if wait else None,
         loop("i", n // 2, ir.Store("C", (row, col), ir.Load("acc", (i,), dtypes.float32))))

@@ -1,0 +1,279 @@
+"""The Hopper GEMM as Kernel IR, from a plan (hopper_plan.py reads it off a
+schedule): `C(m, n) += A . B` in bfloat16 or float16 with float32
+accumulation, A given as (M, K) or (K, M), B as (N, K) or (K, N).
+
+Built from the IR's Hopper pieces, with nothing CUDA-specific here:
+
+* the output tiles (bm x bn) in grouped order (`group_m` row tiles side by
+  side, so that the blocks running at once share A and B tiles in L2),
+  walked by a persistent grid of one block per multiprocessor (ir.SM_COUNT)
+  or one block per tile;
+* warpgroups in a `Specialize`: one producer (its registers given back,
+  setmaxnreg) whose one thread issues TMA loads of A and B tiles (128-byte
+  swizzle) into a ring of `stages` shared slots, and `consumers` warpgroups
+  (registers taken) each computing a 64 x bn slice of the tile with wgmma
+  m64n{bn}k16, its accumulators in registers;
+* full/empty mbarriers per slot: the producer waits for a slot's empty
+  barrier (every consumer arrived), announces the slot's bytes and issues
+  its copies on the full barrier; a consumer waits for the full barrier,
+  issues bk / 16 wgmma, waits for them and arrives on the empty barrier;
+  phases are the parity of the ring's pass (the producer's first pass
+  waits on the parity before the first phase, which has completed);
+* an operand given K-major (A(M, K), B(N, K)) is one box of bm (bn) rows of
+  64 K-values per slot; one given MN-major (A(K, M), B(K, N)) is bm / 64
+  (bn / 64) boxes of 64 K-rows of 64 M- (N-) values, wgmma reading it
+  transposed (trans_a / trans_b);
+* an epilogue through shared memory: each consumer converts its
+  accumulators to C's type in chunks of 128 bytes per row of a swizzled
+  staging tile and stores each chunk with a TMA store (out-of-range rows
+  and columns are not written, so any M and N work; K's tail is read as
+  zeros; K = 0 stores zeros).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..arch.fragments import wgmma_d
+from ..lang import dtypes
+from . import ir
+from .layout_exprs import IR as LAYOUT_IR
+
+F32, I32, U64 = dtypes.float32, dtypes.int32, dtypes.uint64
+WARPGROUP = 128
+MN_BLOCK = 64  # M or N values per 128-byte row of an MN-major tile
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    name: str  # the kernel's name
+    a: str
+    b: str
+    c: str
+    dtype: dtypes.DType  # A's and B's
+    out: dtypes.DType  # C's
+    a_mn: bool  # A given as (K, M)
+    b_mn: bool  # B given as (K, N)
+    M: ir.Expr
+    N: ir.Expr
+    K: ir.Expr
+    sizes: tuple[str, ...]  # the size parameters M, N, K use
+    bm: int = 128
+    bn: int = 256
+    bk: int = 64
+    stages: int = 4
+    consumers: int = 2
+    group_m: int = 8
+    producer_regs: int = 40
+    consumer_regs: int = 232
+    persistent: bool = True
+
+    @property
+    def chunk(self) -> int:
+        """Columns per TMA store of the epilogue: one 128-byte swizzled row."""
+        return 128 // (self.out.bits // 8)
+
+    @property
+    def smem_bytes(self) -> int:
+        ring = self.stages * (self.bm + self.bn) * self.bk * self.dtype.bits // 8
+        return ring + self.consumers * 64 * 128 + 2 * self.stages * 8
+
+
+# ------------------------------------------------------------------ IR helpers
+def c(v):
+    return ir.const(v)
+
+
+def v(name, dt=I32):
+    return ir.Var(name, dt)
+
+
+def b(op, x, y, dt=I32):
+    return ir.Bin(op, x if isinstance(x, ir.Expr) else c(x), y if isinstance(y, ir.Expr) else c(y),
+                  dt)
+
+
+def call(fn, *args):
+    return ir.Evaluate(ir.Call(fn, tuple(args), I32))
+
+
+def ref(buf, *idx):
+    return ir.Ref(buf, tuple(i if isinstance(i, ir.Expr) else c(i) for i in idx))
+
+
+def let(name, value, body):
+    return ir.Let(name, value, body)
+
+
+def serial(var, extent, body, kind="serial"):
+    return ir.For(var, c(0), extent if isinstance(extent, ir.Expr) else c(extent), kind, body)
+
+
+def ceil_div(x, n):
+    return b("/", b("+", x, n - 1), n)
+
+
+TID = v("threadIdx.x")
+
+
+def one_thread(body):
+    """`body` on the first thread of the warpgroup."""
+    return ir.If(b("==", b("%", TID, WARPGROUP), 0, dtypes.bool_), body)
+
+
+# ------------------------------------------------------------------ the kernel
+def tile_coords(p: GemmPlan, body):
+    """Lets m0, n0: the first row and column of tile `tile` in grouped order."""
+    g = p.group_m
+    per_group = b("*", v("n_tiles"), g)
+    return let("group", b("/", v("tile"), per_group),
+           let("first_m", b("*", v("group"), g),
+           let("group_rows", b("min", b("-", v("m_tiles"), v("first_m")), g),
+           let("in_group", b("%", v("tile"), per_group),
+           let("m0", b("*", b("+", v("first_m"), b("%", v("in_group"), v("group_rows"))), p.bm),
+           let("n0", b("*", b("/", v("in_group"), v("group_rows")), p.bn), body))))))
+
+
+def tile_loop(p: GemmPlan, body):
+    """For each of this block's tiles (tile = blockIdx.x + t * gridDim.x)."""
+    if not p.persistent:
+        return serial("t", 1, let("tile", v("blockIdx.x"), tile_coords(p, body)))
+    sms = v(ir.SM_COUNT)
+    count = b("/", b("+", b("-", v("tiles"), v("blockIdx.x")), b("-", sms, 1)), sms)
+    return serial("t", count, let("tile", b("+", v("blockIdx.x"), b("*", v("t"), sms)),
+                                  tile_coords(p, body)))
+
+
+def ring_slot(p: GemmPlan, body):
+    """Lets it (the ring's running iteration), slot and phase parity."""
+    return let("it", b("+", b("*", v("t"), v("k_tiles")), v("kb")),
+           let("slot", b("%", v("it"), p.stages),
+           let("parity", b("%", b("/", v("it"), p.stages), 2), body)))
+
+
+def _loads(p: GemmPlan, buf, tmap, rows, first, mn):
+    """The TMA loads of one operand's tile into slot `slot`: one box
+    (rows x bk) K-major, or rows / 64 boxes (bk x 64) MN-major."""
+    k0 = b("*", v("kb"), p.bk)
+    bar = ref("full", v("slot"))
+    if not mn:
+        return [call("tma_load_2d", ref(buf, v("slot"), 0, 0), v(tmap, U64), bar, first, k0)]
+    return [call("tma_load_2d", ref(buf, v("slot"), j, 0, 0), v(tmap, U64), bar, k0,
+                 b("+", first, j * MN_BLOCK)) for j in range(rows // MN_BLOCK)]
+
+
+def producer(p: GemmPlan):
+    tx = (p.bm + p.bn) * p.bk * p.dtype.bits // 8
+    issue = ir.seq(
+        call("mbarrier_wait", ref("empty", v("slot")), b("^", v("parity"), 1)),
+        call("mbarrier_expect_tx", ref("full", v("slot")), c(tx)),
+        *_loads(p, "A_s", "tmA", p.bm, v("m0"), p.a_mn),
+        *_loads(p, "B_s", "tmB", p.bn, v("n0"), p.b_mn))
+    loop = tile_loop(p, serial("kb", v("k_tiles"), ring_slot(p, issue)))
+    return ir.Role("p", "producer", 0, 1, p.producer_regs, one_thread(loop))
+
+
+def _operand_refs(p: GemmPlan):
+    """The wgmma operands of consumer w's k16 step kk in slot `slot`."""
+    kk16 = b("*", v("kk"), 16)
+    a = (ref("A_s", v("slot"), v("w"), kk16, 0) if p.a_mn else
+         ref("A_s", v("slot"), b("*", v("w"), 64), kk16))
+    bb = ref("B_s", v("slot"), 0, kk16, 0) if p.b_mn else ref("B_s", v("slot"), 0, kk16)
+    return a, bb
+
+
+def consumer(p: GemmPlan):
+    n, chunk = p.bn, p.chunk
+    first = b("!=", b("+", v("kb"), v("kk")), 0, dtypes.bool_)
+    sfx = "bf16" if p.dtype == dtypes.bfloat16 else "f16"
+    a_ref, b_ref = _operand_refs(p)
+    mma = call(f"wgmma_m64n{n}k16_{sfx}", ref("acc", 0), a_ref, b_ref,
+               ir.Select(first, c(1), c(0), I32), c(int(p.a_mn)), c(int(p.b_mn)))
+    step = ring_slot(p, ir.seq(
+        call("mbarrier_wait", ref("full", v("slot")), v("parity")),
+        call("wgmma_fence"),
+        serial("kk", p.bk // 16, mma, kind="unroll"),
+        call("wgmma_commit"),
+        call("wgmma_wait", c(0)),
+        one_thread(call("mbarrier_arrive", ref("empty", v("slot"))))))
+    # the accumulator layout of wgmma m64nNk16 (arch/fragments.py, from the PTX ISA's
+    # "Matrix fragments for wgmma"): register i of the warpgroup's thread t at (row, col)
+    # of the 64 x bn tile; the chunk j's registers are j * chunk / 2 .. (j + 1) * chunk / 2 - 1
+    # (columns chunk j .. chunk (j + 1) - 1), so the chunk's column is the tile's minus chunk j
+    i = b("+", b("*", v("j"), chunk // 2), v("i"))
+    row, col = wgmma_d(n).coords(b("%", TID, WARPGROUP), v("i"), ops=LAYOUT_IR)
+    bar_id = b("+", v("w"), 1)
+    store = serial("j", n // chunk, ir.seq(
+        one_thread(call("tma_store_wait", c(0))),
+        call("named_barrier", bar_id, c(WARPGROUP)),
+        serial("i", chunk // 2, ir.Store("C_s", (v("w"), row, col),
+                                         ir.Cast(p.out, ir.Load("acc", (i,), F32))), kind="unroll"),
+        call("fence_proxy_async"),
+        call("named_barrier", bar_id, c(WARPGROUP)),
+        one_thread(ir.seq(
+            call("tma_store_2d", v("tmC", U64), ref("C_s", v("w"), 0, 0),
+                 b("+", v("m0"), b("*", v("w"), 64)), b("+", v("n0"), b("*", v("j"), chunk))),
+            call("tma_store_commit")))), kind="unroll")
+    # K = 0: no wgmma writes the accumulators; the tile is zeros
+    zeros = ir.If(b("==", v("k_tiles"), 0, dtypes.bool_),
+                  serial("i", n // 2, ir.Store("acc", (v("i"),), ir.Imm(0.0, F32)),
+                         kind="unroll"))
+    if isinstance(p.K, ir.Imm) and p.K.value > 0:
+        zeros = None
+    body = tile_loop(p, ir.seq(zeros, serial("kb", v("k_tiles"), step), store))
+    body = ir.seq(body, one_thread(call("tma_store_wait", c(0))))
+    return ir.Role("w", "consumer", 1, p.consumers, p.consumer_regs, body)
+
+
+def _operand_buffer(name, p: GemmPlan, rows, mn):
+    shape = ((c(p.stages), c(rows // MN_BLOCK), c(p.bk), c(MN_BLOCK)) if mn else
+             (c(p.stages), c(rows), c(p.bk)))
+    return ir.Buffer(name, p.dtype, shape, "shared", layout=ir.Swizzle(128))
+
+
+def _operand_map(name, tensor, p: GemmPlan, rows, mn):
+    return ir.TensorMap(name, tensor, (p.bk, MN_BLOCK) if mn else (rows, p.bk), 128)
+
+
+def kernel(p: GemmPlan) -> ir.Kernel:
+    S = p.stages
+    init = one_thread(ir.seq(*[ir.seq(call("mbarrier_init", ref("full", s), c(1)),
+                                      call("mbarrier_init", ref("empty", s), c(p.consumers)))
+                               for s in range(S)], call("fence_mbarrier_init")))
+    body = ir.seq(
+        ir.If(b("==", TID, 0, dtypes.bool_), init.then),
+        ir.Barrier(),
+        ir.Specialize((producer(p), consumer(p))))
+    tiles = b("*", ceil_div(p.M, p.bm), ceil_div(p.N, p.bn))
+    body = let("m_tiles", ceil_div(p.M, p.bm), let("n_tiles", ceil_div(p.N, p.bn),
+           let("k_tiles", ceil_div(p.K, p.bk),
+           let("tiles", b("*", v("m_tiles"), v("n_tiles")), body))))
+    allocs = [
+        _operand_buffer("A_s", p, p.bm, p.a_mn),
+        _operand_buffer("B_s", p, p.bn, p.b_mn),
+        ir.Buffer("C_s", p.out, (c(p.consumers), c(64), c(p.chunk)), "shared",
+                  layout=ir.Swizzle(128)),
+        ir.Buffer("full", U64, (c(S),), "barrier"),
+        ir.Buffer("empty", U64, (c(S),), "barrier"),
+        ir.Buffer("acc", F32, (c(p.bn // 2),), "local"),
+    ]
+    for a in reversed(allocs):
+        body = ir.Alloc(a, body)
+    maps = (_operand_map("tmA", p.a, p, p.bm, p.a_mn),
+            _operand_map("tmB", p.b, p, p.bn, p.b_mn),
+            ir.TensorMap("tmC", p.c, (64, p.chunk), 128))
+    threads = WARPGROUP * (1 + p.consumers)
+    grid = v(ir.SM_COUNT) if p.persistent else tiles
+    sizes = p.sizes + ((ir.SM_COUNT,) if p.persistent else ())
+    return ir.Kernel(p.name, (), sizes, (grid, c(1), c(1)), (c(threads), c(1), c(1)), body,
+                     tensor_maps=maps, min_blocks=1, plan=describe(p))
+
+
+def describe(p: GemmPlan) -> str:
+    """The plan in one line (the kernel's `# plan:` in dumps)."""
+    order = lambda mn: "MN-major" if mn else "K-major"  # noqa: E731
+    grid = (f"persistent over the SMs, group_m={p.group_m}" if p.persistent else
+            f"one block per tile, group_m={p.group_m}")
+    return (f"hopper_gemm: tile {p.bm}x{p.bn}x{p.bk}, {p.stages}-slot TMA ring, 1 producer "
+            f"({p.producer_regs} regs) + {p.consumers} consumer warpgroups ({p.consumer_regs} "
+            f"regs), wgmma m64n{p.bn}k16 {p.dtype.name}, A {order(p.a_mn)}, B {order(p.b_mn)}, "
+            f"{grid}, TMA-store epilogue ({p.out.name})")

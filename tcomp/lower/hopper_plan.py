@@ -1,0 +1,160 @@
+"""The Hopper GEMM's plan, read off a schedule (schedule/primitives_hopper.py):
+a stage tensorized with a wgmma intrinsic is not built as loops; its tile
+sizes, ring, roles and grid are read from the schedule's decisions, checked
+as a whole here, and hopper_gemm.py builds the kernel from them.
+
+What the schedule must say (each missing part is a LoweringError naming the
+primitive that supplies it):
+
+    m -> (m_o, m_i) by bm; m_i -> (w, m_w) by 64    tile / split
+    n -> (n_o, n_i) by N of the intrinsic           tile / split
+    k -> (k_o, k_i) by 64                           split
+    loops m_o, n_o, then w and k_o, then the three tensorized ones
+    A and B read through shared copies computed at k_o, filled by TMA
+    pipeline(k_o, stages)                           the ring
+    warp_specialize(w, ...)                         the roles
+    persistent(m_o, n_o, group_m) or both tile loops bound to block indices
+"""
+from __future__ import annotations
+
+from ..errors import LoweringError
+from ..lang import dtypes
+from ..schedule.primitives_hopper import WGMMA, contraction_roles
+from ..schedule.stage import FuseRel, SplitRel
+from . import ir
+from .construct import ident, lang_sub
+from .hopper_gemm import GemmPlan
+from .ir_walk import walk
+
+
+def wgmma_leaf(st):
+    """(leaf, intrinsic) of a stage tensorized with wgmma, or None."""
+    for leaf, intrin in st.tensorize.items():
+        if WGMMA.match(intrin):
+            return leaf, intrin
+    return None
+
+
+def _bad(stage, msg):
+    raise LoweringError(f"tensorize wgmma: stage '{stage}': {msg}")
+
+
+def _split(st, parent, stage, what):
+    rels = [r for r in st.relations if isinstance(r, SplitRel) and r.parent == parent]
+    if len(rels) != 1 or rels[0].factor is None:
+        _bad(stage, f"loop '{parent}' must be split once by a factor ({what})")
+    return rels[0]
+
+
+def plan(builder, stage: str) -> GemmPlan | None:
+    """The plan of `stage` when it is tensorized with wgmma, else None."""
+    sched = builder.sched
+    st = sched.states[stage]
+    hit = wgmma_leaf(st)
+    if hit is None:
+        return None
+    leaf, intrin = hit
+    bn = int(WGMMA.match(intrin).group(1))
+    d = st.definition
+    roles = contraction_roles(d)
+    if isinstance(roles, str):
+        _bad(stage, roles)
+    m, n = d.spatial
+    (k,) = d.reduce
+    if any(isinstance(r, FuseRel) for r in st.relations):
+        _bad(stage, "its loops are fused; the Hopper GEMM walks tiles of m and n itself")
+    rm = _split(st, m, stage, "the block's rows: tile(m, n, 64 x consumers, N)")
+    rw = _split(st, rm.inner, stage, "by 64: one part per consumer warpgroup")
+    rn = _split(st, n, stage, f"by {bn}, the N of {intrin}")
+    rk = _split(st, k, stage, "by 64")
+    if len(st.relations) != 4:
+        _bad(stage, "it has loop transformations besides the tiles of m, n and k")
+    mo, wo, wi, no, ni, ko, ki = rm.outer, rw.outer, rw.inner, rn.outer, rn.inner, rk.outer, rk.inner
+    order = st.leaves
+    if order[:2] != [mo, no] or set(order[2:4]) != {wo, ko} or order[4] != leaf or \
+            set(order[4:]) != {wi, ni, ki}:
+        _bad(stage, f"its loops must be {mo}, {no}, then {wo} and {ko} (either order), then "
+                    f"the tensorized {wi}, {ni}, {ki}; they are {', '.join(order)} (reorder)")
+    bm = rm.factor
+    if rw.factor != 64 or bm % 64 or not 1 <= bm // 64 <= 2:
+        _bad(stage, f"the block's rows ({bm}) must be 64 or 128: 64 per consumer warpgroup, "
+                    f"one or two consumers")
+    consumers = bm // 64
+    if rn.factor != bn or rk.factor != 64:
+        _bad(stage, f"n must be split by {bn} and k by 64")
+    # the roles
+    if st.roles is None or st.roles[0] != wo:
+        _bad(stage, f"warp_specialize({wo!r}) is needed: a producer warpgroup issues the TMA "
+                    f"copies, the {consumers} iteration(s) of '{wo}' are consumer warpgroups")
+    _, preg, creg = st.roles
+    if 128 * (preg + consumers * creg) > 65536:
+        _bad(stage, f"warp_specialize: {preg} + {consumers} x {creg} registers per thread of "
+                    f"128-thread warpgroups need {128 * (preg + consumers * creg)}; a "
+                    f"multiprocessor has 65536 (lower consumer_regs)")
+    # the grid
+    persistent, group_m = True, 1
+    if st.persistent is not None:
+        if st.persistent[:2] != (mo, no):
+            _bad(stage, f"persistent must name the tile loops ({mo!r}, {no!r})")
+        group_m = st.persistent[2]
+    elif st.bind.get(mo, "").startswith("blockIdx") and st.bind.get(no, "").startswith("blockIdx"):
+        persistent = False
+    else:
+        _bad(stage, f"its tile loops {mo!r}, {no!r} need persistent({mo}, {no}) or binding to "
+                    f"block indices")
+    extra = set(st.bind) - {mo, no}
+    if extra:
+        _bad(stage, f"loop '{sorted(extra)[0]}' is bound; the roles bind the loops inside the "
+                    f"tile themselves")
+    # the ring and its copies
+    if set(st.pipeline) != {ko}:
+        _bad(stage, f"pipeline({ko!r}, stages=N) is needed (the ring of shared slots the "
+                    f"TMA engine fills ahead of the wgmma), and no other loop pipelined")
+    stages = st.pipeline[ko]
+    at = {n_: s_ for n_, s_ in sched.states.items() if s_.attach[:2] == ("at", stage)}
+    sources = {}
+    for name, cs in at.items():
+        if cs.attach[2] != ko or cs.origin != "cache_read" or cs.tma is None:
+            _bad(stage, f"stage '{name}' is computed at its loop '{cs.attach[2]}'; only the TMA "
+                        f"copies of A and B (cache_read(..., 'shared') computed at {ko!r}, then "
+                        f"tma()) may be")
+        (src,) = cs.definition.reads()
+        sources[cs.tensor] = src
+    a, a_sub, b_t, b_sub = roles
+    for t in (a, b_t):
+        if t not in sources:
+            _bad(stage, f"'{t}' is read from global memory; read it through a TMA copy: "
+                        f"s.cache_read('{t}', 'shared', [C]) computed at {ko!r}, then .tma()")
+    out = sched.tensors[st.tensor][0]
+    if out not in (dtypes.bfloat16, dtypes.float16, dtypes.float32):
+        _bad(stage, f"its output '{st.tensor}' is {out}; the TMA-store epilogue writes "
+                    f"bfloat16, float16 or float32")
+    # sizes: the loops cover the tensors exactly (the TMA engine clips at their ends)
+    ext = {}
+    for var in (m, n, k):
+        lo, hi = d.ranges[var]
+        if builder.lsize(lo) != ir.ZERO:
+            _bad(stage, f"loop '{var}' starts at {lo}, not 0")
+        ext[var] = builder.lsize(lang_sub(hi, lo))
+
+    def dims_of(tensor):
+        return [builder.lsize(x) for x in sched.tensors[tensor][1]]
+    for tensor, subs in ((sources[a], a_sub), (sources[b_t], b_sub), (st.tensor, (m, n))):
+        for dim, var in zip(dims_of(tensor), subs):
+            if dim != ext[var]:
+                _bad(stage, f"'{tensor}' has a dimension of {dim} where loop '{var}' runs over "
+                            f"{ext[var]}; the tiles cover whole tensors")
+        inner = dims_of(tensor)[-1]
+        item = sched.tensors[tensor][0].bits // 8
+        if isinstance(inner, ir.Imm) and (inner.value * item) % 16:
+            _bad(stage, f"'{tensor}' has rows of {inner.value} elements ({inner.value * item} "
+                        f"bytes); the TMA engine needs rows of a multiple of 16 bytes")
+    dt = sched.tensors[sources[a]][0]
+    used = dict.fromkeys(x.name for var in (m, n, k) for x in walk(ext[var])
+                         if isinstance(x, ir.Var))  # M's, then N's, then K's
+    return GemmPlan(
+        name=f"{builder.op.name}_{ident(stage)}", a=sources[a], b=sources[b_t], c=st.tensor,
+        dtype=dt, out=out, a_mn=a_sub[-1] == m, b_mn=b_sub[-1] == n,
+        M=ext[m], N=ext[n], K=ext[k], sizes=tuple(used), bm=bm, bn=bn, bk=64, stages=stages,
+        consumers=consumers, group_m=group_m, producer_regs=preg, consumer_regs=creg,
+        persistent=persistent)

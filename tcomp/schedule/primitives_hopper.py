@@ -1,0 +1,231 @@
+"""Stage primitives of the Hopper path (a mixin of primitives.Stage): `tma`
+(a shared copy filled by the TMA engine), `persistent` (one block per
+multiprocessor walking the output tiles in grouped order), `warp_specialize`
+(a producer warpgroup and consumer warpgroups with their register counts)
+and `tensorize` with a wgmma intrinsic (`wgmma_m64n{64,128,256}k16`).
+
+Together, on `C(m, n) +=! A(m, k) * B(k, n)` (or B(n, k), A(k, m)):
+
+    m_o, n_o, m_i, n_i = C.tile(m, n, 128, 256)  # block tile
+    w, m_w = C.split(m_i, 64)                    # 64 rows per consumer warpgroup
+    k_o, k_i = C.split(k, 64)                    # one 128-byte row of 16-bit values
+    C.reorder(m_o, n_o, w, k_o, m_w, n_i, k_i)
+    for t in ("A", "B"):
+        s.cache_read(t, "shared", [C]).compute_at(C, k_o)   # ... then .tma()
+    C.pipeline(k_o, stages=4)                    # a ring of 4 slots on full/empty mbarriers
+    C.warp_specialize(w, producer_regs=40, consumer_regs=232)
+    C.persistent(m_o, n_o, group_m=8)
+    C.tensorize(m_w, "wgmma_m64n256k16")
+
+Each checks what it can see when it is called; lower/hopper_plan.py checks
+the whole (every part present, the copies where the ring needs them) and
+builds the kernel (lower/hopper_gemm.py). docs/schedules.md, "Hopper".
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import ScheduleError
+from . import directives as D
+from .args import as_int
+from .stage import SplitRel
+
+WGMMA = re.compile(r"wgmma_m64n(\d+)k16$")
+WGMMA_N = (64, 128, 256)  # the N the Hopper GEMM builds (lower/hopper_gemm.py)
+WGMMA_K_TILE = 64  # k per ring slot: one 128-byte swizzled row of 16-bit values
+REG_RANGE = (24, 256)
+
+
+def split_of(s, leaf: str) -> SplitRel | None:
+    """The split that made loop `leaf`, or None."""
+    for r in s.relations:
+        if isinstance(r, SplitRel) and leaf in (r.outer, r.inner):
+            return r
+    return None
+
+
+class HopperPrimitives:
+    def tma(self, swizzle: int = 128):
+        """Fill this shared copy (a cache_read stage) with the TMA engine:
+        one thread issues a bulk tensor copy of the whole tile, which
+        completes on an mbarrier, in the 128-byte swizzle (the layout wgmma
+        reads). Used by the Hopper GEMM (tensorize with wgmma).
+
+        A.shared: for ax0, ax1: A_shared[ax0, ax1] = A[..]
+        --tma()-->  A.shared: tma_load_2d(&A_shared[slot, 0, 0], tmA, &full[slot], m0, k0)
+        """
+        p = "tma"
+        s = self._s
+        if s.origin != "cache_read" or s.scope != "shared":
+            raise ScheduleError(f"{p}: stage '{self.name}' is not a shared copy; the TMA engine "
+                                f"fills copies made by cache_read(tensor, 'shared', readers)")
+        if swizzle != 128 or isinstance(swizzle, bool):
+            raise ScheduleError(f"{p}: swizzle must be 128 (the 128-byte swizzle wgmma reads), "
+                                f"got {swizzle!r}")
+        if s.transformed() or s.swizzle is not None or s.storage is not None or s.align:
+            raise ScheduleError(f"{p}: stage '{self.name}' has loop or storage transformations; "
+                                f"the TMA engine copies the tile in its own order and layout "
+                                f"(call tma() on the plain copy)")
+        self._sched.directives.append(D.Tma(self.name, swizzle))
+        s.tma = swizzle
+
+    def persistent(self, outer, inner, group_m: int = 8):
+        """Walk the tiles of loops `outer` x `inner` with a persistent grid:
+        one block per multiprocessor (the SM count is read at launch), block
+        b computing tiles b, b + SMs, ...; consecutive tiles go down `group_m`
+        rows of `outer` before the next column of `inner` (grouped order: the
+        blocks running at once share their A and B tiles in L2).
+
+        for m_o, n_o: tile(m_o, n_o)
+        --persistent(m_o, n_o, group_m=8)-->
+            for t in 0:ceil((tiles - blockIdx.x) / SMs): tile = blockIdx.x + t * SMs
+                m_o, n_o = grouped(tile, 8); tile(m_o, n_o)
+        """
+        p = "persistent"
+        self._not_inline(p)
+        o, i = self._leaf(outer, p, "outer"), self._leaf(inner, p, "inner")
+        s = self._s
+        g = as_int(group_m)
+        if isinstance(group_m, bool) or g is None or not 1 <= g <= 64:
+            raise ScheduleError(f"{p}: group_m must be an int from 1 to 64, got {group_m!r}")
+        if o == i or s.leaves.index(o) + 1 != s.leaves.index(i):
+            raise ScheduleError(f"{p}: '{i}' must be the loop right inside '{o}' (the two loops "
+                                f"of the output tiles)")
+        for leaf in (o, i):
+            if leaf in s.bind or s.kinds[leaf] != "spatial":
+                raise ScheduleError(f"{p}: loop '{leaf}' must be a spatial loop that is not "
+                                    f"bound (the persistent grid binds the tiles itself)")
+        if getattr(s, "persistent", None):
+            raise ScheduleError(f"{p}: stage '{self.name}' is persistent already")
+        self._sched.directives.append(D.Persistent(self.name, o, i, g))
+        s.persistent = (o, i, g)
+
+    def warp_specialize(self, ax, producer_regs: int = 40, consumer_regs: int = 232):
+        """Split the block into roles: one producer warpgroup whose one thread
+        issues the TMA copies of the pipelined loop, and one consumer
+        warpgroup per iteration of loop `ax` (each computing its part of
+        the tile, e.g. 64 rows), the roles synchronised by the ring's
+        full/empty mbarriers. `producer_regs` / `consumer_regs`: the registers
+        per thread each role keeps (setmaxnreg; multiples of 8 in 24..256).
+
+        for w in 0:2: for k_o: mma(w, k_o)
+        --warp_specialize(w, 40, 232)-->
+            role producer (warpgroup 0, 40 regs): for k_o: wait empty; tma ...
+            role consumer (warpgroups 1..2, 232 regs): for k_o: wait full; mma(w, k_o); arrive empty
+        """
+        p = "warp_specialize"
+        self._not_inline(p)
+        name = self._leaf(ax, p)
+        s = self._s
+        for what, r in (("producer_regs", producer_regs), ("consumer_regs", consumer_regs)):
+            n = as_int(r)
+            if isinstance(r, bool) or n is None or n % 8 or not REG_RANGE[0] <= n <= REG_RANGE[1]:
+                raise ScheduleError(f"{p}: {what} must be a multiple of 8 from {REG_RANGE[0]} to "
+                                    f"{REG_RANGE[1]}, got {r!r}")
+        rel = split_of(s, name)
+        if rel is None or rel.outer != name or s.kinds[name] != "spatial":
+            raise ScheduleError(f"{p}: loop '{name}' must be the outer loop of a split of a "
+                                f"spatial loop (its iterations are the consumer warpgroups: "
+                                f"split m_i by 64 and specialise the outer part)")
+        if name in s.bind or name in s.unroll or name in s.vectorize:
+            raise ScheduleError(f"{p}: loop '{name}' is bound, unrolled or vectorized; the "
+                                f"roles bind it to warpgroups themselves")
+        if getattr(s, "roles", None):
+            raise ScheduleError(f"{p}: stage '{self.name}' is warp-specialised already")
+        self._sched.directives.append(D.WarpSpecialize(self.name, name, int(producer_regs),
+                                                       int(consumer_regs)))
+        s.roles = (name, int(producer_regs), int(consumer_regs))
+
+    def _tensorize_wgmma(self, ax, intrin: str):
+        """tensorize(ax, "wgmma_m64nNk16"): the loops from `ax` inward (64 rows
+        of m, N columns of n, 64 of k, in any order) computed by wgmma from
+        the shared tiles, accumulating in the warpgroup's registers."""
+        from .primitives_compute import _root_and_extent
+        p = "tensorize"
+        name = self._leaf(ax, p)
+        s = self._s
+        m = WGMMA.match(intrin)
+        n = int(m.group(1)) if m else 0
+        if n not in WGMMA_N:
+            raise ScheduleError(f"{p}: unknown intrinsic {intrin!r}; the Hopper path takes "
+                                f"{', '.join(f'wgmma_m64n{x}k16' for x in WGMMA_N)}")
+        d = s.definition
+        if s.scope != "global" or s.origin != "statement":
+            raise ScheduleError(f"{p}: {intrin} accumulates in the warpgroup's registers and "
+                                f"stores the tile itself: tensorize the stage of the statement "
+                                f"'{self.name}' (no cache_write)")
+        roles = contraction_roles(d)
+        if isinstance(roles, str):
+            raise ScheduleError(f"{p}: stage '{self.name}': {roles} ({intrin} computes "
+                                f"C[m, n] += A[m, k] * B[n, k] with A and B in either order)")
+        a, b = roles[0], roles[2]
+        dts = [self._sched.tensors[t][0].name for t in (a, b)]
+        if dts[0] != dts[1] or dts[0] not in ("bfloat16", "float16"):
+            raise ScheduleError(f"{p}: {intrin} takes bfloat16 or float16 inputs (both the "
+                                f"same), but '{a}' and '{b}' are {dts[0]} and {dts[1]}")
+        if (d.acc_dtype.name if d.acc_dtype else "") != "float32":
+            raise ScheduleError(f"{p}: {intrin} accumulates in float32, stage '{self.name}' in "
+                                f"{d.acc_dtype}")
+        want = {d.spatial[0]: 64, d.spatial[1]: n, d.reduce[0]: WGMMA_K_TILE}
+        inner = s.leaves[s.leaves.index(name):]
+        seen = set()
+        for leaf in inner:
+            if leaf in s.bind or leaf in s.vectorize or leaf in s.unroll or leaf in s.tensorize:
+                raise ScheduleError(f"{p}: loop '{leaf}' inside {ax!r} is bound, unrolled, "
+                                    f"vectorized or tensorized already")
+            root, extent = _root_and_extent(s, leaf)
+            if root not in want or root in seen or split_of(s, leaf) is None or \
+                    split_of(s, leaf).inner != leaf:
+                raise ScheduleError(f"{p}: the loops from {ax!r} inward must be the inner loops "
+                                    f"of splits of {', '.join(want)}, one each; '{leaf}' is not")
+            if extent != want[root]:
+                raise ScheduleError(f"{p}: loop '{leaf}' (of '{root}') has "
+                                    f"{extent if extent is not None else 'a variable number of'} "
+                                    f"iterations; {intrin} needs {want[root]} (split "
+                                    f"'{root}' by {want[root]})")
+            seen.add(root)
+        missing = [r for r in want if r not in seen]
+        if missing:
+            raise ScheduleError(f"{p}: no loop of '{missing[0]}' from {ax!r} inward; {intrin} "
+                                f"needs the m, n and k loops of its tile there (reorder them "
+                                f"innermost)")
+        self._sched.directives.append(D.Tensorize(self.name, name, intrin))
+        s.tensorize[name] = intrin
+
+
+def contraction_roles(d):
+    """(A, A's subscripts, B, B's subscripts) when `d` computes
+    C[m, n] += A[.] * B[.] with A read at (m, k) or (k, m) and B at (n, k) or
+    (k, n), casts allowed; else a sentence saying what it computes instead."""
+    from ..lang.ast import Binary, Cast, Index, Read
+    if d.reduce_op != "+" or len(d.spatial) != 2 or len(d.reduce) != 1:
+        if d.reduce_op == "+" and len(d.spatial) > 2 and len(d.reduce) == 1:
+            return (f"it is a batched product over {', '.join(d.spatial[:-2])} (the Hopper "
+                    f"path computes one product; tensorize batched products with "
+                    f"mma_m16n8k16)")
+        return "it is not a sum over one reduction axis into two spatial axes"
+    m, n = d.spatial
+    (k,) = d.reduce
+
+    def strip(x):
+        while isinstance(x, Cast):
+            x = x.x
+        return x
+    e = strip(d.rhs)
+    if not (isinstance(e, Binary) and e.op == "*"):
+        return "its value is not a product of two tensor reads"
+
+    def read(x):
+        x = strip(x)
+        if not isinstance(x, Read) or len(x.args) != 2 or \
+                not all(isinstance(i, Index) for i in x.args):
+            return None
+        return x.tensor, tuple(i.name for i in x.args)
+    ra, rb = read(e.a), read(e.b)
+    if ra is None or rb is None:
+        return "its factors are not reads of two 2-D tensors at plain loop variables"
+    for first, second in ((ra, rb), (rb, ra)):
+        if set(first[1]) == {m, k} and set(second[1]) == {n, k}:
+            return first[0], first[1], second[0], second[1]
+    return (f"its factors are read at ({', '.join(ra[1])}) and ({', '.join(rb[1])}), not at "
+            f"(m, k) and (n, k) in either order")
