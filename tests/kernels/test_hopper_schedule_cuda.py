@@ -1,0 +1,45 @@
+"""The Hopper path from a schedule on the GPU (issue 24): each operand in
+either major order, bfloat16 and float16 inputs, 16- and 32-bit outputs,
+awkward and symbolic sizes, against the float64 product."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tcomp
+from tcomp.kernels.gemm_sm90 import GemmConfig, hopper_schedule
+
+from .hopper_ops import LAYOUTS, data, op, reference
+
+pytestmark = pytest.mark.cuda
+
+
+def _close(C, ref, bits=8):
+    err = np.abs(np.asarray(C).astype(np.float64) - ref).max()
+    assert err <= 2.0 ** -(bits - 1) * np.abs(ref).max() + 1e-3, err
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("M,N,K", [(37, 72, 40), (1000, 1032, 520), (384, 768, 0)])
+def test_layouts_at_symbolic_sizes(layout, M, N, K):
+    k = tcomp.build(hopper_schedule(op(layout)), target="cuda")
+    A, B = data(layout, M, N, K)
+    _close(k(A, B), reference(layout, A, B))
+
+
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+@pytest.mark.parametrize("config", [GemmConfig(bn=128, stages=5), GemmConfig(bm=64, consumers=1,
+                                                                            bn=64, stages=2)])
+def test_layouts_and_configs_at_fixed_sizes(layout, config):
+    sizes = {"M": 392, "N": 648, "K": 328}
+    k = tcomp.build(hopper_schedule(op(layout), config), target="cuda", sizes=sizes)
+    A, B = data(layout, 392, 648, 328, seed=1)
+    _close(k(A, B), reference(layout, A, B))
+
+
+@pytest.mark.parametrize("layout", ["NT", "NN"])
+@pytest.mark.parametrize("out,bits", [("float16", 11), ("float", 24)])
+def test_float16_inputs(layout, out, bits):
+    k = tcomp.build(hopper_schedule(op(layout, "float16", out)), target="cuda")
+    A, B = data(layout, 200, 264, 136, "float16", seed=2)
+    _close(k(A, B), reference(layout, A, B), bits=min(bits, 11))
