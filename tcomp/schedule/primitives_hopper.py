@@ -171,12 +171,12 @@ class HopperPrimitives:
         seen = set()
         for leaf in inner:
             if leaf in s.bind or leaf in s.vectorize or leaf in s.unroll or leaf in s.tensorize:
-                raise ScheduleError(f"{p}: loop '{leaf}' inside {ax!r} is bound, unrolled, "
+                raise ScheduleError(f"{p}: loop '{leaf}' inside '{name}' is bound, unrolled, "
                                     f"vectorized or tensorized already")
             root, extent = _root_and_extent(s, leaf)
             if root not in want or root in seen or split_of(s, leaf) is None or \
                     split_of(s, leaf).inner != leaf:
-                raise ScheduleError(f"{p}: the loops from {ax!r} inward must be the inner loops "
+                raise ScheduleError(f"{p}: the loops from '{name}' inward must be the inner loops "
                                     f"of splits of {', '.join(want)}, one each; '{leaf}' is not")
             if extent != want[root]:
                 raise ScheduleError(f"{p}: loop '{leaf}' (of '{root}') has "
@@ -186,7 +186,7 @@ class HopperPrimitives:
             seen.add(root)
         missing = [r for r in want if r not in seen]
         if missing:
-            raise ScheduleError(f"{p}: no loop of '{missing[0]}' from {ax!r} inward; {intrin} "
+            raise ScheduleError(f"{p}: no loop of '{missing[0]}' from '{name}' inward; {intrin} "
                                 f"needs the m, n and k loops of its tile there (reorder them "
                                 f"innermost)")
         self._sched.directives.append(D.Tensorize(self.name, name, intrin))

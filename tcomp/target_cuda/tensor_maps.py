@@ -31,6 +31,10 @@ class MapSpec:
     strides: tuple[int, ...]  # bytes, of dims[1:]
     box: tuple[int, ...]      # innermost first
     swizzle: int
+    # the buffer has no elements: the map is encoded over a small zero-filled
+    # allocation of one element per dimension (a load reads zeros, as it would
+    # past the end of the buffer; nothing is written that belongs to a tensor)
+    empty: bool = False
 
 
 def spec(name: str, buffer: str, dtype: str, shape, box, swizzle: int) -> MapSpec:
@@ -45,9 +49,12 @@ def spec(name: str, buffer: str, dtype: str, shape, box, swizzle: int) -> MapSpe
                         f"{len(shape)} (TMA moves ranks 1 to 5)")
     size = _DTYPES[dtype][1]
     dims = tuple(int(d) for d in reversed(shape))
-    if min(dims) <= 0:
-        raise CudaError(f"tensor map {name}: '{buffer}' has an empty dimension {list(shape)}")
-    strides, st = [], size
+    if min(dims) < 0:
+        raise CudaError(f"tensor map {name}: '{buffer}' has a negative dimension {list(shape)}")
+    empty = min(dims) == 0
+    if empty:
+        dims = (1,) * len(dims)
+    strides, st = [], size if not empty else 16
     for d in dims[:-1]:
         st *= d
         strides.append(st)
@@ -67,7 +74,26 @@ def spec(name: str, buffer: str, dtype: str, shape, box, swizzle: int) -> MapSpe
     if swizzle and box_in[0] * size > swizzle:
         raise CudaError(f"tensor map {name}: the box's rows are {box_in[0] * size} bytes, more "
                         f"than its {swizzle}-byte swizzle span")
-    return MapSpec(dtype, dims, tuple(strides), box_in, swizzle)
+    return MapSpec(dtype, dims, tuple(strides), box_in, swizzle, empty)
+
+
+_ZEROS: dict = {}
+ZEROS_BYTES = 1 << 16  # one element per dimension, boxes past it read as zeros
+
+
+def zeros_address() -> int:
+    """A zero-filled device allocation for the maps of empty buffers (one per
+    process and current context)."""
+    from cuda.bindings import driver as drv
+    from . import cuda_api
+    cur = cuda_api.check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    ctx = int(cur.getPtr()) if hasattr(cur, "getPtr") else 0
+    ptr = _ZEROS.get(ctx)
+    if ptr is None:
+        ptr = int(cuda_api.check(drv.cuMemAlloc(ZEROS_BYTES), "cuMemAlloc"))
+        cuda_api.check(drv.cuMemsetD8(ptr, 0, ZEROS_BYTES), "cuMemsetD8")
+        _ZEROS[ctx] = ptr
+    return ptr
 
 
 def encode(ptr: int, s: MapSpec) -> bytes:
@@ -112,5 +138,5 @@ class MapParams:
         if data is None:
             if len(self.cache) >= 256:
                 self.cache.clear()
-            data = self.cache[key] = encode(ptr, s)
+            data = self.cache[key] = encode(zeros_address() if s.empty else ptr, s)
         ctypes.memmove(self.address(i), data, MAP_BYTES)

@@ -113,7 +113,7 @@ def test_verifier_refuses_wgmma_under_a_lane_condition():
     ((128, 256), (300, 64), 128, r"box \[300, 64\] has a dimension outside 1..256"),
     ((128, 256), (64, 64), 96, r"swizzle must be one of \(0, 32, 64, 128\), got 96"),
     ((128, 256), (64,), 0, "a box of rank 1 over 'X' of rank 2"),
-    ((0, 256), (64, 64), 128, "'X' has an empty dimension"),
+    ((-1, 256), (64, 64), 128, "'X' has a negative dimension"),
 ])
 def test_tensor_map_spec_refuses_what_tma_cannot_move(shape, box, swizzle, message):
     with pytest.raises(CudaError, match=message):
@@ -123,6 +123,14 @@ def test_tensor_map_spec_refuses_what_tma_cannot_move(shape, box, swizzle, messa
 def test_tensor_map_spec():
     s = tensor_maps.spec("tmA", "A", "bfloat16", (4096, 1024), (128, 64), 128)
     assert (s.dims, s.strides, s.box, s.swizzle) == ((1024, 4096), (2048,), (64, 128), 128)
+
+
+def test_tensor_map_of_an_empty_buffer_reads_zeros():
+    """A (384, 0) operand (K = 0): the map is encoded over a zero-filled
+    allocation of one element per dimension (never a refusal: the GEMM stores
+    zeros), with strides the driver takes."""
+    s = tensor_maps.spec("tmA", "A", "bfloat16", (384, 0), (128, 64), 128)
+    assert (s.dims, s.strides, s.box, s.empty) == ((1, 1), (16,), (64, 128), True)
 
 
 @pytest.mark.parametrize("config,message", [

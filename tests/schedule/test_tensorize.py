@@ -30,8 +30,10 @@ def _err(fn, *parts):
 
 
 def test_intrinsics_lists_mma():
-    assert set(tcomp.intrinsics()) == {"mma_m16n8k16"}
+    assert set(tcomp.intrinsics()) == {"mma_m16n8k16", "wgmma_m64n64k16", "wgmma_m64n128k16",
+                                       "wgmma_m64n256k16"}
     assert "mma.sync" in tcomp.intrinsics()["mma_m16n8k16"]
+    assert "wgmma, sm_90a" in tcomp.intrinsics()["wgmma_m64n256k16"]
 
 
 def test_accumulator_must_be_a_fragment():

@@ -1,0 +1,212 @@
+"""Every error of the Hopper schedule primitives (schedule/primitives_hopper.py)
+and of the Hopper plan (lower/hopper_plan.py), each naming the loop or
+stage and the remedy (issue 24)."""
+from __future__ import annotations
+
+import pytest
+
+import tcomp
+from tcomp.errors import LoweringError, ScheduleError
+from tcomp.kernels.gemm_sm90 import GemmConfig, hopper_schedule
+
+from ..kernels.hopper_ops import op
+
+
+def _tiled(layout="NT", bm=128, bn=256, order=None):
+    s = tcomp.Schedule(op(layout))
+    C = s["C"]
+    m, n = C.axes
+    (k,) = C.reduce_axes
+    mo, no, mi, ni = C.tile(m, n, bm, bn)
+    w, mw = C.split(mi, 64)
+    ko, ki = C.split(k, 64)
+    ax = dict(mo=mo, no=no, w=w, mw=mw, ni=ni, ko=ko, ki=ki)
+    C.reorder(*[ax[a] for a in (order or ("mo", "no", "w", "ko", "mw", "ni", "ki"))])
+    return s, C, ax
+
+
+def _copies(s, C, ko, tma=True, tensors=("A", "B")):
+    for t in tensors:
+        c = s.cache_read(t, "shared", [C])
+        c.compute_at(C, ko)
+        if tma:
+            c.tma()
+
+
+def _full(s, C, ax, skip=()):
+    if "copies" not in skip:
+        _copies(s, C, ax["ko"])
+    if "pipeline" not in skip:
+        C.pipeline(ax["ko"], 4)
+    if "roles" not in skip:
+        C.warp_specialize(ax["w"], 40, 232)
+    if "persistent" not in skip:
+        C.persistent(ax["mo"], ax["no"], 8)
+    C.tensorize(ax["mw"], "wgmma_m64n256k16")
+    return s
+
+
+def err(fn, cls, text):
+    with pytest.raises(cls) as e:
+        fn()
+    assert text in str(e.value), str(e.value)
+
+
+# ------------------------------------------------------------------ primitives
+def test_tma_needs_a_shared_copy():
+    s, C, ax = _tiled()
+    err(lambda: C.tma(), ScheduleError, "tma: stage 'C' is not a shared copy; the TMA engine "
+        "fills copies made by cache_read(tensor, 'shared', readers)")
+
+
+def test_tma_swizzle():
+    s, C, ax = _tiled()
+    c = s.cache_read("A", "shared", [C])
+    err(lambda: c.tma(64), ScheduleError, "tma: swizzle must be 128 (the 128-byte swizzle wgmma "
+        "reads), got 64")
+
+
+def test_tma_on_a_transformed_copy():
+    s, C, ax = _tiled()
+    c = s.cache_read("A", "shared", [C])
+    c.split(c.axes[0], 8)
+    err(lambda: c.tma(), ScheduleError, "has loop or storage transformations; the TMA engine "
+        "copies the tile in its own order and layout")
+
+
+def test_persistent_errors():
+    s, C, ax = _tiled()
+    err(lambda: C.persistent(ax["mo"], ax["no"], 0), ScheduleError,
+        "persistent: group_m must be an int from 1 to 64, got 0")
+    err(lambda: C.persistent(ax["mo"], ax["w"]), ScheduleError,
+        "persistent: 'm_i_o' must be the loop right inside 'm_o'")
+    C.persistent(ax["mo"], ax["no"])
+    err(lambda: C.persistent(ax["mo"], ax["no"]), ScheduleError,
+        "persistent: stage 'C' is persistent already")
+    s, C, ax = _tiled()
+    C.bind(ax["mo"], "blockIdx.y")
+    err(lambda: C.persistent(ax["mo"], ax["no"]), ScheduleError,
+        "persistent: loop 'm_o' must be a spatial loop that is not bound")
+
+
+def test_warp_specialize_errors():
+    s, C, ax = _tiled()
+    err(lambda: C.warp_specialize(ax["w"], 30, 232), ScheduleError,
+        "warp_specialize: producer_regs must be a multiple of 8 from 24 to 256, got 30")
+    err(lambda: C.warp_specialize(ax["w"], 40, 264), ScheduleError,
+        "warp_specialize: consumer_regs must be a multiple of 8 from 24 to 256, got 264")
+    err(lambda: C.warp_specialize(ax["mw"]), ScheduleError,
+        "warp_specialize: loop 'm_i_i' must be the outer loop of a split of a spatial loop")
+    C.warp_specialize(ax["w"])
+    err(lambda: C.warp_specialize(ax["w"]), ScheduleError,
+        "warp_specialize: stage 'C' is warp-specialised already")
+    s, C, ax = _tiled()
+    C.unroll(ax["w"])
+    err(lambda: C.warp_specialize(ax["w"]), ScheduleError,
+        "warp_specialize: loop 'm_i_o' is bound, unrolled or vectorized")
+
+
+def test_tensorize_wgmma_errors():
+    s, C, ax = _tiled()
+    err(lambda: C.tensorize(ax["mw"], "wgmma_m64n96k16"), ScheduleError,
+        "tensorize: unknown intrinsic 'wgmma_m64n96k16'; the Hopper path takes "
+        "wgmma_m64n64k16, wgmma_m64n128k16, wgmma_m64n256k16")
+    err(lambda: C.tensorize(ax["mw"], "wgmma_m64n128k16"), ScheduleError,
+        "tensorize: loop 'n_i' (of 'n') has 256 iterations; wgmma_m64n128k16 needs 128 "
+        "(split 'n' by 128)")
+    err(lambda: C.tensorize(ax["ko"], "wgmma_m64n256k16"), ScheduleError,
+        "tensorize: the loops from 'k_o' inward must be the inner loops of splits of "
+        "m, n, k, one each; 'k_o' is not")
+    s, C, ax = _tiled(order=("mo", "no", "w", "mw", "ko", "ni", "ki"))
+    err(lambda: C.tensorize(ax["mw"], "wgmma_m64n256k16"), ScheduleError, "'k_o' is not")
+
+
+def test_tensorize_wgmma_refuses_what_it_does_not_compute():
+    bmm = tcomp.op("def bmm(bfloat16(Z,M,K) A, bfloat16(Z,K,N) B) -> (C) "
+                   "{ C(z, m, n) +=! A(z, m, k) * B(z, k, n) }")
+    s = tcomp.Schedule(bmm)
+    C = s["C"]
+    err(lambda: C.tensorize(C.axes[1], "wgmma_m64n64k16"), ScheduleError,
+        "tensorize: stage 'C': it is a batched product over z (the Hopper path computes one "
+        "product; tensorize batched products with mma_m16n8k16)")
+    f32 = tcomp.op("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }")
+    s = tcomp.Schedule(f32)
+    C = s["C"]
+    err(lambda: C.tensorize(C.axes[0], "wgmma_m64n64k16"), ScheduleError,
+        "tensorize: wgmma_m64n64k16 takes bfloat16 or float16 inputs (both the same), but 'A' "
+        "and 'B' are float32 and float32")
+    add = tcomp.op("def f(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
+                   "{ C(m, n) +=! A(m, k) + B(k, n) }")
+    s = tcomp.Schedule(add)
+    err(lambda: s["C"].tensorize(s["C"].axes[0], "wgmma_m64n64k16"), ScheduleError,
+        "its value is not a product of two tensor reads")
+    s = tcomp.Schedule(op("NT"))
+    cw = s.cache_write("C", "local")
+    err(lambda: cw.tensorize(cw.axes[0], "wgmma_m64n64k16"), ScheduleError,
+        "wgmma_m64n64k16 accumulates in the warpgroup's registers and stores the tile itself")
+
+
+# ------------------------------------------------------------------ the plan (at lowering)
+@pytest.mark.parametrize("skip,text", [
+    ("roles", "warp_specialize('m_i_o') is needed: a producer warpgroup issues the TMA copies"),
+    ("persistent", "its tile loops 'm_o', 'n_o' need persistent(m_o, n_o) or binding to block "
+                   "indices"),
+    ("pipeline", "pipeline('k_o', stages=N) is needed (the ring of shared slots"),
+])
+def test_plan_names_the_missing_primitive(skip, text):
+    s, C, ax = _tiled()
+    _full(s, C, ax, skip=(skip,))
+    err(lambda: tcomp.lower(s), LoweringError, "tensorize wgmma: stage 'C': " + text)
+
+
+def test_plan_needs_tma_copies():
+    s, C, ax = _tiled()
+    _copies(s, C, ax["ko"], tensors=("A",))
+    _full(s, C, ax, skip=("copies",))
+    err(lambda: tcomp.lower(s), LoweringError, "'B' is read from global memory; read it through "
+        "a TMA copy: s.cache_read('B', 'shared', [C]) computed at 'k_o', then .tma()")
+    s, C, ax = _tiled()
+    _copies(s, C, ax["ko"], tma=False)
+    _full(s, C, ax, skip=("copies",))
+    err(lambda: tcomp.lower(s), LoweringError, "only the TMA copies of A and B")
+
+
+def test_plan_loop_order_and_tile_rows():
+    s, C, ax = _tiled(order=("no", "mo", "w", "ko", "mw", "ni", "ki"))
+    _copies(s, C, ax["ko"])
+    C.pipeline(ax["ko"], 4)
+    C.warp_specialize(ax["w"], 40, 232)
+    C.bind(ax["mo"], "blockIdx.y")
+    C.bind(ax["no"], "blockIdx.x")
+    C.tensorize(ax["mw"], "wgmma_m64n256k16")
+    err(lambda: tcomp.lower(s), LoweringError, "its loops must be m_o, n_o, then m_i_o and k_o "
+        "(either order), then the tensorized m_i_i, n_i, k_i")
+    s, C, ax = _tiled(bm=192)
+    _full(s, C, ax)
+    err(lambda: tcomp.lower(s), LoweringError, "the block's rows (192) must be 64 or 128: 64 per "
+        "consumer warpgroup, one or two consumers")
+
+
+def test_plan_registers_that_do_not_fit():
+    s, C, ax = _tiled()
+    _copies(s, C, ax["ko"])
+    C.pipeline(ax["ko"], 4)
+    C.warp_specialize(ax["w"], 40, 256)
+    C.persistent(ax["mo"], ax["no"])
+    C.tensorize(ax["mw"], "wgmma_m64n256k16")
+    err(lambda: tcomp.lower(s), LoweringError, "warp_specialize: 40 + 2 x 256 registers per "
+        "thread of 128-thread warpgroups need 70656; a multiprocessor has 65536 (lower "
+        "consumer_regs)")
+
+
+def test_plan_rows_the_tma_engine_cannot_move_at_fixed_sizes():
+    s = hopper_schedule(op("NT"))
+    err(lambda: tcomp.lower(s, sizes={"K": 100}), LoweringError, "'A' has rows of 100 elements "
+        "(200 bytes); the TMA engine needs rows of a multiple of 16 bytes")
+
+
+def test_plan_output_type():
+    o = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(N,K) B) -> (int32(M, N) C) "
+                 "{ C(m, n) +=! int32(A(m, k) * B(n, k)) }")
+    with pytest.raises(ScheduleError, match="accumulates in float32"):
+        hopper_schedule(o, GemmConfig())
