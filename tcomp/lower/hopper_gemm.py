@@ -158,7 +158,7 @@ def _loads(p: GemmPlan, buf, tmap, rows, first, mn):
     if not mn:
         return [call("tma_load_2d", ref(buf, v("slot"), 0, 0), v(tmap, U64), bar, first, k0)]
     return [call("tma_load_2d", ref(buf, v("slot"), j, 0, 0), v(tmap, U64), bar, k0,
-                 b("+", first, j * MN_BLOCK)) for j in range(rows // MN_BLOCK)]
+                 b("+", first, j * MN_BLOCK) if j else first) for j in range(rows // MN_BLOCK)]
 
 
 def producer(p: GemmPlan):
