@@ -66,6 +66,11 @@ class GemmPlan:
     producer_regs: int = 40
     consumer_regs: int = 232
     persistent: bool = True
+    # an elementwise epilogue: epilogue(row, col, acc) -> the value stored at the global
+    # (row, col) from the float32 accumulator `acc` (None: acc cast to `out`); `loads`: the
+    # global buffers it reads (kernel parameters), read only where (row, col) is in range
+    epilogue: object = None
+    loads: tuple[str, ...] = ()
 
     @property
     def chunk(self) -> int:
@@ -202,11 +207,20 @@ def consumer(p: GemmPlan):
     i = b("+", b("*", v("j"), chunk // 2), v("i"))
     row, col = wgmma_d(n).coords(b("%", TID, WARPGROUP), v("i"), ops=LAYOUT_IR)
     bar_id = b("+", v("w"), 1)
+    value = ir.Cast(p.out, ir.Load("acc", (i,), F32))
+    put = ir.Store("C_s", (v("w"), row, col), value)
+    if p.epilogue is not None:
+        grow = b("+", b("+", v("m0"), b("*", v("w"), 64)), row)
+        gcol = b("+", b("+", v("n0"), b("*", v("j"), chunk)), col)
+        put = ir.Store("C_s", (v("w"), row, col), p.epilogue(grow, gcol, ir.Load("acc", (i,), F32)))
+        if p.loads:  # loads stay inside the tensors: out of range, the staging tile gets zeros
+            inside = b("&&", b("<", grow, p.M, dtypes.bool_), b("<", gcol, p.N, dtypes.bool_),
+                       dtypes.bool_)
+            put = ir.If(inside, put, ir.Store("C_s", (v("w"), row, col), ir.Cast(p.out, ir.ZERO)))
     store = serial("j", n // chunk, ir.seq(
         one_thread(call("tma_store_wait", c(0))),
         call("named_barrier", bar_id, c(WARPGROUP)),
-        serial("i", chunk // 2, ir.Store("C_s", (v("w"), row, col),
-                                         ir.Cast(p.out, ir.Load("acc", (i,), F32))), kind="unroll"),
+        serial("i", chunk // 2, put, kind="unroll"),
         call("fence_proxy_async"),
         call("named_barrier", bar_id, c(WARPGROUP)),
         one_thread(ir.seq(
@@ -264,7 +278,7 @@ def kernel(p: GemmPlan) -> ir.Kernel:
     threads = WARPGROUP * (1 + p.consumers)
     grid = v(ir.SM_COUNT) if p.persistent else tiles
     sizes = p.sizes + ((ir.SM_COUNT,) if p.persistent else ())
-    return ir.Kernel(p.name, (), sizes, (grid, c(1), c(1)), (c(threads), c(1), c(1)), body,
+    return ir.Kernel(p.name, p.loads, sizes, (grid, c(1), c(1)), (c(threads), c(1), c(1)), body,
                      tensor_maps=maps, min_blocks=1, plan=describe(p))
 
 
@@ -276,4 +290,6 @@ def describe(p: GemmPlan) -> str:
     return (f"hopper_gemm: tile {p.bm}x{p.bn}x{p.bk}, {p.stages}-slot TMA ring, 1 producer "
             f"({p.producer_regs} regs) + {p.consumers} consumer warpgroups ({p.consumer_regs} "
             f"regs), wgmma m64n{p.bn}k16 {p.dtype.name}, A {order(p.a_mn)}, B {order(p.b_mn)}, "
-            f"{grid}, TMA-store epilogue ({p.out.name})")
+            f"{grid}, TMA-store epilogue ({p.out.name}"
+            + (f", computed from the accumulators{' and ' + ', '.join(p.loads) if p.loads else ''}"
+               if p.epilogue is not None else "") + ")")

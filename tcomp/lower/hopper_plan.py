@@ -25,6 +25,8 @@ from . import ir
 from .construct import ident, lang_sub
 from .hopper_gemm import GemmPlan
 from .ir_walk import walk
+from .printer import expr
+from .translate import Translator, cast
 
 
 def wgmma_leaf(st):
@@ -125,9 +127,10 @@ def plan(builder, stage: str) -> GemmPlan | None:
         if t not in sources:
             _bad(stage, f"'{t}' is read from global memory; read it through a TMA copy: "
                         f"s.cache_read('{t}', 'shared', [C]) computed at {ko!r}, then .tma()")
-    out = sched.tensors[st.tensor][0]
+    out_tensor = st.tensor if st.epilogue is None else sched.states[st.epilogue].tensor
+    out = sched.tensors[out_tensor][0]
     if out not in (dtypes.bfloat16, dtypes.float16, dtypes.float32):
-        _bad(stage, f"its output '{st.tensor}' is {out}; the TMA-store epilogue writes "
+        _bad(stage, f"its output '{out_tensor}' is {out}; the TMA-store epilogue writes "
                     f"bfloat16, float16 or float32")
     # sizes: the loops cover the tensors exactly (the TMA engine clips at their ends)
     ext = {}
@@ -139,22 +142,61 @@ def plan(builder, stage: str) -> GemmPlan | None:
 
     def dims_of(tensor):
         return [builder.lsize(x) for x in sched.tensors[tensor][1]]
-    for tensor, subs in ((sources[a], a_sub), (sources[b_t], b_sub), (st.tensor, (m, n))):
+    for tensor, subs in ((sources[a], a_sub), (sources[b_t], b_sub), (out_tensor, (m, n))):
         for dim, var in zip(dims_of(tensor), subs):
             if dim != ext[var]:
-                _bad(stage, f"'{tensor}' has a dimension of {dim} where loop '{var}' runs over "
-                            f"{ext[var]}; the tiles cover whole tensors")
+                _bad(stage, f"'{tensor}' has a dimension of {expr(dim)} where loop '{var}' runs "
+                            f"over {expr(ext[var])}; the tiles cover whole tensors")
         inner = dims_of(tensor)[-1]
         item = sched.tensors[tensor][0].bits // 8
         if isinstance(inner, ir.Imm) and (inner.value * item) % 16:
             _bad(stage, f"'{tensor}' has rows of {inner.value} elements ({inner.value * item} "
                         f"bytes); the TMA engine needs rows of a multiple of 16 bytes")
+    epi, loads = (None, ()) if st.epilogue is None else \
+        _epilogue(builder, stage, st, sched.states[st.epilogue], ext, (m, n), out)
     dt = sched.tensors[sources[a]][0]
     used = dict.fromkeys(x.name for var in (m, n, k) for x in walk(ext[var])
                          if isinstance(x, ir.Var))  # M's, then N's, then K's
     return GemmPlan(
-        name=f"{builder.op.name}_{ident(stage)}", a=sources[a], b=sources[b_t], c=st.tensor,
+        name=f"{builder.op.name}_{ident(stage)}", a=sources[a], b=sources[b_t], c=out_tensor,
         dtype=dt, out=out, a_mn=a_sub[-1] == m, b_mn=b_sub[-1] == n,
         M=ext[m], N=ext[n], K=ext[k], sizes=tuple(used), bm=bm, bn=bn, bk=64, stages=stages,
         consumers=consumers, group_m=group_m, producer_regs=preg, consumer_regs=creg,
-        persistent=persistent)
+        persistent=persistent, epilogue=epi, loads=loads)
+
+
+def _epilogue(builder, stage, st, es, ext, mn, out):
+    """The epilogue stage `es` (T.epilogue(D)) as a function of the global
+    (row, col) and the accumulator, and the tensors it loads."""
+    sched = builder.sched
+    d = es.definition
+    for var, tvar in zip(d.spatial, mn):
+        lo, hi = d.ranges[var]
+        if builder.lsize(lo) != ir.ZERO or builder.lsize(lang_sub(hi, lo)) != ext[tvar]:
+            _bad(stage, f"its epilogue '{es.name}' runs '{var}' over {lo}:{hi}, not over the "
+                        f"range of '{tvar}'")
+    own = dict(zip(d.spatial, mn))
+    loads = []
+    from ..lang.ast import Index, Read, walk as lwalk
+    for x in (y for e in (d.rhs, *d.lets.values()) for y in lwalk(e)):
+        if not isinstance(x, Read) or x.tensor == st.tensor:
+            continue
+        names = [a.name if isinstance(a, Index) else None for a in x.args]
+        dims = [builder.lsize(s_) for s_ in sched.tensors[x.tensor][1]]
+        if any(nm not in own for nm in names) or any(
+                dim != ext[own[nm]] for dim, nm in zip(dims, names)):
+            _bad(stage, f"its epilogue '{es.name}' reads '{x.tensor}' at "
+                        f"({', '.join(nm or 'an expression' for nm in names)}); the Hopper "
+                        f"epilogue reads other tensors at its own indices, over their whole "
+                        f"extent")
+        if x.tensor not in loads:
+            loads.append(x.tensor)
+    t_dtype = sched.tensors[st.tensor][0]
+
+    def value(row, col, acc):
+        index = {d.spatial[0]: row, d.spatial[1]: col}
+
+        def read(tensor, args, dt):
+            return cast(acc, t_dtype) if tensor == st.tensor else ir.Load(tensor, args, dt)
+        return cast(Translator(index, d.lets, builder.size, read)(d.rhs), out)
+    return value, tuple(loads)

@@ -175,12 +175,18 @@ class WarpSpecialize:
     consumer_regs: int
 
 
+@dataclass(frozen=True)
+class Epilogue:
+    stage: str
+    epilogue: str
+
+
 KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll, UnrollBy,
                                          Vectorize,
                                          ComputeAt, ComputeInline, ComputeRoot, CacheRead,
                                          CacheWrite, Rfactor, StorageAlign, StorageOrder, SetScope,
                                          Pipeline, Tensorize, Swizzle, OnlineSoftmax, Tma,
-                                         Persistent, WarpSpecialize)}
+                                         Persistent, WarpSpecialize, Epilogue)}
 
 
 # The version of the JSON format `to_json` writes (the field "tcomp_schedule").

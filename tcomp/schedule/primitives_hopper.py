@@ -136,6 +136,55 @@ class HopperPrimitives:
                                                        int(consumer_regs)))
         s.roles = (name, int(producer_regs), int(consumer_regs))
 
+    def epilogue(self, stage):
+        """Compute the elementwise stage `stage`, which reads this (Hopper)
+        stage's result at the same indices, from the accumulators when each
+        tile is done: its value (bias, activation, residual, cast, ...) is what
+        the TMA-store epilogue writes, into `stage`'s tensor. This stage's
+        tensor, a temporary, is then never stored (its scope becomes local:
+        the accumulators); other tensors `stage` reads are loaded per element.
+
+        T: for m, n: T[m, n] = sum_k A . B        D: for m, n: D[m, n] = f(T[m, n], bias[n])
+        --T.epilogue(D)-->  T: for tiles: acc = sum_k A . B; D[tile] = f(acc, bias[n])  (TMA store)
+        """
+        p = "epilogue"
+        sched = self._sched
+        if not isinstance(stage, type(self)) or stage._sched is not sched:
+            raise ScheduleError(f"{p}: stage must be a Stage of the same schedule, got {stage!r}")
+        s, e = self._s, stage._s
+        t, d = s.definition, e.definition
+        if stage.name == self.name:
+            raise ScheduleError(f"{p}: stage '{self.name}' cannot be its own epilogue")
+        if getattr(s, "epilogue", None):
+            raise ScheduleError(f"{p}: stage '{self.name}' has the epilogue '{s.epilogue}' already")
+        if e.attach != ("root",) or e.transformed():
+            raise ScheduleError(f"{p}: stage '{stage.name}' must be unscheduled (computed at "
+                                f"root, no loop transformations): the kernel of "
+                                f"'{self.name}' computes it from the accumulators")
+        if d.reduce or len(d.spatial) != len(t.spatial) or d.reduce_op is not None:
+            raise ScheduleError(f"{p}: stage '{stage.name}' must be elementwise over the indices "
+                                f"of '{self.name}' (no reduction)")
+        op = sched.op
+        if s.tensor in {x.name for x in op.outputs + op.inputs}:
+            raise ScheduleError(f"{p}: '{s.tensor}' is an output of '{op.name}'; only a "
+                                f"temporary's values can stay in the accumulators")
+        others = [r for r in sched.readers(s.tensor) if r != stage.name]
+        if others or len(sched.writers(s.tensor)) != 1:
+            raise ScheduleError(f"{p}: '{s.tensor}' is also "
+                                + (f"read by stage '{others[0]}'" if others else
+                                   "written by another statement")
+                                + f"; an epilogue must be its only use")
+        bad = _reads_elsewhere(d, s.tensor)
+        if bad:
+            raise ScheduleError(f"{p}: stage '{stage.name}' reads '{s.tensor}' at ({bad}), not "
+                                f"at its own indices ({', '.join(d.spatial)})")
+        self._sched.directives.append(D.Epilogue(self.name, stage.name))
+        s.epilogue = stage.name
+        e.attach = ("epilogue", self.name)
+        dtype, shape, _ = sched.tensors[s.tensor]
+        sched.tensors[s.tensor] = (dtype, shape, "local")
+        s.scope = "local"
+
     def _tensorize_wgmma(self, ax, intrin: str):
         """tensorize(ax, "wgmma_m64nNk16"): the loops from `ax` inward (64 rows
         of m, N columns of n, 64 of k, in any order) computed by wgmma from
@@ -150,7 +199,7 @@ class HopperPrimitives:
             raise ScheduleError(f"{p}: unknown intrinsic {intrin!r}; the Hopper path takes "
                                 f"{', '.join(f'wgmma_m64n{x}k16' for x in WGMMA_N)}")
         d = s.definition
-        if s.scope != "global" or s.origin != "statement":
+        if (s.scope != "global" and not s.epilogue) or s.origin != "statement":
             raise ScheduleError(f"{p}: {intrin} accumulates in the warpgroup's registers and "
                                 f"stores the tile itself: tensorize the stage of the statement "
                                 f"'{self.name}' (no cache_write)")
@@ -191,6 +240,19 @@ class HopperPrimitives:
                                 f"innermost)")
         self._sched.directives.append(D.Tensorize(self.name, name, intrin))
         s.tensorize[name] = intrin
+
+
+def _reads_elsewhere(d, tensor) -> str:
+    """The subscripts of a read of `tensor` in `d` that are not d's own
+    spatial indices in order ("" when every read is)."""
+    from ..lang.ast import Index, Read, walk
+    exprs = [d.rhs, *d.lets.values()]
+    for x in (y for e in exprs for y in walk(e)):
+        if isinstance(x, Read) and x.tensor == tensor:
+            names = [a.name if isinstance(a, Index) else None for a in x.args]
+            if names != list(d.spatial):
+                return ", ".join(n or "an expression" for n in names)
+    return ""
 
 
 def contraction_roles(d):

@@ -157,6 +157,8 @@ class Schedule:
             st.pipeline(ax(d.axis), d.stages)
         elif isinstance(d, D.Tensorize):
             st.tensorize(ax(d.axis), d.intrin)
+        elif isinstance(d, D.Epilogue):
+            st.epilogue(self[d.epilogue])
         elif isinstance(d, D.Tma):
             st.tma(d.swizzle)
         elif isinstance(d, D.Persistent):

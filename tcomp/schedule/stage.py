@@ -111,6 +111,7 @@ class StageState:
         self.tma: int | None = None
         self.persistent: tuple | None = None
         self.roles: tuple | None = None
+        self.epilogue: str | None = None  # the elementwise stage computed from its accumulators
 
     @property
     def tensor(self) -> str:

@@ -210,3 +210,65 @@ def test_plan_output_type():
                  "{ C(m, n) +=! int32(A(m, k) * B(n, k)) }")
     with pytest.raises(ScheduleError, match="accumulates in float32"):
         hopper_schedule(o, GemmConfig())
+
+
+EPI = """def f(bfloat16(M,K) A, bfloat16(K,N) B, float(N) bias) -> (D, E) {
+  T(m, n) +=! float(A(m, k)) * float(B(k, n))
+  D(m, n) = T(m, n) + bias(n)
+  E(m, n) = T(n, m) * 2.0
+}"""
+
+
+def test_epilogue_errors():
+    s = tcomp.Schedule(tcomp.op(EPI))
+    T, D, E = s["T"], s["D"], s["E"]
+    err(lambda: T.epilogue("D"), ScheduleError, "epilogue: stage must be a Stage of the same "
+        "schedule, got 'D'")
+    err(lambda: T.epilogue(T), ScheduleError, "epilogue: stage 'T' cannot be its own epilogue")
+    err(lambda: T.epilogue(D), ScheduleError, "epilogue: 'T' is also read by stage 'E'; an "
+        "epilogue must be its only use")
+    D.split(D.axes[0], 8)
+    err(lambda: T.epilogue(D), ScheduleError, "epilogue: stage 'D' must be unscheduled "
+        "(computed at root, no loop transformations)")
+    one = tcomp.op("""def g(bfloat16(M,K) A, bfloat16(K,N) B) -> (E) {
+      T(m, n) +=! float(A(m, k)) * float(B(k, n))
+      E(m, n) = T(n, m) * 2.0
+    }""")
+    s = tcomp.Schedule(one)
+    err(lambda: s["T"].epilogue(s["E"]), ScheduleError, "epilogue: stage 'E' reads 'T' at (n, m), "
+        "not at its own indices (m, n)")
+    s = tcomp.Schedule(op("NN"))
+    out = tcomp.op("""def h(bfloat16(M,K) A, bfloat16(K,N) B) -> (T, E) {
+      T(m, n) +=! float(A(m, k)) * float(B(k, n))
+      E(m, n) = T(m, n) * 2.0
+    }""")
+    s = tcomp.Schedule(out)
+    err(lambda: s["T"].epilogue(s["E"]), ScheduleError, "epilogue: 'T' is an output of 'h'; only "
+        "a temporary's values can stay in the accumulators")
+    red = tcomp.op("""def r(bfloat16(M,K) A, bfloat16(K,N) B) -> (E) {
+      T(m, n) +=! float(A(m, k)) * float(B(k, n))
+      E(m) +=! T(m, n)
+    }""")
+    s = tcomp.Schedule(red)
+    err(lambda: s["T"].epilogue(s["E"]), ScheduleError, "epilogue: stage 'E' must be elementwise "
+        "over the indices of 'T' (no reduction)")
+
+
+def test_plan_epilogue_reads_other_tensors_at_its_own_indices():
+    o = tcomp.op("""def q(bfloat16(M,K) A, bfloat16(K,N) B, float(N) bias) -> (D) {
+      T(m, n) +=! float(A(m, k)) * float(B(k, n))
+      D(m, n) = bfloat16(T(m, n) + bias(n / 2))
+    }""")
+    s = hopper_schedule(o, stage="T")
+    s["T"].epilogue(s["D"])
+    err(lambda: tcomp.lower(s), LoweringError, "its epilogue 'D' reads 'bias' at (an expression); "
+        "the Hopper "
+        "epilogue reads other tensors at its own indices, over their whole extent")
+    o = tcomp.op("""def q(bfloat16(M,K) A, bfloat16(K,N) B, float(N) bias) -> (D) {
+      T(m, n) +=! float(A(m, k)) * float(B(k, n))
+      D(m, n) = bfloat16(T(m, n) + bias(m))
+    }""")  # D's shape inferred as (min(M, N), N)
+    s = hopper_schedule(o, stage="T")
+    s["T"].epilogue(s["D"])
+    err(lambda: tcomp.lower(s), LoweringError, "'D' has a dimension of min(M, N) where loop 'm' "
+        "runs over M; the tiles cover whole tensors")

@@ -52,3 +52,15 @@ def test_rows_the_tma_engine_cannot_move_are_a_clear_error():
     with pytest.raises(tcomp.CudaError, match="a row of 'A' is 74 bytes .* pad the innermost "
                                               "dimension to a multiple of 8 elements"):
         k(A, B)
+
+
+def test_fused_bias_gelu():
+    from .test_hopper_schedule import BIAS_GELU
+    o = tcomp.op(BIAS_GELU)
+    s = hopper_schedule(o, stage="T")
+    s["T"].epilogue(s["D"])
+    k = tcomp.build(s, target="cuda")
+    A, B = data("NN", 1000, 1032, 520, seed=4)
+    bias = np.random.default_rng(5).standard_normal(1032).astype(np.float32)
+    want = np.asarray(tcomp.evaluate(o, A, B, bias)).astype(np.float64)
+    _close(k(A, B, bias), want)
