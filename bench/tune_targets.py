@@ -49,9 +49,11 @@ def _gemm_fp32():
 
 
 def _gemm_bf16():
-    # the best hand schedule (BENCHMARKS.md, 2026-11-30: 404 TFLOP/s at 4096^3)
-    op, hand = S.tc_gemm(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3, swizzle=True,
-                         pair_stores=True)
+    # the best hand schedule: the Hopper schedule (docs/schedules.md, "Hopper"; BENCHMARKS.md,
+    # 2026-12-02: 771 TFLOP/s at 4096^3, B as (K, N))
+    from tcomp.kernels.gemm_sm90 import hopper_schedule
+    op = tcomp.op(S.TC_GEMM)
+    hand = hopper_schedule(op)
     sizes = {"M": 4096, "N": 4096, "K": 4096}
     A = torch.randn(4096, 4096, device="cuda").bfloat16()
     B = torch.randn(4096, 4096, device="cuda").bfloat16()
@@ -134,7 +136,28 @@ def _rows(kind, dt, n, d, streamed=False):
         lambda: f(X.double(), (d,), g.double(), b.double())
 
 
-CASES = {"gemm_fp32": _gemm_fp32, "gemm_bf16": _gemm_bf16, "softmax": _row("softmax"),
+def _gemm_bf16_bias_gelu():
+    # the fused GEMM + bias + GELU; hand: the Hopper schedule with T.epilogue(D)
+    from tcomp.kernels.gemm_sm90 import hopper_schedule
+    op = tcomp.op(S.TC_GEMM_GELU)
+    hand = hopper_schedule(op, stage="C")
+    hand["C"].epilogue(hand["D"])
+    M, N, K = 8192, 8192, 4096
+    A = torch.randn(M, K, device="cuda").bfloat16()
+    B = torch.randn(K, N, device="cuda").bfloat16()
+    bias = torch.randn(N, device="cuda")
+    F = torch.nn.functional
+
+    def exact():
+        x = A.double() @ B.double() + bias.double()
+        return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    return op, {"M": M, "N": N, "K": K}, (A, B, bias), \
+        lambda: F.gelu(torch.matmul(A, B) + bias.bfloat16()), "torch.matmul + eager bias, GELU", \
+        hand, exact
+
+
+CASES = {"gemm_fp32": _gemm_fp32, "gemm_bf16": _gemm_bf16,
+         "gemm_bf16_bias_gelu": _gemm_bf16_bias_gelu, "softmax": _row("softmax"),
          "layernorm": _row("layernorm"), "bmm_bt": _bmm_bt, "conv2d": _conv2d,
          # the row-in-registers kernels of issue 14 (the row_regs rule)
          "softmax_bf16_wide": lambda: _rows("softmax", "bfloat16", 4096, 32768),

@@ -44,6 +44,7 @@ class GemmConfig:
     group_m: int = 8
     producer_regs: int = 40
     consumer_regs: int = 232
+    persistent: bool = True  # one block per SM walking the tiles; False: one block per tile
 
     def check(self) -> None:
         def bad(msg):
@@ -88,7 +89,11 @@ def hopper_schedule(op, config: GemmConfig = GemmConfig(), stage: str | None = N
         copy.tma()
     C.pipeline(ko, config.stages)
     C.warp_specialize(w, config.producer_regs, config.consumer_regs)
-    C.persistent(mo, no, group_m=config.group_m)
+    if config.persistent:
+        C.persistent(mo, no, group_m=config.group_m)
+    else:
+        C.bind(mo, "blockIdx.y")
+        C.bind(no, "blockIdx.x")
     C.tensorize(mw, f"wgmma_m64n{config.bn}k16")
     return s
 

@@ -111,7 +111,8 @@ def validate(op, candidate, sizes: dict, target: str = "cuda", limits=None,
     except TcompError as e:
         return Invalid("error", f"{type(e).__name__}: {e}")
     compacted = _ran(REGISTERS_PASS, until)
-    res = tuple(resources(k, sizes, compacted) for k in prog.kernels)
+    at = {**sizes, ir.SM_COUNT: limits.sm_count}  # a persistent grid: one block per SM
+    res = tuple(resources(k, at, compacted) for k in prog.kernels)
     for k, r in zip(prog.kernels, res):
         why = _over(r, limits)
         if why:

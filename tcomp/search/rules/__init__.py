@@ -69,9 +69,18 @@ in a record and mutated later (space.py). The rules:
                simt_tile's schedule on the epilogue, each product a register
                tile at its thread loop (one kernel)
 
+  hopper_tile  a product C += A . B (either operand in either major order,
+               16-bit inputs, float32 accumulation) on a Hopper target
+               (Limits.arch sm_90a): the TMA + wgmma schedule of
+               kernels/gemm_sm90.hopper_schedule (bn, consumers, stages,
+               group_m, persistent, consumer_regs)
+  hopper_epilogue an elementwise stage over one such product's temporary,
+               read at its own indices: hopper_tile's schedule on the product
+               and product.epilogue(stage) (one kernel, rules/hopper.py)
+
 The rules live in one module per family: simple.py (flat, cross_thread,
 rfactor), tiles.py (reg_tile, simt_tile, shared_tile, tc_tile), rows.py (row,
-row_regs, row_stream), fused.py (the fusion rules); base.py holds Limits,
+row_regs, row_stream), fused.py (the fusion rules), hopper.py (the Hopper rules); base.py holds Limits,
 Context and Rule.
 """
 from __future__ import annotations
@@ -88,6 +97,8 @@ from .tiles import (LANES, _rt_applies, _rt_apply, _rt_feasible, _rt_sample,  # 
                     _sh_applies, _sh_apply, _sh_feasible, _sh_sample, _st_applies,
                     _st_apply, _st_feasible, _st_sample, _tc_applies, _tc_apply,
                     _tc_feasible, _tc_keeps, _tc_sample)
+from .hopper import (_he_applies, _he_apply, _he_claims, _he_feasible,  # noqa: F401
+                     _he_sample, _ht_applies, _ht_apply, _ht_feasible, _ht_sample)
 from .fused import (_se_applies, _se_apply, _se_feasible, _se_sample, _te_applies,  # noqa: F401
                     _te_apply, _te_feasible, _te_keeps, _te_sample, products)
 
@@ -111,4 +122,7 @@ RULES = {r.name: r for r in (
          keeps=_te_keeps, weight=6.0),
     Rule("simt_epilogue", _se_applies, _se_sample, _se_feasible, _se_apply, claims=products,
          weight=4.0),
+    Rule("hopper_tile", _ht_applies, _ht_sample, _ht_feasible, _ht_apply, weight=6.0),
+    Rule("hopper_epilogue", _he_applies, _he_sample, _he_feasible, _he_apply, claims=_he_claims,
+         weight=8.0),
 )}

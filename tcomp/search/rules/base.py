@@ -17,6 +17,8 @@ class Limits:
     shared_bytes: int = 227 * 1024
     registers: int = 255  # per thread; the estimate in space.py is rough, so rules stay below
     block_registers: int = 65536  # 32-bit registers of one block (a thread: this / threads)
+    sm_count: int = 132  # multiprocessors: a persistent grid's size (ir.SM_COUNT)
+    arch: str = "sm_90a"  # what candidates are built for: the Hopper rules need sm_90a (wgmma)
 
 
 @dataclass

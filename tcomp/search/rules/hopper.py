@@ -1,0 +1,152 @@
+"""The Hopper rules (the list in rules/__init__.py): `hopper_tile` on a
+product stage and `hopper_epilogue` on an elementwise stage over one
+product's temporary, each the schedule of docs/schedules.md's "Hopper"
+section (tcomp.kernels.gemm_sm90.hopper_schedule), for targets with wgmma
+(`Limits.arch` sm_90a).
+
+A product is `C(m, n) +=! A . B` with A read at (m, k) or (k, m), B at
+(k, n) or (n, k) (schedule/primitives_hopper.py contraction_roles), both
+bfloat16 or both float16, accumulated in float32, into a 16- or 32-bit float
+output; the TMA engine needs every operand's and the output's rows to be a
+multiple of 16 bytes at the tuning sizes.
+
+Parameters: bn (the wgmma N: 128 or 256), consumers (1 or 2: block rows
+64 x consumers), stages (2..5, within shared memory), group_m (the grouped
+tile order), persistent (a grid of one block per SM, or one block per
+tile), consumer_regs (the consumers' registers: 232 with two consumers,
+232 or 240 with one).
+"""
+from __future__ import annotations
+
+from ...lang.symbolic import eval_int
+from .base import pick
+from .fused import products
+
+SHARED = 227 * 1024
+HOPPER_ARCHS = ("sm_90a",)
+
+
+def _product(ctx, stage):
+    """The (A, B) tensors of a product stage the Hopper path takes, or None."""
+    from ...schedule.primitives_hopper import contraction_roles
+    key = ("hopper product", stage)
+    if key in ctx.memo:
+        return ctx.memo[key]
+    got = None
+    n = ctx.node(stage)
+    if getattr(ctx.limits, "arch", "") in HOPPER_ARCHS and n["writers"] == 1 and \
+            n["origin"] == "statement" and stage not in ctx.inlined:
+        d = _definition(ctx, stage)
+        roles = contraction_roles(d) if d is not None else "no definition"
+        if not isinstance(roles, str) and (d.acc_dtype is not None and
+                                           d.acc_dtype.name == "float32"):
+            a, b = ctx.op.tensors[roles[0]], ctx.op.tensors[roles[2]]
+            if a.dtype == b.dtype and a.dtype.name in ("bfloat16", "float16") and \
+                    all(_rows_ok(ctx, t) for t in (a, b)):
+                got = (roles[0], roles[2])
+    ctx.memo[key] = got
+    return got
+
+
+def _definition(ctx, stage):
+    from ...schedule import Schedule
+    s = ctx.memo.get("hopper schedule")
+    if s is None:
+        s = ctx.memo["hopper schedule"] = Schedule(ctx.op)
+    st = s.states.get(stage)
+    return st.definition if st is not None else None
+
+
+def _rows_ok(ctx, tensor) -> bool:
+    """Whether the TMA engine can move `tensor` at the tuning sizes (rows of
+    a multiple of 16 bytes)."""
+    try:
+        inner = eval_int(tensor.shape[-1], ctx.sizes)
+    except Exception:  # noqa: BLE001 - a size the tuning sizes do not fix
+        return False
+    return (inner * tensor.dtype.numpy.itemsize) % 16 == 0
+
+
+def _output_ok(ctx, tensor) -> bool:
+    return tensor.dtype.name in ("bfloat16", "float16", "float32") and _rows_ok(ctx, tensor)
+
+
+def _ht_applies(ctx, stage):
+    n = ctx.node(stage)
+    return (_product(ctx, stage) is not None and n["output"]
+            and _output_ok(ctx, ctx.op.tensors[n["tensor"]]))
+
+
+def _sample(rng):
+    consumers = pick(rng, [2, 2, 1])
+    return {"bn": pick(rng, [256, 256, 128]), "consumers": consumers,
+            "stages": pick(rng, [3, 4, 4, 5]), "group_m": pick(rng, [1, 4, 8, 8, 16]),
+            "persistent": bool(rng.integers(4) > 0),
+            "consumer_regs": 232 if consumers == 2 else pick(rng, [232, 240])}
+
+
+def _ht_sample(ctx, stage, rng):
+    for _ in range(20):
+        p = _sample(rng)
+        if _ht_feasible(ctx, stage, p):
+            return p
+    return None
+
+
+def _ht_feasible(ctx, stage, p):
+    bm = 64 * p["consumers"]
+    ring = p["stages"] * (bm + p["bn"]) * 64 * 2
+    regs = 128 * (40 + p["consumers"] * p["consumer_regs"])
+    return (p["bn"] in (128, 256) and p["consumers"] in (1, 2) and 2 <= p["stages"] <= 5
+            and ring + p["consumers"] * 64 * 128 + 1024 + 2 * p["stages"] * 8 <= SHARED
+            and regs <= 65536 and 1 <= p["group_m"] <= 64)
+
+
+def config(p):
+    from ...kernels.gemm_sm90 import GemmConfig
+    return GemmConfig(bm=64 * p["consumers"], bn=p["bn"], stages=p["stages"],
+                      consumers=p["consumers"], group_m=p["group_m"],
+                      consumer_regs=p["consumer_regs"], persistent=p["persistent"])
+
+
+def _ht_apply(s, ctx, stage, p):
+    from ...kernels.gemm_sm90 import hopper_schedule
+    hopper_schedule(s, config(p), stage=stage)
+
+
+# ------------------------------------------------------------ hopper_epilogue
+def _epilogue_product(ctx, stage):
+    """The one product `stage` is a Hopper epilogue of (it reads the
+    product's temporary directly, at its own indices), or None."""
+    prods = products(ctx, stage)
+    if len(prods) != 1 or _product(ctx, prods[0]) is None:
+        return None
+    n = ctx.node(stage)
+    if ctx.node(prods[0])["tensor"] not in n["reads"] or not n["output"] or \
+            not _output_ok(ctx, ctx.op.tensors[n["tensor"]]):
+        return None
+    return prods[0]
+
+
+def _he_applies(ctx, stage):
+    return _epilogue_product(ctx, stage) is not None
+
+
+def _he_claims(ctx, stage):
+    p = _epilogue_product(ctx, stage)
+    return [p] if p else []
+
+
+def _he_sample(ctx, stage, rng):
+    return _ht_sample(ctx, _epilogue_product(ctx, stage), rng)
+
+
+def _he_feasible(ctx, stage, p):
+    return _ht_feasible(ctx, _epilogue_product(ctx, stage), p)
+
+
+def _he_apply(s, ctx, stage, p):
+    from ...kernels.gemm_sm90 import hopper_schedule
+    prod = _epilogue_product(ctx, stage)
+    hopper_schedule(s, config(p), stage=prod)
+    s[prod].epilogue(s[stage])

@@ -1,0 +1,73 @@
+"""The Hopper rules of the search (rules/hopper.py, issue 24): the space of a
+16-bit GEMM on sm_90a holds the TMA + wgmma schedule (any operand order), the
+fused epilogue variant for GEMM + bias + GELU, valid at the tuning sizes; not
+on other architectures; a small candidate runs on the sim as evaluate does."""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+import tcomp
+from tcomp.search.rules import Limits
+from tcomp.search.space import Space
+
+GEMM = "def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+GEMM_NT = "def mm(bfloat16(M,K) A, bfloat16(N,K) B) -> (C) { C(m, n) +=! A(m, k) * B(n, k) }"
+FUSED = """def gbg(bfloat16(M,K) A, bfloat16(K,N) B, float(N) bias) -> (D) {
+  C(m, n) +=! float(A(m, k)) * float(B(k, n))
+  D(m, n) = bfloat16(0.5 * x * (1.0 + erf(x * 0.70710678118654752))) where x = C(m, n) + bias(n)
+}"""
+BIG = {"M": 4096, "N": 4096, "K": 4096}
+
+
+def _sketches(src, sizes, n=24, limits=None, seed=0):
+    sp = Space(tcomp.op(src), sizes, limits=limits)
+    got = sp.generate(n, np.random.default_rng(seed))
+    return sp, got, Counter(c.sketch for c in got)
+
+
+def test_hopper_tile_candidates_are_valid():
+    sp, got, counts = _sketches(GEMM, BIG)
+    assert counts["C:hopper_tile"] >= 4, counts
+    plans = [c.plan_dict()["stages"]["C"] for c in got if c.sketch == "C:hopper_tile"]
+    assert all(p["bn"] in (128, 256) and p["consumers"] in (1, 2) for p in plans)
+    for c in got:
+        if c.sketch == "C:hopper_tile":
+            assert "hopper_gemm" in str(sp.analyse(c).program)
+
+
+def test_either_operand_order():
+    _, _, counts = _sketches(GEMM_NT, BIG)
+    assert counts["C:hopper_tile"] >= 4, counts
+
+
+def test_fused_epilogue_candidates():
+    sp, got, counts = _sketches(FUSED, {"M": 8192, "N": 8192, "K": 4096}, n=16)
+    assert counts["D:hopper_epilogue"] >= 2, counts
+    c = next(c for c in got if c.sketch == "D:hopper_epilogue")
+    assert "computed from the accumulators and bias" in str(sp.analyse(c).program)
+
+
+def test_not_without_wgmma():
+    _, _, counts = _sketches(GEMM, BIG, limits=Limits(arch="sm_80"))
+    assert not counts["C:hopper_tile"], counts
+
+
+def test_not_where_the_tma_engine_cannot_move_the_rows():
+    _, _, counts = _sketches(GEMM, {"M": 512, "N": 500, "K": 500})
+    assert not counts["C:hopper_tile"], counts
+
+
+def test_a_small_candidate_runs_on_the_sim():
+    sizes = {"M": 128, "N": 128, "K": 64}
+    sp, got, _ = _sketches(GEMM, sizes, n=40, seed=1)
+    c = next(c for c in got if c.sketch == "C:hopper_tile")
+    k = tcomp.build(c.replay(sp.op), target="sim", sizes=sizes)
+    import ml_dtypes
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((128, 64)).astype(ml_dtypes.bfloat16)
+    B = rng.standard_normal((64, 128)).astype(ml_dtypes.bfloat16)
+    np.testing.assert_allclose(np.asarray(k(A, B)).astype(np.float64),
+                               np.asarray(tcomp.evaluate(sp.op, A, B)).astype(np.float64),
+                               rtol=2 ** -7, atol=1e-3)
