@@ -47,7 +47,9 @@ CASES = {  # name -> (layout, dtype, M, N, K)
     "bf16_NN_512x8192x8192": ("NN", "bfloat16", 512, 8192, 8192),
     "bf16_NN_16384x1024x1024": ("NN", "bfloat16", 16384, 1024, 1024),
 }
-CONFIGS = {"128x256_s4": GemmConfig(), "128x128_s5": GemmConfig(bn=128, stages=5)}
+CONFIGS = {"128x256_s4": GemmConfig(), "128x128_s5": GemmConfig(bn=128, stages=5),
+           "pp_128x128_s5": GemmConfig(bm=128, bn=128, stages=5, pingpong=True),
+           "pp_64x256_s4": GemmConfig(bm=64, bn=256, stages=4, pingpong=True)}
 # the fused epilogue (T.epilogue(D)): bench/schedules.py's gemm_bias_gelu, against torch.matmul
 # followed by the eager bias add and GELU (bf16), as bench/tc_gemm.py times it
 EPILOGUE = {"bf16_NN_bias_gelu_8192x8192x4096": (8192, 8192, 4096)}
@@ -57,6 +59,9 @@ ALIGNMENT = {  # the 3000 x 5000 x 7000 miss: the same product with rows of 128-
     "bf16_NT_3000x5000x7000": ("NT", "bfloat16", 3000, 5000, 7000),
 }
 CASES.update(ALIGNMENT)
+EPILOGUE_CONFIGS = {"128x256_s4": GemmConfig(),
+                    "pp_128x128_s5": GemmConfig(bm=128, bn=128, stages=5, pingpong=True),
+                    "pp_64x256_s4": GemmConfig(bm=64, bn=256, stages=4, pingpong=True)}
 TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -102,15 +107,20 @@ def run_epilogue(name, reps):
     x = A[sample].double() @ B.double() + bias.double()
     exact = 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
     op = tcomp.op(S.TC_GEMM_GELU)
-    s = hopper_schedule(op, GemmConfig(), stage="C")
-    s["C"].epilogue(s["D"])
-    k = tcomp.build(s, target="cuda", sizes={"M": M, "N": N, "K": K})
-    err = ((k(A, B, bias)[sample].double() - exact).abs() / (exact.abs() + 1)).max().item()
-    t = timed(lambda: k(A, B, bias), reps)
-    row = {"case": name, "eager_ms": t_ref, "tcomp_ms": t, "ratio": t_ref / t, "err": err,
-           "tflops": 2 * M * N * K / t / 1e9, "sass": sass_stats(k.cubin)}
-    print(f"{name} tcomp {t:.3f} ms ({row['tflops']:.1f} TFLOP/s, err {err:.1e}) eager "
-          f"{t_ref:.3f} ms -> ratio {row['ratio']:.3f}", flush=True)
+    row = {"case": name, "eager_ms": t_ref, "tcomp": {}}
+    best = None
+    for cname, cfg in EPILOGUE_CONFIGS.items():
+        s = hopper_schedule(op, cfg, stage="C")
+        s["C"].epilogue(s["D"])
+        k = tcomp.build(s, target="cuda", sizes={"M": M, "N": N, "K": K})
+        err = ((k(A, B, bias)[sample].double() - exact).abs() / (exact.abs() + 1)).max().item()
+        t = timed(lambda: k(A, B, bias), reps)
+        row["tcomp"][cname] = {"ms": t, "err": err, "tflops": 2 * M * N * K / t / 1e9}
+        print(f"{name} tcomp {cname} {t:.3f} ms ({2 * M * N * K / t / 1e9:.1f} TFLOP/s, err "
+              f"{err:.1e}) eager {t_ref:.3f} ms -> ratio {t_ref / t:.3f}", flush=True)
+        if best is None or t < best[0]:
+            best = (t, cname, k)
+    row.update(best=best[1], tcomp_ms=best[0], ratio=t_ref / best[0], sass=sass_stats(best[2].cubin))
     return row
 
 

@@ -45,6 +45,9 @@ class GemmConfig:
     producer_regs: int = 40
     consumer_regs: int = 232
     persistent: bool = True  # one block per SM walking the tiles; False: one block per tile
+    # two consumers taking whole bm x bn tiles in turn (bm: 64 or 128, bm / 64 x bn / 2 <= 128
+    # accumulators) instead of cooperating on one (bm = 64 x consumers)
+    pingpong: bool = False
 
     def check(self) -> None:
         def bad(msg):
@@ -53,7 +56,12 @@ class GemmConfig:
             bad(f"bk must be 64 (one 128-byte swizzled row of bfloat16), got {self.bk}")
         if self.bn not in (64, 128, 256):
             bad(f"bn must be 64, 128 or 256 (a wgmma m64nNk16 shape), got {self.bn}")
-        if self.consumers not in (1, 2) or self.bm != 64 * self.consumers:
+        if self.pingpong:
+            if self.consumers != 2 or self.bm not in (64, 128) or self.bm // 64 * self.bn > 256:
+                bad(f"ping-pong: two consumers, each a whole tile of bm = 64 or 128 rows with "
+                    f"bm / 64 x bn / 2 <= 128 accumulators; got bm={self.bm}, bn={self.bn}, "
+                    f"{self.consumers} consumers")
+        elif self.consumers not in (1, 2) or self.bm != 64 * self.consumers:
             bad(f"bm must be 64 x consumers (each consumer warpgroup computes 64 rows; one or "
                 f"two consumers), got bm={self.bm} with {self.consumers} consumers")
         if not 2 <= self.stages <= 5:
@@ -88,7 +96,7 @@ def hopper_schedule(op, config: GemmConfig = GemmConfig(), stage: str | None = N
         copy.compute_at(C, ko)
         copy.tma()
     C.pipeline(ko, config.stages)
-    C.warp_specialize(w, config.producer_regs, config.consumer_regs)
+    C.warp_specialize(w, config.producer_regs, config.consumer_regs, pingpong=config.pingpong)
     if config.persistent:
         C.persistent(mo, no, group_m=config.group_m)
     else:

@@ -66,6 +66,9 @@ class GemmPlan:
     producer_regs: int = 40
     consumer_regs: int = 232
     persistent: bool = True
+    # two consumers ping-ponging on whole tiles (one's epilogue under the other's
+    # mainloop) instead of cooperating on one tile (bm / 64 slabs per consumer)
+    pingpong: bool = False
     # an elementwise epilogue: epilogue(row, col, acc) -> the value stored at the global
     # (row, col) from the float32 accumulator `acc` (None: acc cast to `out`); `loads`: the
     # global buffers it reads (kernel parameters), read only where (row, col) is in range
@@ -138,14 +141,19 @@ def tile_coords(p: GemmPlan, body):
            let("n0", b("*", b("/", v("in_group"), v("group_rows")), p.bn), body))))))
 
 
-def tile_loop(p: GemmPlan, body):
-    """For each of this block's tiles (tile = blockIdx.x + t * gridDim.x)."""
-    if not p.persistent:
-        return serial("t", 1, let("tile", v("blockIdx.x"), tile_coords(p, body)))
+def tile_loop(p: GemmPlan, body, own: bool = False):
+    """For each of this block's tiles (tile = blockIdx.x + t * gridDim.x);
+    `own`: only consumer w's of them (t = w, w + 2, ...: ping-pong)."""
     sms = v(ir.SM_COUNT)
-    count = b("/", b("+", b("-", v("tiles"), v("blockIdx.x")), b("-", sms, 1)), sms)
-    return serial("t", count, let("tile", b("+", v("blockIdx.x"), b("*", v("t"), sms)),
-                                  tile_coords(p, body)))
+    count = (b("/", b("+", b("-", v("tiles"), v("blockIdx.x")), b("-", sms, 1)), sms)
+             if p.persistent else c(1))
+    first = v("blockIdx.x")
+    per_tile = let("tile", b("+", first, b("*", v("t"), sms)) if p.persistent else first,
+                   tile_coords(p, body))
+    if not own:
+        return serial("t", count, per_tile)
+    mine = b("/", b("+", b("-", count, v("w")), 1), 2)
+    return serial("u", mine, let("t", b("+", b("*", v("u"), 2), v("w")), per_tile))
 
 
 def ring_slot(p: GemmPlan, body):
@@ -177,63 +185,88 @@ def producer(p: GemmPlan):
     return ir.Role("p", "producer", 0, 1, p.producer_regs, one_thread(loop))
 
 
-def _operand_refs(p: GemmPlan):
-    """The wgmma operands of consumer w's k16 step kk in slot `slot`."""
+def _slabs(p: GemmPlan) -> int:
+    """64-row slabs one consumer computes per tile: its 64 rows of the tile
+    (cooperative), or the whole tile (ping-pong)."""
+    return p.bm // 64 if p.pingpong else 1
+
+
+def _slab_row(p: GemmPlan, s: int):
+    """The first row in the tile of consumer w's slab s."""
+    return c(s * 64) if p.pingpong else b("*", v("w"), 64)
+
+
+def _plus(x, y):
+    return x if isinstance(y, ir.Imm) and y.value == 0 else b("+", x, y)
+
+
+def _operand_refs(p: GemmPlan, s: int):
+    """The wgmma operands of slab s in k16 step kk of slot `slot`."""
     kk16 = b("*", v("kk"), 16)
-    a = (ref("A_s", v("slot"), v("w"), kk16, 0) if p.a_mn else
-         ref("A_s", v("slot"), b("*", v("w"), 64), kk16))
+    row = _slab_row(p, s)
+    a = (ref("A_s", v("slot"), c(s) if p.pingpong else v("w"), kk16, 0) if p.a_mn else
+         ref("A_s", v("slot"), row, kk16))
     bb = ref("B_s", v("slot"), 0, kk16, 0) if p.b_mn else ref("B_s", v("slot"), 0, kk16)
     return a, bb
 
 
 def consumer(p: GemmPlan):
-    n, chunk = p.bn, p.chunk
+    n, chunk, slabs = p.bn, p.chunk, _slabs(p)
+    regs = n // 2  # accumulators per thread per slab
     first = b("!=", b("+", v("kb"), v("kk")), 0, dtypes.bool_)
     sfx = "bf16" if p.dtype == dtypes.bfloat16 else "f16"
-    a_ref, b_ref = _operand_refs(p)
-    mma = call(f"wgmma_m64n{n}k16_{sfx}", ref("acc", 0), a_ref, b_ref,
-               ir.Select(first, c(1), c(0), I32), c(int(p.a_mn)), c(int(p.b_mn)))
+    mmas = []
+    for sl in range(slabs):
+        a_ref, b_ref = _operand_refs(p, sl)
+        mmas.append(call(f"wgmma_m64n{n}k16_{sfx}", ref("acc", sl * regs), a_ref, b_ref,
+                         ir.Select(first, c(1), c(0), I32), c(int(p.a_mn)), c(int(p.b_mn))))
     step = ring_slot(p, ir.seq(
         call("mbarrier_wait", ref("full", v("slot")), v("parity")),
         call("wgmma_fence"),
-        serial("kk", p.bk // 16, mma, kind="unroll"),
+        serial("kk", p.bk // 16, ir.seq(*mmas), kind="unroll"),
         call("wgmma_commit"),
         call("wgmma_wait", c(0)),
         one_thread(call("mbarrier_arrive", ref("empty", v("slot"))))))
     # the accumulator layout of wgmma m64nNk16 (arch/fragments.py, from the PTX ISA's
     # "Matrix fragments for wgmma"): register i of the warpgroup's thread t at (row, col)
-    # of the 64 x bn tile; the chunk j's registers are j * chunk / 2 .. (j + 1) * chunk / 2 - 1
-    # (columns chunk j .. chunk (j + 1) - 1), so the chunk's column is the tile's minus chunk j
-    i = b("+", b("*", v("j"), chunk // 2), v("i"))
+    # of the 64 x bn slab; the chunk j's registers are j * chunk / 2 .. (j + 1) * chunk / 2 - 1
+    # (columns chunk j .. chunk (j + 1) - 1), so the chunk's column is the slab's minus chunk j
     row, col = wgmma_d(n).coords(b("%", TID, WARPGROUP), v("i"), ops=LAYOUT_IR)
     bar_id = b("+", v("w"), 1)
-    value = ir.Cast(p.out, ir.Load("acc", (i,), F32))
-    put = ir.Store("C_s", (v("w"), row, col), value)
-    if p.epilogue is not None:
-        grow = b("+", b("+", v("m0"), b("*", v("w"), 64)), row)
-        gcol = b("+", b("+", v("n0"), b("*", v("j"), chunk)), col)
-        put = ir.Store("C_s", (v("w"), row, col), p.epilogue(grow, gcol, ir.Load("acc", (i,), F32)))
-        if p.loads:  # loads stay inside the tensors: out of range, the staging tile gets zeros
-            inside = b("&&", b("<", grow, p.M, dtypes.bool_), b("<", gcol, p.N, dtypes.bool_),
-                       dtypes.bool_)
-            put = ir.If(inside, put, ir.Store("C_s", (v("w"), row, col), ir.Cast(p.out, ir.ZERO)))
-    store = serial("j", n // chunk, ir.seq(
-        one_thread(call("tma_store_wait", c(0))),
-        call("named_barrier", bar_id, c(WARPGROUP)),
-        serial("i", chunk // 2, put, kind="unroll"),
-        call("fence_proxy_async"),
-        call("named_barrier", bar_id, c(WARPGROUP)),
-        one_thread(ir.seq(
-            call("tma_store_2d", v("tmC", U64), ref("C_s", v("w"), 0, 0),
-                 b("+", v("m0"), b("*", v("w"), 64)), b("+", v("n0"), b("*", v("j"), chunk))),
-            call("tma_store_commit")))), kind="unroll")
+    stores = []
+    for sl in range(slabs):
+        i = b("+", b("*", v("j"), chunk // 2), v("i"))
+        i = b("+", i, sl * regs) if sl else i
+        r0 = _plus(v("m0"), _slab_row(p, sl))
+        put = ir.Store("C_s", (v("w"), row, col), ir.Cast(p.out, ir.Load("acc", (i,), F32)))
+        if p.epilogue is not None:
+            grow = b("+", r0, row)
+            gcol = b("+", b("+", v("n0"), b("*", v("j"), chunk)), col)
+            put = ir.Store("C_s", (v("w"), row, col),
+                           p.epilogue(grow, gcol, ir.Load("acc", (i,), F32)))
+            if p.loads:  # loads stay inside the tensors: out of range, the staging tile gets zeros
+                inside = b("&&", b("<", grow, p.M, dtypes.bool_), b("<", gcol, p.N, dtypes.bool_),
+                           dtypes.bool_)
+                put = ir.If(inside, put,
+                            ir.Store("C_s", (v("w"), row, col), ir.Cast(p.out, ir.ZERO)))
+        stores.append(serial("j", n // chunk, ir.seq(
+            one_thread(call("tma_store_wait", c(0))),
+            call("named_barrier", bar_id, c(WARPGROUP)),
+            serial("i", chunk // 2, put, kind="unroll"),
+            call("fence_proxy_async"),
+            call("named_barrier", bar_id, c(WARPGROUP)),
+            one_thread(ir.seq(
+                call("tma_store_2d", v("tmC", U64), ref("C_s", v("w"), 0, 0), r0,
+                     b("+", v("n0"), b("*", v("j"), chunk))),
+                call("tma_store_commit")))), kind="unroll"))
     # K = 0: no wgmma writes the accumulators; the tile is zeros
     zeros = ir.If(b("==", v("k_tiles"), 0, dtypes.bool_),
-                  serial("i", n // 2, ir.Store("acc", (v("i"),), ir.Imm(0.0, F32)),
+                  serial("i", slabs * regs, ir.Store("acc", (v("i"),), ir.Imm(0.0, F32)),
                          kind="unroll"))
     if isinstance(p.K, ir.Imm) and p.K.value > 0:
         zeros = None
-    body = tile_loop(p, ir.seq(zeros, serial("kb", v("k_tiles"), step), store))
+    body = tile_loop(p, ir.seq(zeros, serial("kb", v("k_tiles"), step), *stores),
+                     own=p.pingpong)
     body = ir.seq(body, one_thread(call("tma_store_wait", c(0))))
     return ir.Role("w", "consumer", 1, p.consumers, p.consumer_regs, body)
 
@@ -251,7 +284,8 @@ def _operand_map(name, tensor, p: GemmPlan, rows, mn):
 def kernel(p: GemmPlan) -> ir.Kernel:
     S = p.stages
     init = one_thread(ir.seq(*[ir.seq(call("mbarrier_init", ref("full", s), c(1)),
-                                      call("mbarrier_init", ref("empty", s), c(p.consumers)))
+                                      call("mbarrier_init", ref("empty", s),
+                                           c(1 if p.pingpong else p.consumers)))
                                for s in range(S)], call("fence_mbarrier_init")))
     body = ir.seq(
         ir.If(b("==", TID, 0, dtypes.bool_), init.then),
@@ -268,7 +302,7 @@ def kernel(p: GemmPlan) -> ir.Kernel:
                   layout=ir.Swizzle(128)),
         ir.Buffer("full", U64, (c(S),), "barrier"),
         ir.Buffer("empty", U64, (c(S),), "barrier"),
-        ir.Buffer("acc", F32, (c(p.bn // 2),), "local"),
+        ir.Buffer("acc", F32, (c(_slabs(p) * p.bn // 2),), "local"),
     ]
     for a in reversed(allocs):
         body = ir.Alloc(a, body)
@@ -287,9 +321,10 @@ def describe(p: GemmPlan) -> str:
     order = lambda mn: "MN-major" if mn else "K-major"  # noqa: E731
     grid = (f"persistent over the SMs, group_m={p.group_m}" if p.persistent else
             f"one block per tile, group_m={p.group_m}")
+    mode = " ping-ponging on tiles" if p.pingpong else ""
     return (f"hopper_gemm: tile {p.bm}x{p.bn}x{p.bk}, {p.stages}-slot TMA ring, 1 producer "
             f"({p.producer_regs} regs) + {p.consumers} consumer warpgroups ({p.consumer_regs} "
-            f"regs), wgmma m64n{p.bn}k16 {p.dtype.name}, A {order(p.a_mn)}, B {order(p.b_mn)}, "
+            f"regs){mode}, wgmma m64n{p.bn}k16 {p.dtype.name}, A {order(p.a_mn)}, B {order(p.b_mn)}, "
             f"{grid}, TMA-store epilogue ({p.out.name}"
             + (f", computed from the accumulators{' and ' + ', '.join(p.loads) if p.loads else ''}"
                if p.epilogue is not None else "") + ")")

@@ -78,17 +78,23 @@ def plan(builder, stage: str) -> GemmPlan | None:
         _bad(stage, f"its loops must be {mo}, {no}, then {wo} and {ko} (either order), then "
                     f"the tensorized {wi}, {ni}, {ki}; they are {', '.join(order)} (reorder)")
     bm = rm.factor
+    pingpong = bool(st.roles and st.roles[3])
     if rw.factor != 64 or bm % 64 or not 1 <= bm // 64 <= 2:
-        _bad(stage, f"the block's rows ({bm}) must be 64 or 128: 64 per consumer warpgroup, "
-                    f"one or two consumers")
-    consumers = bm // 64
+        _bad(stage, f"the block's rows ({bm}) must be 64 or 128: " +
+             ("one or two 64-row slabs per consumer" if pingpong else
+              "64 per consumer warpgroup, one or two consumers"))
+    consumers = 2 if pingpong else bm // 64
+    if pingpong and bm // 64 * bn // 2 > 128:
+        _bad(stage, f"ping-pong consumers each hold a whole {bm} x {bn} tile: "
+                    f"{bm // 64 * bn // 2} float32 accumulators per thread, more than 128 "
+                    f"(take 64 rows with N = 256, or 128 rows with N = 128)")
     if rn.factor != bn or rk.factor != 64:
         _bad(stage, f"n must be split by {bn} and k by 64")
     # the roles
     if st.roles is None or st.roles[0] != wo:
         _bad(stage, f"warp_specialize({wo!r}) is needed: a producer warpgroup issues the TMA "
                     f"copies, the {consumers} iteration(s) of '{wo}' are consumer warpgroups")
-    _, preg, creg = st.roles
+    _, preg, creg, _ = st.roles
     if 128 * (preg + consumers * creg) > 65536:
         _bad(stage, f"warp_specialize: {preg} + {consumers} x {creg} registers per thread of "
                     f"128-thread warpgroups need {128 * (preg + consumers * creg)}; a "
@@ -162,7 +168,7 @@ def plan(builder, stage: str) -> GemmPlan | None:
         dtype=dt, out=out, a_mn=a_sub[-1] == m, b_mn=b_sub[-1] == n,
         M=ext[m], N=ext[n], K=ext[k], sizes=tuple(used), bm=bm, bn=bn, bk=64, stages=stages,
         consumers=consumers, group_m=group_m, producer_regs=preg, consumer_regs=creg,
-        persistent=persistent, epilogue=epi, loads=loads)
+        persistent=persistent, epilogue=epi, loads=loads, pingpong=pingpong)
 
 
 def _epilogue(builder, stage, st, es, ext, mn, out):

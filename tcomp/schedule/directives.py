@@ -173,6 +173,7 @@ class WarpSpecialize:
     axis: str
     producer_regs: int
     consumer_regs: int
+    pingpong: bool = False
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,7 @@ _FIELD_TYPES = {
     "str": (lambda v: isinstance(v, str), "a string"),
     "int": (lambda v: type(v) is int, "an integer"),
     "int | None": (lambda v: v is None or type(v) is int, "an integer or null"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
     "tuple[str, ...]": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
                         "a list of strings"),
 }

@@ -100,13 +100,18 @@ class HopperPrimitives:
         self._sched.directives.append(D.Persistent(self.name, o, i, g))
         s.persistent = (o, i, g)
 
-    def warp_specialize(self, ax, producer_regs: int = 40, consumer_regs: int = 232):
+    def warp_specialize(self, ax, producer_regs: int = 40, consumer_regs: int = 232,
+                        pingpong: bool = False):
         """Split the block into roles: one producer warpgroup whose one thread
         issues the TMA copies of the pipelined loop, and one consumer
         warpgroup per iteration of loop `ax` (each computing its part of
         the tile, e.g. 64 rows), the roles synchronised by the ring's
         full/empty mbarriers. `producer_regs` / `consumer_regs`: the registers
         per thread each role keeps (setmaxnreg; multiples of 8 in 24..256).
+        `pingpong=True`: two consumer warpgroups take whole tiles in turn
+        (tiles 0, 2, ... and 1, 3, ...), each computing every iteration of
+        `ax` (the tile's 64-row slabs), so that one's epilogue runs while the
+        other's wgmma do (small K, heavy epilogues).
 
         for w in 0:2: for k_o: mma(w, k_o)
         --warp_specialize(w, 40, 232)-->
@@ -132,9 +137,11 @@ class HopperPrimitives:
                                 f"roles bind it to warpgroups themselves")
         if getattr(s, "roles", None):
             raise ScheduleError(f"{p}: stage '{self.name}' is warp-specialised already")
+        if not isinstance(pingpong, bool):
+            raise ScheduleError(f"{p}: pingpong must be True or False, got {pingpong!r}")
         self._sched.directives.append(D.WarpSpecialize(self.name, name, int(producer_regs),
-                                                       int(consumer_regs)))
-        s.roles = (name, int(producer_regs), int(consumer_regs))
+                                                       int(consumer_regs), pingpong))
+        s.roles = (name, int(producer_regs), int(consumer_regs), pingpong)
 
     def epilogue(self, stage):
         """Compute the elementwise stage `stage`, which reads this (Hopper)

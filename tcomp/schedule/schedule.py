@@ -164,7 +164,7 @@ class Schedule:
         elif isinstance(d, D.Persistent):
             st.persistent(ax(d.outer), ax(d.inner), d.group_m)
         elif isinstance(d, D.WarpSpecialize):
-            st.warp_specialize(ax(d.axis), d.producer_regs, d.consumer_regs)
+            st.warp_specialize(ax(d.axis), d.producer_regs, d.consumer_regs, d.pingpong)
         elif isinstance(d, D.SetScope):
             st.set_scope(d.scope)
         elif isinstance(d, D.StorageOrder):

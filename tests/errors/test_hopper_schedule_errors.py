@@ -272,3 +272,20 @@ def test_plan_epilogue_reads_other_tensors_at_its_own_indices():
     s["T"].epilogue(s["D"])
     err(lambda: tcomp.lower(s), LoweringError, "'D' has a dimension of min(M, N) where loop 'm' "
         "runs over M; the tiles cover whole tensors")
+
+
+def test_pingpong_errors():
+    s, C, ax = _tiled()
+    err(lambda: C.warp_specialize(ax["w"], 40, 232, pingpong=1), ScheduleError,
+        "warp_specialize: pingpong must be True or False, got 1")
+    s, C, ax = _tiled()  # 128 x 256 tiles: 256 accumulators per ping-pong consumer
+    _copies(s, C, ax["ko"])
+    C.pipeline(ax["ko"], 4)
+    C.warp_specialize(ax["w"], 40, 232, pingpong=True)
+    C.persistent(ax["mo"], ax["no"])
+    C.tensorize(ax["mw"], "wgmma_m64n256k16")
+    err(lambda: tcomp.lower(s), LoweringError, "ping-pong consumers each hold a whole 128 x 256 "
+        "tile: 256 float32 accumulators per thread, more than 128 (take 64 rows with N = 256, "
+        "or 128 rows with N = 128)")
+    with pytest.raises(LoweringError, match="ping-pong: two consumers, each a whole tile"):
+        GemmConfig(bm=128, bn=256, pingpong=True).check()

@@ -120,3 +120,34 @@ def test_sim_fused_epilogue(src, layout):
     np.testing.assert_allclose(got, want, rtol=2 ** -7, atol=1e-2)
     again = tcomp.Schedule.from_json(o, s.to_json())
     assert str(tcomp.lower(again, sizes=sizes)) == text
+
+
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+@pytest.mark.parametrize("config", [GemmConfig(bm=128, bn=128, stages=3, pingpong=True),
+                                    GemmConfig(bm=64, bn=256, stages=2, pingpong=True)])
+def test_sim_pingpong(layout, config):
+    """Two consumers taking whole tiles in turn: an odd number of tiles per
+    block (the sim runs 3 multiprocessors), partial tiles, a K tail."""
+    o = op(layout)
+    s = hopper_schedule(o, config)
+    sizes = {"M": 200, "N": 264, "K": 80}
+    text = str(tcomp.lower(s, sizes=sizes))
+    assert "ping-ponging on tiles" in text
+    k = tcomp.build(s, target="sim", sizes=sizes)
+    A, B = data(layout, 200, 264, 80, seed=6)
+    np.testing.assert_allclose(np.asarray(k(A, B)).astype(np.float64), reference(layout, A, B),
+                               rtol=2 ** -7, atol=1e-3)
+
+
+def test_sim_pingpong_fused_epilogue_and_k_zero():
+    o = tcomp.op(BIAS_GELU)
+    s = hopper_schedule(o, GemmConfig(bm=128, bn=128, stages=2, pingpong=True), stage="T")
+    s["T"].epilogue(s["D"])
+    k = tcomp.build(s, target="sim")
+    rng = np.random.default_rng(7)
+    for K in (72, 0):
+        A, B = data("NN", 136, 200, K, seed=K)
+        bias = rng.standard_normal(200).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(k(A, B, bias)).astype(np.float64),
+                                   np.asarray(tcomp.evaluate(o, A, B, bias)).astype(np.float64),
+                                   rtol=2 ** -7, atol=1e-2)

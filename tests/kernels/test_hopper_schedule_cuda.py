@@ -64,3 +64,13 @@ def test_fused_bias_gelu():
     bias = np.random.default_rng(5).standard_normal(1032).astype(np.float32)
     want = np.asarray(tcomp.evaluate(o, A, B, bias)).astype(np.float64)
     _close(k(A, B, bias), want)
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT"])
+@pytest.mark.parametrize("config", [GemmConfig(bm=128, bn=128, stages=4, pingpong=True),
+                                    GemmConfig(bm=64, bn=256, stages=4, pingpong=True)])
+def test_pingpong(layout, config):
+    k = tcomp.build(hopper_schedule(op(layout), config), target="cuda")
+    for M, N, K in [(1000, 1032, 520), (2048, 2048, 64)]:
+        A, B = data(layout, M, N, K, seed=M)
+        _close(k(A, B), reference(layout, A, B))

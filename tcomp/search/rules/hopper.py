@@ -11,7 +11,8 @@ output; the TMA engine needs every operand's and the output's rows to be a
 multiple of 16 bytes at the tuning sizes.
 
 Parameters: bn (the wgmma N: 128 or 256), consumers (1 or 2: block rows
-64 x consumers), stages (2..5, within shared memory), group_m (the grouped
+64 x consumers), pingpong (two consumers taking whole tiles of bm = 64 or
+128 rows in turn instead), bm, stages (2..5, within shared memory), group_m (the grouped
 tile order), persistent (a grid of one block per SM, or one block per
 tile), consumer_regs (the consumers' registers: 232 with two consumers,
 232 or 240 with one).
@@ -78,10 +79,13 @@ def _ht_applies(ctx, stage):
 
 
 def _sample(rng):
-    consumers = pick(rng, [2, 2, 1])
-    return {"bn": pick(rng, [256, 256, 128]), "consumers": consumers,
+    pingpong = bool(rng.integers(3) == 0)
+    consumers = 2 if pingpong else pick(rng, [2, 2, 1])
+    bn = pick(rng, [256, 256, 128])
+    return {"bn": bn, "consumers": consumers, "pingpong": pingpong,
+            "bm": (pick(rng, [64, 128]) if bn == 128 else 64) if pingpong else 64 * consumers,
             "stages": pick(rng, [3, 4, 4, 5]), "group_m": pick(rng, [1, 4, 8, 8, 16]),
-            "persistent": bool(rng.integers(4) > 0),
+            "persistent": bool(rng.integers(4) > 0) or pingpong,
             "consumer_regs": 232 if consumers == 2 else pick(rng, [232, 240])}
 
 
@@ -94,7 +98,12 @@ def _ht_sample(ctx, stage, rng):
 
 
 def _ht_feasible(ctx, stage, p):
-    bm = 64 * p["consumers"]
+    pingpong = p.get("pingpong", False)  # (plans recorded before: cooperative)
+    bm = p.get("bm", 64 * p["consumers"])
+    if pingpong and (p["consumers"] != 2 or bm not in (64, 128) or bm // 64 * p["bn"] > 256):
+        return False
+    if not pingpong and bm != 64 * p["consumers"]:
+        return False
     ring = p["stages"] * (bm + p["bn"]) * 64 * 2
     regs = 128 * (40 + p["consumers"] * p["consumer_regs"])
     return (p["bn"] in (128, 256) and p["consumers"] in (1, 2) and 2 <= p["stages"] <= 5
@@ -104,9 +113,10 @@ def _ht_feasible(ctx, stage, p):
 
 def config(p):
     from ...kernels.gemm_sm90 import GemmConfig
-    return GemmConfig(bm=64 * p["consumers"], bn=p["bn"], stages=p["stages"],
+    return GemmConfig(bm=p.get("bm", 64 * p["consumers"]), bn=p["bn"], stages=p["stages"],
                       consumers=p["consumers"], group_m=p["group_m"],
-                      consumer_regs=p["consumer_regs"], persistent=p["persistent"])
+                      consumer_regs=p["consumer_regs"], persistent=p["persistent"],
+                      pingpong=p.get("pingpong", False))
 
 
 def _ht_apply(s, ctx, stage, p):
