@@ -265,8 +265,20 @@ def consumer(p: GemmPlan):
                          kind="unroll"))
     if isinstance(p.K, ir.Imm) and p.K.value > 0:
         zeros = None
-    body = tile_loop(p, ir.seq(zeros, serial("kb", v("k_tiles"), step), *stores),
-                     own=p.pingpong)
+    mainloop = serial("kb", v("k_tiles"), step)
+    if p.pingpong:
+        # the consumers' mainloops in tile order: consumer w's u-th tile (tile 2u + w)
+        # starts when the other's mainloop of tile 2u + w - 1 is done (the `turn` barrier
+        # of consumer c completes a phase per mainloop of c). Without it a consumer would
+        # wait on ring phases a whole tile ahead, where a parity names two phases.
+        wait = ir.If(b("==", v("w"), 1, dtypes.bool_),
+                     call("mbarrier_wait", ref("turn", 0), b("%", v("u"), 2)),
+                     ir.If(b(">=", v("u"), 1, dtypes.bool_),
+                           call("mbarrier_wait", ref("turn", 1),
+                                b("%", b("-", v("u"), 1), 2))))
+        mainloop = ir.seq(wait, mainloop,
+                          one_thread(call("mbarrier_arrive", ref("turn", v("w")))))
+    body = tile_loop(p, ir.seq(zeros, mainloop, *stores), own=p.pingpong)
     body = ir.seq(body, one_thread(call("tma_store_wait", c(0))))
     return ir.Role("w", "consumer", 1, p.consumers, p.consumer_regs, body)
 
@@ -283,7 +295,8 @@ def _operand_map(name, tensor, p: GemmPlan, rows, mn):
 
 def kernel(p: GemmPlan) -> ir.Kernel:
     S = p.stages
-    init = one_thread(ir.seq(*[ir.seq(call("mbarrier_init", ref("full", s), c(1)),
+    turns = [call("mbarrier_init", ref("turn", w), c(1)) for w in range(2)] if p.pingpong else []
+    init = one_thread(ir.seq(*turns, *[ir.seq(call("mbarrier_init", ref("full", s), c(1)),
                                       call("mbarrier_init", ref("empty", s),
                                            c(1 if p.pingpong else p.consumers)))
                                for s in range(S)], call("fence_mbarrier_init")))
@@ -302,6 +315,7 @@ def kernel(p: GemmPlan) -> ir.Kernel:
                   layout=ir.Swizzle(128)),
         ir.Buffer("full", U64, (c(S),), "barrier"),
         ir.Buffer("empty", U64, (c(S),), "barrier"),
+        *([ir.Buffer("turn", U64, (c(2),), "barrier")] if p.pingpong else []),
         ir.Buffer("acc", F32, (c(_slabs(p) * p.bn // 2),), "local"),
     ]
     for a in reversed(allocs):

@@ -139,6 +139,20 @@ def test_sim_pingpong(layout, config):
                                rtol=2 ** -7, atol=1e-3)
 
 
+def test_sim_pingpong_consumers_take_turns():
+    """K of 6 slots on a ring of 2: without the consumers' turn barriers the
+    second consumer waits on ring phases a tile ahead, where the parity it
+    waits for names an earlier phase, and reads another tile's operands."""
+    o = op("NN")
+    s = hopper_schedule(o, GemmConfig(bm=64, bn=128, stages=2, pingpong=True))
+    sizes = {"M": 256, "N": 256, "K": 384}
+    assert "mbarrier_wait(&turn[" in str(tcomp.lower(s, sizes=sizes))
+    k = tcomp.build(s, target="sim", sizes=sizes)
+    A, B = data("NN", 256, 256, 384, seed=8)
+    np.testing.assert_allclose(np.asarray(k(A, B)).astype(np.float64), reference("NN", A, B),
+                               rtol=2 ** -7, atol=1e-3)
+
+
 def test_sim_pingpong_fused_epilogue_and_k_zero():
     o = tcomp.op(BIAS_GELU)
     s = hopper_schedule(o, GemmConfig(bm=128, bn=128, stages=2, pingpong=True), stage="T")
