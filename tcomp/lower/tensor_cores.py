@@ -37,6 +37,7 @@ import dataclasses
 from ..arch import fragments
 from ..errors import LoweringError
 from . import ir
+from . import tensor_core_operands as operands
 from .printer import expr as expr_text
 from .rewriter import Rewriter, substitute, walk_stmts
 from .simplify import Linear, kernel_simplifier
@@ -56,8 +57,13 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
                             f"iterations of the shared-memory copies to threadIdx.x and the "
                             f"warps to threadIdx.y/z")
     simp = kernel_simplifier(k)
+    body = operands.squeeze(k.body, frags, simp)  # batch dimensions of extent 1
+    frags = operands.fragments(body)
     roles: dict[str, str] = {}
-    body = _Tensorize(frags, roles, simp).stmt(k.body)
+    transposed: dict[str, bool] = {}  # operand fragment -> read as A[k, m] or B[n, k]
+    body = _Tensorize(frags, roles, simp, transposed).stmt(body)
+    body = operands.transpose(body, frags, sorted(n for n, t in transposed.items() if t))
+    frags = operands.fragments(body)
     for name in frags:
         if name not in roles:
             raise LoweringError(f"kernel {k.name}: fragment '{name}' is not an operand of a "
@@ -87,8 +93,9 @@ class _Tensorize(Rewriter):
     the tile's origin (logical subscripts); the accumulator's initialisation
     nest (built with the same loops) becomes plain loops."""
 
-    def __init__(self, frags, roles, simp):
+    def __init__(self, frags, roles, simp, transposed):
         self.frags, self.roles, self.simp = frags, roles, simp
+        self.transposed = transposed  # operands read as A[k, m] or B[n, k]
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         if s.kind != "tensorize":
@@ -136,19 +143,28 @@ class _Tensorize(Rewriter):
         ext = {lp.var: lp.extent for lp in loops}
         m = self._var_of(store.indices[0], names, acc, 0)
         n = self._var_of(store.indices[1], names, acc, 1)
-        for a, b in ((x, y), (y, x)):
-            # (the tile's subscripts are the last two: a ring of fragments has its
-            # slot first)
-            if len(a.indices) >= 2 and len(b.indices) >= 2 and \
-                    self._var_of(a.indices[-2], names, a.buffer, 0, strict=False) == m and \
-                    self._var_of(b.indices[-1], names, b.buffer, 1, strict=False) == n:
+        # A is the operand with m among its tile's two subscripts (the last two: a ring of
+        # fragments has its slot first), B the one with n; each in either order
+        def tile_vars(ld):
+            if len(ld.indices) < 2:
+                return None
+            return tuple(self._var_of(i, names, ld.buffer, d, strict=False)
+                         for d, i in enumerate(ld.indices[-2:]))
+        tx, ty = tile_vars(x), tile_vars(y)
+        for a, b, ta, tb in ((x, y, tx, ty), (y, x, ty, tx)):
+            if ta is not None and tb is not None and m in ta and n in tb:
                 break
         else:
             raise LoweringError(f"tensorize {s.intrin}: cannot tell A[m, k] from B[k, n] in the "
                                 f"update of '{acc}'")
-        k = self._var_of(a.indices[-1], names, a.buffer, 1)
-        if self._var_of(b.indices[-2], names, b.buffer, 0) != k or len({m, n, k}) != 3:
+        k = ta[1 - ta.index(m)]
+        if k is None or set(tb) != {k, n} or len({m, n, k}) != 3:
             raise LoweringError(f"tensorize {s.intrin}: A and B do not share the reduction loop")
+        for buf, trans in ((a.buffer, ta == (k, m)), (b.buffer, tb == (n, k))):
+            if self.transposed.setdefault(buf, trans) != trans:
+                raise LoweringError(f"tensorize {s.intrin}: fragment '{buf}' is read in both "
+                                    f"major orders by the tensorized loops; read it in one "
+                                    f"(the other operand's cache_read in its own fragment)")
         for var, want in ((m, 16), (n, 8), (k, 16)):
             e = ext[var]
             if not (isinstance(e, ir.Imm) and e.value == want):
@@ -352,10 +368,15 @@ class _Distribute(Rewriter):
 
     def _ldmatrix(self, body, buf, lay, rv, cv, origin, pair=False):
         """`F[i0, i1] = S[...]` (F an A or B fragment, S shared of the same type,
-        contiguous along F's columns, 16-byte aligned rows): one ldmatrix per
-        tile (x4 for a 16 x 16 A tile; x2.trans for a 16 x 8 B tile, k rows;
-        with `pair`, x4.trans for two B tiles side by side), else None. Lane l gives the address of row l % 16 (A: at column
-        8 (l // 16); B: lanes 16-31 repeat lanes 0-15)."""
+        contiguous along F's columns or along its rows, 16-byte aligned rows of
+        8 elements): one ldmatrix per tile, else None. Along the columns (A[m,
+        k] with k contiguous, B[k, n] with n contiguous): x4 for a 16 x 16 A
+        tile, x2.trans for a 16 x 8 B tile, with `pair` x4.trans for two B
+        tiles side by side; lane l gives the address of row l % 16 (A: at
+        column 8 (l // 16); B: lanes 16-31 repeat lanes 0-15). Along the rows
+        (an operand stored in the other major order: A[k, m], B[n, k]): x4.trans
+        for A, x2 or (pair) x4 for B, lane l giving the address of column
+        l % 8 (+ 8) at row 0 or 8 (tensor_core_operands.LDMATRIX)."""
         if lay.role not in ("a", "b") or not isinstance(body, ir.Store) or body.buffer != buf:
             return None
         src = _load(body.value)
@@ -364,18 +385,20 @@ class _Distribute(Rewriter):
             return None
         if not all(isinstance(d, ir.Imm) for d in sb.shape):
             return None
-        # contiguous along the fragment's columns: only the last subscript moves with them,
-        # by one element per column
+        # contiguous along the fragment's columns (or rows): only the last subscript moves
+        # with them, by one element per column (row)
         lins = [self.simp.linear(i) for i in src.indices]
-        c = ir.Var(cv)
-        if lins[-1].terms.get(c) != 1 or any(c in l.terms for l in lins[:-1]):
-            return None
-        if lay.role == "a":
-            rows, fn = fragments.LDMATRIX_A_ROWS, "ldmatrix_x4"
-        elif pair:  # lanes 16-31: the rows of the second tile, 8 columns on
-            rows, fn = fragments.LDMATRIX_B_ROWS, "ldmatrix_x4_trans"
+
+        def along(v):
+            v = ir.Var(v)
+            return lins[-1].terms.get(v) == 1 and not any(v in x.terms for x in lins[:-1])
+        if along(cv):
+            major = "col"
+        elif along(rv):
+            major = "row"
         else:
-            rows, fn = fragments.LDMATRIX_X2_ROWS, "ldmatrix_x2_trans"
+            return None
+        fn, rows = operands.LDMATRIX[lay.role, major, bool(pair and lay.role == "b")]
         lr, lc = rows(LANE, ops=IR_OPS)  # the (row, col) whose address this lane gives
         at = {rv: _b("+", origin[rv], lr), cv: _b("+", origin[cv], lc)}
         sidx = tuple(self.simp.expr(substitute(i, at)) for i in src.indices)

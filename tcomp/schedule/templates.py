@@ -6,6 +6,7 @@ search's point with the same parameters are the same directives.
 from __future__ import annotations
 
 from ..errors import ScheduleError
+from .matmul_shape import matmul_shape
 
 
 def simt_gemm(s, stage, a_name, b_name, bm, bn, bk, tm, tn, fragments=True, pipeline=False,
@@ -175,10 +176,15 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     if pad and swizzle:
         raise ValueError("tc_tiles: pad and swizzle are two ways to the same end; pick one")
     CS = s.cache_write(C, "shared") if smem_epilogue else None  # (before C's loops change)
-    m, n = C.axes
+    *batch, m, n = C.axes
     mo, no, mi, ni = C.tile(m, n, bm, bn)
     C.bind(mo, "blockIdx.y")
     C.bind(no, "blockIdx.x")
+    if batch:  # batched products: the batch axes (fused) over blockIdx.z
+        b = batch[0]
+        for x in batch[1:]:
+            b = C.fuse(b, x)
+        C.bind(b, "blockIdx.z")
     warps = (bm // wm) * (bn // wn)
     if CS is None:
         W, wmi, wni = C, mi, ni  # the warps store their fragments straight to C
@@ -200,7 +206,7 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     if pair_stores:  # the accumulator's layout gives each lane pairs of adjacent columns
         _, nv = W.split(nf, 2)
         W.vectorize(nv)
-    fm, fn = CF.axes
+    *_, fm, fn = CF.axes
     (fk,) = CF.reduce_axes
     ko, ki = CF.split(fk, bk)
     kio, kii = CF.split(ki, 16)
@@ -216,8 +222,13 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     AF.compute_at(CF, kio)
     BF = s.cache_read(BS, "fragment", [CF])
     BF.compute_at(CF, kio)
-    for S, width in ((AS, bk), (BS, bn)):
-        a0, a1 = S.axes
+    shape = matmul_shape(s.states[CF.name].definition)
+    if isinstance(shape, str):  # (tensorize above refused it already)
+        raise ScheduleError(f"tc_tiles: stage '{CF.name}': {shape}")
+    # the rows of each shared tile: A[m, k] rows of bk, A[k, m] of bm; B[k, n] of bn, B[n, k]
+    # of bk
+    for S, width in ((AS, bm if shape.a_trans else bk), (BS, bk if shape.b_trans else bn)):
+        *_, a0, a1 = S.axes
         if swizzle:
             S.swizzle()
         elif pad:

@@ -1,0 +1,119 @@
+"""Fragment buffers put in the shape the mma layouts are written for, before
+tensor_cores.py distributes them over the lanes (two rewrites of that pass):
+
+* `squeeze`: a fragment of a batched product (C[b, m, n] += A[b, m, k] *
+  B[b, k, n], the batch loops outside the tensorized ones) is allocated with
+  the batch dimensions of extent 1 it covers: `C_fragment[1, 16, 16]` becomes
+  `C_fragment[16, 16]` and every access drops the subscripts (0) of those
+  dimensions. A ring slot (the first dimension of a pipelined fragment, more
+  than one slot) stays.
+* `transpose`: an operand read in the other major order (A as A[k, m], B as
+  B[n, k]: the mma's A is m x k, its B k x n) has its tile's two dimensions
+  swapped, in its allocation and in every access, so that every fragment is
+  then in the mma's own orientation. Copies into it are unchanged in
+  meaning; `ldmatrix` serves a shared tile whose rows run along the
+  fragment's other dimension with its other form (.trans for A, plain for B:
+  `LDMATRIX` below).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..arch.layout import E, Layout
+from ..arch import fragments as _F
+from ..errors import LoweringError
+from . import ir
+from .printer import expr as expr_text
+from .rewriter import Rewriter
+
+# (role, the fragment's dimension along which the shared tile's rows of 8 elements
+# run, pair of B tiles) -> (intrinsic, lane -> (row, col) of the fragment element whose
+# address the lane gives). "col": rows along the fragment's columns (A[m, k] with k
+# contiguous, B[k, n] with n contiguous); "row": along its rows (A[k, m] with m
+# contiguous, B[n, k] with k contiguous). For "row", lane l gives matrix q = l / 8 its
+# row l % 8: A (x4.trans): matrices (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15),
+# (m 8-15, k 8-15), the 8 rows of each at k = l % 8 (+ 8), from m = 0 (or 8); two B
+# tiles (x4, k x 16): (k 0-7, n 0-7), (k 8-15, n 0-7), then n 8-15, the rows at n = l % 8
+# (+ 8), from k = 0 (or 8); one B tile (x2): the first two, lanes 16-31 repeating 0-15.
+_ROW_MAJOR_X4 = Layout((8, 2, 2), (E(0, 1), E(8, 0), E(0, 8)))
+_ROW_MAJOR_X2 = Layout((8, 2, 2), (E(0, 1), E(8, 0), E(0, 0)))
+LDMATRIX = {
+    ("a", "col", False): ("ldmatrix_x4", _F.LDMATRIX_A_ROWS),
+    ("b", "col", True): ("ldmatrix_x4_trans", _F.LDMATRIX_B_ROWS),
+    ("b", "col", False): ("ldmatrix_x2_trans", _F.LDMATRIX_X2_ROWS),
+    ("a", "row", False): ("ldmatrix_x4_trans", _ROW_MAJOR_X4),
+    ("b", "row", True): ("ldmatrix_x4", _ROW_MAJOR_X4),
+    ("b", "row", False): ("ldmatrix_x2", _ROW_MAJOR_X2),
+}
+
+
+def fragments(body: ir.Stmt) -> dict[str, ir.Buffer]:
+    from .rewriter import walk_stmts
+    return {x.buffer.name: x.buffer for x in walk_stmts(body)
+            if isinstance(x, ir.Alloc) and x.buffer.scope == "fragment"}
+
+
+class _Accesses(Rewriter):
+    """Rewrite the subscripts of every access (Load, Store, Ref) to the
+    buffers in `fix` (name -> subscripts -> subscripts) and their Allocs
+    (`shapes`: name -> new shape)."""
+
+    def __init__(self, fix, shapes):
+        self.fix, self.shapes = fix, shapes
+
+    def expr_Load(self, e):
+        e = self.generic(e)
+        f = self.fix.get(e.buffer)
+        return e if f is None else dataclasses.replace(e, indices=f(e.indices))
+
+    def expr_Ref(self, e):
+        e = self.generic(e)
+        f = self.fix.get(e.buffer)
+        return e if f is None else dataclasses.replace(e, indices=f(e.indices))
+
+    def stmt_Store(self, s):
+        s = self.generic(s)
+        f = self.fix.get(s.buffer)
+        return s if f is None else dataclasses.replace(s, indices=f(s.indices))
+
+    def stmt_Alloc(self, s):
+        s = self.generic(s)
+        shape = self.shapes.get(s.buffer.name)
+        if shape is None:
+            return s
+        return dataclasses.replace(s, buffer=dataclasses.replace(s.buffer, shape=shape))
+
+
+def squeeze(body: ir.Stmt, frags: dict, simp) -> ir.Stmt:
+    """Drop the dimensions of extent 1 before a fragment's tile (batch
+    dimensions of a batched product; see the module docstring)."""
+    fix, shapes = {}, {}
+    for name, b in frags.items():
+        shape = b.shape
+        drop = [i for i, d in enumerate(shape[:-2]) if isinstance(d, ir.Imm) and d.value == 1]
+        if not drop:
+            continue
+
+        def f(idx, drop=frozenset(drop), name=name):
+            if len(idx) != len(frags[name].shape):
+                return idx
+            for i in drop:
+                v = simp.expr(idx[i])
+                if not (isinstance(v, ir.Imm) and v.value == 0):
+                    raise LoweringError(f"fragment '{name}': subscript {i} "
+                                        f"({expr_text(idx[i])}) of a dimension of extent 1 "
+                                        f"(a batch dimension of the product) is not 0")
+            return tuple(x for i, x in enumerate(idx) if i not in drop)
+        fix[name] = f
+        shapes[name] = tuple(d for i, d in enumerate(shape) if i not in drop)
+    return _Accesses(fix, shapes).stmt(body) if fix else body
+
+
+def transpose(body: ir.Stmt, frags: dict, names) -> ir.Stmt:
+    """Swap the tile's two dimensions of the fragments `names` (operands read
+    in the other major order; see the module docstring)."""
+    def f(idx):
+        return idx[:-2] + (idx[-1], idx[-2])
+    fix = {n: f for n in names}
+    shapes = {n: f(frags[n].shape) for n in names}
+    return _Accesses(fix, shapes).stmt(body) if fix else body
