@@ -21,7 +21,6 @@ import dataclasses
 
 from ..arch.layout import E, Layout
 from ..arch import fragments as _F
-from ..errors import LoweringError
 from . import ir
 from .printer import expr as expr_text
 from .rewriter import Rewriter
@@ -97,12 +96,9 @@ def squeeze(body: ir.Stmt, frags: dict, simp) -> ir.Stmt:
         def f(idx, drop=frozenset(drop), name=name):
             if len(idx) != len(frags[name].shape):
                 return idx
-            for i in drop:
+            for i in drop:  # (bounds inference sized the dimension: its one index is 0)
                 v = simp.expr(idx[i])
-                if not (isinstance(v, ir.Imm) and v.value == 0):
-                    raise LoweringError(f"fragment '{name}': subscript {i} "
-                                        f"({expr_text(idx[i])}) of a dimension of extent 1 "
-                                        f"(a batch dimension of the product) is not 0")
+                assert isinstance(v, ir.Imm) and v.value == 0, (name, i, expr_text(v))
             return tuple(x for i, x in enumerate(idx) if i not in drop)
         fix[name] = f
         shapes[name] = tuple(d for i, d in enumerate(shape) if i not in drop)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..arch import fragments
 from ..errors import LoweringError
 from . import ir
 from . import tensor_core_operands as operands
@@ -141,6 +140,13 @@ class _Tensorize(Rewriter):
                                 f"read two buffers")
         names = [lp.var for lp in loops]
         ext = {lp.var: lp.extent for lp in loops}
+        if len(store.indices) != 2:  # (batch dimensions of extent 1 are squeezed already)
+            shape = " x ".join(expr_text(d) for d in self.frags[acc].shape)
+            raise LoweringError(f"tensorize {s.intrin}: the accumulator fragment '{acc}' is "
+                                f"{shape}: it holds the tiles of several products of the "
+                                f"batch; compute it at a loop inside its consumer's batch "
+                                f"loops (or bind those to block indices) so that it holds "
+                                f"one product's m x n tile")
         m = self._var_of(store.indices[0], names, acc, 0)
         n = self._var_of(store.indices[1], names, acc, 1)
         # A is the operand with m among its tile's two subscripts (the last two: a ring of
@@ -160,11 +166,6 @@ class _Tensorize(Rewriter):
         k = ta[1 - ta.index(m)]
         if k is None or set(tb) != {k, n} or len({m, n, k}) != 3:
             raise LoweringError(f"tensorize {s.intrin}: A and B do not share the reduction loop")
-        for buf, trans in ((a.buffer, ta == (k, m)), (b.buffer, tb == (n, k))):
-            if self.transposed.setdefault(buf, trans) != trans:
-                raise LoweringError(f"tensorize {s.intrin}: fragment '{buf}' is read in both "
-                                    f"major orders by the tensorized loops; read it in one "
-                                    f"(the other operand's cache_read in its own fragment)")
         for var, want in ((m, 16), (n, 8), (k, 16)):
             e = ext[var]
             if not (isinstance(e, ir.Imm) and e.value == want):
@@ -173,6 +174,10 @@ class _Tensorize(Rewriter):
         self._role(acc, "c")
         self._role(a.buffer, "a")
         self._role(b.buffer, "b")
+        for buf, trans in ((a.buffer, ta == (k, m)), (b.buffer, tb == (n, k))):
+            # (one operand of one stage's product: its orientation is the stage's, and the
+            # role check above refuses a fragment read as both A and B)
+            assert self.transposed.setdefault(buf, trans) == trans, buf
         zero = {name: ir.const(0) for name in names}
 
         def ref(buf, idx):

@@ -43,8 +43,7 @@ def matmul_shape(d) -> MatmulShape | str:
     definition is not such a product (for an error message)."""
     from ..lang.ast import Binary, Cast, Index, Read
     if d.reduce_op != "+" or len(d.reduce) != 1 or len(d.spatial) < 2:
-        return (f"it is not a sum over one reduction variable into two or more output "
-                f"dimensions")
+        return "it is not a sum over one reduction variable into two or more output dimensions"
     *batch, m, n = d.spatial
     (k,) = d.reduce
     e = d.rhs
@@ -65,8 +64,9 @@ def matmul_shape(d) -> MatmulShape | str:
     with_m = [r for r in reads if m in r[1]]
     with_n = [r for r in reads if n in r[1]]
     if len(with_m) != 1 or len(with_n) != 1 or with_m[0] is with_n[0]:
-        return (f"'{m}' (its row) and '{n}' (its column) must each be read by one operand, "
-                f"not the same one")
+        return (f"its last two dimensions, '{m}' and '{n}', are not the rows of one operand "
+                f"and the columns of the other (write the output with its batch dimensions "
+                f"first: C(b, m, n))")
     (ta, ia), (tb, ib) = with_m[0], with_n[0]
     for t, idx, row, name in ((ta, ia, m, "A"), (tb, ib, n, "B")):
         text = f"{t}[{', '.join(idx)}]"

@@ -190,7 +190,8 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
         W, wmi, wni = C, mi, ni  # the warps store their fragments straight to C
     else:
         CS.compute_at(C, no)
-        W, (wmi, wni) = CS, CS.axes
+        W = CS
+        *_, wmi, wni = CS.axes
         if swizzle:
             CS.swizzle()
         elif pad:
