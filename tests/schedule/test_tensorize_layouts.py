@@ -152,16 +152,19 @@ def test_transposed_operand_tile_rows_padded_by_its_own_width():
     assert "alloc shared bfloat16 B_shared[32, 24]" in text
 
 
-@pytest.mark.parametrize("src", [mm_src("NT"), mm_src("TN", "float16"), mm_src("TT", batch="b"),
-                                 ATTENTION])
-def test_nvrtc_compiles(src):
+@pytest.mark.parametrize("src, wn, form", [
+    (mm_src("NT"), 32, "x4"), (mm_src("NT", "float16"), 8, "x2"),  # B (N, K): plain ldmatrix
+    (mm_src("TN", "float16"), 32, "x4.trans"), (mm_src("TT", batch="b"), 32, "x4.trans"),
+    (ATTENTION, 32, "x4")])
+def test_nvrtc_compiles(src, wn, form):
     names = {"NB": 4, "M": 256, "N": 128, "K": 64, "H": 4, "I": 128, "J": 128, "D": 64}
     op = tcomp.op(src)
     sizes = {v.name: names[v.name] for t in op.inputs for v in t.shape}
-    op, s = schedule(src, bm=64, bn=64, wm=32, wn=32, bk=32, pipeline=3, swizzle=True,
+    op, s = schedule(src, bm=64, bn=64, wm=32, wn=wn, bk=32, pipeline=3, swizzle=True,
                      pair_stores=True)
     k = tcomp.build(s, target="cuda", sizes=sizes)
-    assert "ldmatrix" in k.source and "mma.sync.aligned.m16n8k16" in k.source
+    assert f"ldmatrix.sync.aligned.m8n8.{form}.shared.b16" in k.source
+    assert "mma.sync.aligned.m16n8k16" in k.source
     assert len(k.cubin) > 0
 
 
