@@ -290,7 +290,9 @@ TC_GEMM_GELU = """def gemm_bias_gelu(bfloat16(M,K) A, bfloat16(K,N) B, float(N) 
 def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=None,
             pipeline=False, unroll_k=False, swizzle=False, pair_stores=False,
             fragment_pipeline=0, smem_epilogue=False):
-    """Tensor-core GEMM (mma.sync m16n8k16): blocks of bm x bn outputs, warps
+    """Tensor-core GEMM (mma.sync m16n8k16) of `op` (TC_GEMM by default; any
+    one-statement product tensorize takes: TC_LAYOUTS' transposed operands,
+    TC_BMM's batch on blockIdx.z): blocks of bm x bn outputs, warps
     of wm x wn (threadIdx.y, 32 lanes along threadIdx.x), K tiles of bk in
     shared memory copied by all threads (16-byte pieces with `vector`), per
     k16 step A and B fragments loaded with ldmatrix, float32 accumulators in

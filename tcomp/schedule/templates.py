@@ -143,7 +143,10 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
               unroll_k, swizzle=False, pair_stores=False, fragment_pipeline=0,
               smem_epilogue=False):
     """The tensor-core schedule of tc_gemm on the output stage `C` and its
-    fragment accumulator `CF` (C(m, n) += A(m, k) * B(k, n)). `a_shared` and
+    fragment accumulator `CF` (C(m, n) += A(m, k) * B(k, n), or any product
+    `tensorize` takes: C(b.., m, n) batched, its batch axes fused onto
+    blockIdx.z; A given as (k, m) and B as (n, k), each shared tile then
+    padded by its own row length). `a_shared` and
     `b_shared` make the shared-memory stages of A and B (a cache_read of an
     input, or a temporary's own stage moved to shared memory), which are
     computed at the K-tile loop and read through fragments. Their ldmatrix
