@@ -187,7 +187,8 @@ class ComputePrimitives:
         Batched products and transposed operands too (schedule/matmul_shape.py):
         `C[b, m, n] += A[b, m, k] * B[b, k, n]` with the batch loops outside
         `ax`, and A read as A[k, m] or B as B[n, k] (NN, NT, TN, TT); the
-        lowering loads those fragments with ldmatrix's other (.trans) form.
+        lowering loads those fragments with ldmatrix's other form (.trans for
+        A, plain for B).
 
         for m_i in 0:16: for n_i in 0:8: for k_i in 0:16: CF[m, n] += AF[m, k] * BF[k, n]
         --tensorize(m_i, "mma_m16n8k16")-->  mma_m16n8k16(&CF[m0, n0], &AF[m0, k0], &BF[k0, n0])
