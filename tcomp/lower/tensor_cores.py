@@ -83,7 +83,25 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
     dist = _Distribute(frags, roles, shapes, simp, shared)
     body = dist.stmt(body)
     body = _Registers(frags, roles, shapes, slots, simp, dist.element_loops).stmt(body)
-    return dataclasses.replace(k, body=_UnrollRegisters(frags).stmt(body))
+    body = _UnrollRegisters(frags).stmt(body)
+    _check_registers(body, frags, shapes)
+    return dataclasses.replace(k, body=body)
+
+
+def _check_registers(body, frags, shapes):
+    """Every element access to a fragment is now to one register (one
+    subscript): one that still has the tile's subscripts was not placed on
+    the lanes (a loop nest the pass does not recognise, e.g. a fused loop
+    over the tile), and flattening it as an array would read other
+    registers than the lane's elements."""
+    for x in ir.walk(body):
+        if isinstance(x, (ir.Load, ir.Store)) and x.buffer in frags and len(x.indices) != 1:
+            rows, cols = shapes[x.buffer]
+            raise LoweringError(
+                f"fragment '{x.buffer}': access {x.buffer}[{', '.join(map(expr_text, x.indices))}] "
+                f"is not over the lanes' own elements: a stage that reads or writes a fragment "
+                f"must loop over its {rows} x {cols} tile with one loop of its rows and one of "
+                f"its columns (no fused loop over both), each a whole number of mma tiles")
 
 
 # ------------------------------------------------------------------ tensorize

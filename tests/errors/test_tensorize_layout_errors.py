@@ -1,6 +1,7 @@
 """Stage.tensorize's messages for products it cannot take (schedule/matmul_shape.py):
 batched products and transposed operands are accepted, so each refusal says
-which part of C[..., m, n] += A[..., m, k] * B[..., k, n] the stage misses."""
+which part of C[..., m, n] += A[..., m, k] * B[..., k, n] the stage misses; and
+the tensor_cores pass's messages for fragments it cannot place on the lanes."""
 from __future__ import annotations
 
 import pytest
@@ -132,3 +133,43 @@ def test_accumulator_inside_the_batch_loop_follows_the_remedy():
           for t in op.inputs]
     got = tcomp.build(s, target="sim", sizes=sizes)(*xs).astype(np.float64)
     np.testing.assert_allclose(got, tcomp.evaluate(op, *xs).astype(np.float64), rtol=1e-2)
+
+
+def test_fragment_read_by_a_fused_loop_is_refused():
+    """The accumulator read by one fused loop over its tile (not a row loop
+    and a column loop the pass can place on the lanes): before, the access
+    kept its tile subscripts and was flattened as an array, so the CUDA
+    kernel read other registers than the lane's own (a silent wrong answer;
+    the sim stopped with a SimError). Now a LoweringError names the access."""
+    op = tcomp.op("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
+                  "{ C(m, n) +=! A(m, k) * B(k, n) }")
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    CF = s.cache_write(C, "fragment")
+    m, n = C.axes
+    mo, no, mi, ni = C.tile(m, n, 16, 16)
+    C.bind(mo, "blockIdx.y")
+    C.bind(no, "blockIdx.x")
+    CF.compute_at(C, no)
+    fm, fn = CF.axes
+    (fk,) = CF.reduce_axes
+    fmo, fmi = CF.split(fm, 16)
+    fno, fni = CF.split(fn, 8)
+    ko, ki = CF.split(fk, 16)
+    CF.reorder(ko, fmo, fno, fmi, fni, ki)
+    CF.tensorize(fmi, "mma_m16n8k16")
+    for name in ("A", "B"):
+        S = s.cache_read(name, "shared", [CF])
+        S.compute_at(CF, ko)
+        s.cache_read(S, "fragment", [CF]).compute_at(CF, ko)
+        _, lane = S.split(S.fuse(*S.axes), 32)
+        S.bind(lane, "threadIdx.x")
+    _, lane = C.split(C.fuse(mi, ni), 32)  # the tile's 256 elements over the 32 lanes
+    C.bind(lane, "threadIdx.x")
+    with pytest.raises(tcomp.LoweringError) as e:
+        tcomp.build(s, target="cuda", sizes={"M": 32, "N": 32, "K": 32})
+    assert str(e.value) == (
+        "fragment 'C_fragment': access C_fragment[m_i_n_i_f_o * 2 + m_i_n_i_f_i / 16, "
+        "m_i_n_i_f_i % 16] is not over the lanes' own elements: a stage that reads or writes "
+        "a fragment must loop over its 16 x 16 tile with one loop of its rows and one of its "
+        "columns (no fused loop over both), each a whole number of mma tiles")
