@@ -106,6 +106,15 @@ def test_sim_batched_matches_evaluate(src, sizes, kw):
     check_sim(op, s, sizes)
 
 
+def test_sim_bench_schedule_batched_tt():
+    """bench/schedules.py's best tc_gemm arguments (128 x 128 blocks of four
+    64 x 64 warps, K tiles of 64 in a swizzled cp.async ring of 3, paired
+    stores) on a batched TT product whose sizes no tile divides: the
+    schedule the cuda-marked tests below run on the GPU."""
+    op, s = _S.tc_gemm(tcomp.op(mm_src("TT", batch="b")), **_S.TC_BEST)
+    check_sim(op, s, {"NB": 2, "M": 136, "N": 130, "K": 72})
+
+
 def test_batch_axes_are_blockidx_z():
     op, s = schedule(mm_src("NN", batch="b"))
     text = str(tcomp.lower(s, sizes={"NB": 5, "M": 64, "N": 64, "K": 32}))
