@@ -71,3 +71,16 @@ def test_the_exact_matmul_draws_are_unchanged():
         {"bk": 16, "bm": 256, "bn": 16, "fragment_pipeline": 0, "pad": False,
          "pair_stores": True, "pipeline": 0, "smem_epilogue": False, "swizzle": True,
          "unroll_k": False, "vector": True, "wm": 32, "wn": 16}]
+
+
+def test_auto_schedule_puts_a_batched_half_product_on_tensor_cores():
+    """tcomp.auto_schedule (no measuring) picks a tensor-core plan for the
+    fp16 bmm, and it computes the product."""
+    op = tcomp.op(BMM16)
+    sizes = {"NB": 2, "M": 64, "N": 64, "K": 64}
+    s = tcomp.auto_schedule(op, sizes=sizes)
+    assert '"Tensorize"' in s.to_json()
+    xs = inputs_for(op, sizes)
+    got = tcomp.build(s, target="sim", sizes=sizes)(*xs).astype(np.float64)
+    want = tcomp.evaluate(op, *xs).astype(np.float64)
+    assert (np.abs(got - want) <= np.abs(want) * 2.0 ** -10 + 1e-3).all()
