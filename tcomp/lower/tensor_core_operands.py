@@ -19,35 +19,27 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..arch.layout import E, Layout
 from ..arch import fragments as _F
 from . import ir
 from .printer import expr as expr_text
-from .rewriter import Rewriter
+from .rewriter import Rewriter, walk_stmts
 
 # (role, the fragment's dimension along which the shared tile's rows of 8 elements
 # run, pair of B tiles) -> (intrinsic, lane -> (row, col) of the fragment element whose
-# address the lane gives). "col": rows along the fragment's columns (A[m, k] with k
-# contiguous, B[k, n] with n contiguous); "row": along its rows (A[k, m] with m
-# contiguous, B[n, k] with k contiguous). For "row", lane l gives matrix q = l / 8 its
-# row l % 8: A (x4.trans): matrices (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15),
-# (m 8-15, k 8-15), the 8 rows of each at k = l % 8 (+ 8), from m = 0 (or 8); two B
-# tiles (x4, k x 16): (k 0-7, n 0-7), (k 8-15, n 0-7), then n 8-15, the rows at n = l % 8
-# (+ 8), from k = 0 (or 8); one B tile (x2): the first two, lanes 16-31 repeating 0-15.
-_ROW_MAJOR_X4 = Layout((8, 2, 2), (E(0, 1), E(8, 0), E(0, 8)))
-_ROW_MAJOR_X2 = Layout((8, 2, 2), (E(0, 1), E(8, 0), E(0, 0)))
+# address the lane gives; arch/fragments.py). "col": rows along the fragment's columns
+# (A[m, k] with k contiguous, B[k, n] with n contiguous); "row": along its rows (A[k, m]
+# with m contiguous, B[n, k] with k contiguous).
 LDMATRIX = {
     ("a", "col", False): ("ldmatrix_x4", _F.LDMATRIX_A_ROWS),
     ("b", "col", True): ("ldmatrix_x4_trans", _F.LDMATRIX_B_ROWS),
     ("b", "col", False): ("ldmatrix_x2_trans", _F.LDMATRIX_X2_ROWS),
-    ("a", "row", False): ("ldmatrix_x4_trans", _ROW_MAJOR_X4),
-    ("b", "row", True): ("ldmatrix_x4", _ROW_MAJOR_X4),
-    ("b", "row", False): ("ldmatrix_x2", _ROW_MAJOR_X2),
+    ("a", "row", False): ("ldmatrix_x4_trans", _F.LDMATRIX_T_ROWS),
+    ("b", "row", True): ("ldmatrix_x4", _F.LDMATRIX_T_ROWS),
+    ("b", "row", False): ("ldmatrix_x2", _F.LDMATRIX_T_X2_ROWS),
 }
 
 
 def fragments(body: ir.Stmt) -> dict[str, ir.Buffer]:
-    from .rewriter import walk_stmts
     return {x.buffer.name: x.buffer for x in walk_stmts(body)
             if isinstance(x, ir.Alloc) and x.buffer.scope == "fragment"}
 
