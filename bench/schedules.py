@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import tcomp
 from tcomp.schedule import templates
+from tcomp.schedule.matmul_shape import matmul_shape
 
 GEMM = "def gemm(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
 
@@ -265,6 +266,21 @@ TC_GEMM_F32_OUT = ("def mm(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
                    "{ C(m, n) +=! float(A(m, k)) * float(B(k, n)) }")
 
 
+# the same product with B given as (N, K) ("NT"), A as (K, M) ("TN"), both ("TT"); and
+# batched (torch.bmm): tc_gemm takes each as it is (Stage.tensorize: either operand in either
+# major order, batch axes over blockIdx.z)
+TC_LAYOUTS = {
+    "NN": TC_GEMM,
+    "NT": "def gemm_nt(bfloat16(M,K) A, bfloat16(N,K) B) -> (C) { C(m, n) +=! A(m, k) * B(n, k) }",
+    "TN": "def gemm_tn(bfloat16(K,M) A, bfloat16(K,N) B) -> (C) { C(m, n) +=! A(k, m) * B(k, n) }",
+    "TT": "def gemm_tt(bfloat16(K,M) A, bfloat16(N,K) B) -> (C) { C(m, n) +=! A(k, m) * B(n, k) }",
+}
+TC_BMM = ("def bmm(bfloat16(NB,M,K) A, bfloat16(NB,K,N) B) -> (C) "
+          "{ C(b, m, n) +=! A(b, m, k) * B(b, k, n) }")
+# bench/tc_gemm.py's BEST_SWZ: swizzled tiles, a cp.async ring of 3, paired stores
+TC_BEST = dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3, swizzle=True, pair_stores=True)
+
+
 TC_GEMM_GELU = """def gemm_bias_gelu(bfloat16(M,K) A, bfloat16(K,N) B, float(N) bias) -> (D) {
   C(m, n) +=! float(A(m, k)) * float(B(k, n))
   D(m, n) = bfloat16(0.5 * x * (1.0 + erf(x * 0.70710678118654752))) where x = C(m, n) + bias(n)
@@ -274,7 +290,9 @@ TC_GEMM_GELU = """def gemm_bias_gelu(bfloat16(M,K) A, bfloat16(K,N) B, float(N) 
 def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True, pad=None,
             pipeline=False, unroll_k=False, swizzle=False, pair_stores=False,
             fragment_pipeline=0, smem_epilogue=False):
-    """Tensor-core GEMM (mma.sync m16n8k16): blocks of bm x bn outputs, warps
+    """Tensor-core GEMM (mma.sync m16n8k16) of `op` (TC_GEMM by default; any
+    one-statement product tensorize takes: TC_LAYOUTS' transposed operands,
+    TC_BMM's batch on blockIdx.z): blocks of bm x bn outputs, warps
     of wm x wn (threadIdx.y, 32 lanes along threadIdx.x), K tiles of bk in
     shared memory copied by all threads (16-byte pieces with `vector`), per
     k16 step A and B fragments loaded with ldmatrix, float32 accumulators in
@@ -305,14 +323,16 @@ def tc_gemm(op=None, bm=128, bn=128, wm=64, wn=64, bk=32, lanes=32, vector=True,
     costs bm * bn output elements of shared memory).'"""
     op = op or tcomp.op(TC_GEMM)
     s = tcomp.Schedule(op)
-    if len(s.stages) == 1:
-        C = s["C"]
+    if len(s.stages) == 1:  # any product tensorize takes: batched, either operand transposed
+        C = s[op.outputs[0].name]
         CF = s.cache_write(C, "fragment")
     else:  # C(m, n) +=! ... then an elementwise D(m, n) of it: D's loops, C in fragments
         C, CF = s[op.outputs[0].name], s["C"]
         CF.set_scope("fragment")
-    _tc_tiles(s, C, CF, lambda: s.cache_read("A", "shared", [CF]),
-              lambda: s.cache_read("B", "shared", [CF]), bm, bn, wm, wn, bk, lanes, vector,
+    shape = matmul_shape(s.states[CF.name].definition)
+    a, b = ("A", "B") if isinstance(shape, str) else (shape.a, shape.b)  # (tensorize says why)
+    _tc_tiles(s, C, CF, lambda: s.cache_read(a, "shared", [CF]),
+              lambda: s.cache_read(b, "shared", [CF]), bm, bn, wm, wn, bk, lanes, vector,
               not swizzle if pad is None else pad, pipeline, unroll_k, swizzle=swizzle,
               pair_stores=pair_stores, fragment_pipeline=fragment_pipeline,
               smem_epilogue=smem_epilogue)

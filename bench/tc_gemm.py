@@ -10,7 +10,10 @@ registers, shared memory, spills and the HMMA, LDSM and STG counts from the
 SASS (when cuobjdump is on the PATH; stg_u16: 16-bit stores, which paired
 stores replace by bf16x2 ones; stg_128 and sts: the 16-byte stores and the
 shared stores of the epilogue through shared memory). With --conv (on by
-default), also the conv2d case of bench/tc_conv.py against cuDNN. Writes
+default), also the conv2d case of bench/tc_conv.py against cuDNN. --layouts
+(NT, TN by default) times B given as (N, K) and A as (K, M) against
+torch.matmul on the same layouts; --batched (B64 M512 N512 K64 and B8 M2048
+N2048 K128 by default) times batched GEMMs against torch.bmm. Writes
 $OUT/tc_gemm.json when $OUT is set.
 """
 from __future__ import annotations
@@ -118,6 +121,13 @@ def sass_stats(cubin: bytes) -> dict:
 BEST = dict(bm=128, bn=128, wm=64, wn=64, bk=64, pipeline=3)
 # the best measured (H200, 2026-11-30: 404 TFLOP/s at 4096^3): the fp16 case's schedule
 BEST_SWZ = dict(BEST, swizzle=True, pair_stores=True)
+# the batched case (--batched): a small K (64, 128) has few K tiles per block, so the
+# 4-stage k32 ring and 64-row tiles are candidates beside the best 2-D schedule
+BATCHED_VARIANTS = {
+    "best_swz": BEST_SWZ,
+    "k32_async4_swz_pairs": dict(BEST_SWZ, bk=32, pipeline=4),
+    "128x64_w64x32_k64_async3_swz_pairs": dict(BEST_SWZ, bn=64, wn=32),
+}
 # the fused GEMM + bias + GELU case is timed with each of these (--epilogue-variants)
 EPILOGUE_VARIANTS = {
     "best": BEST,
@@ -148,6 +158,58 @@ def run_fp16(args):
           f"TFLOP/s ratio {lib / t:.2f} (err {err:.1e})", flush=True)
     return [dict(M=M, N=N, K=K, variant="fp16 " + str(BEST_SWZ), ms=t, lib_ms=lib, ratio=lib / t,
                  err=err, ok=err < 2e-2)]
+
+
+def run_layouts(args):
+    """bf16 GEMM with B given as (N, K) (NT), A as (K, M) (TN) or both (TT),
+    against torch.matmul on the same layouts (a transposed view: cuBLAS
+    takes it without a copy). tcomp reads each layout directly (ldmatrix's
+    other form for the transposed operand)."""
+    M, N, K = (int(x) for x in args.sizes[0].split(","))
+    rows = []
+    for layout in args.layouts:
+        A = torch.randn(*((K, M) if layout[0] == "T" else (M, K)), device="cuda").bfloat16()
+        B = torch.randn(*((N, K) if layout[1] == "T" else (K, N)), device="cuda").bfloat16()
+        a = A.t() if layout[0] == "T" else A
+        b = B.t() if layout[1] == "T" else B
+        lib = timed(lambda: torch.matmul(a, b), args.reps)
+        op, s = S.tc_gemm(tcomp.op(S.TC_LAYOUTS[layout]), **BEST_SWZ)
+        k = tcomp.build(s, target="cuda", sizes={"M": M, "N": N, "K": K})
+        sample = torch.randint(0, M, (64,), device="cuda")
+        exact = a[sample].double() @ b.double()
+        err = ((k(A, B)[sample].double() - exact).abs() / (exact.abs() + 1)).max().item()
+        t = timed(lambda: k(A, B), args.reps)
+        flop = 2 * M * N * K
+        print(f"{layout} {M}x{N}x{K}: torch.matmul {lib:.3f} ms, tcomp {t:.3f} ms "
+              f"{flop / t / 1e9:.0f} TFLOP/s ratio {lib / t:.2f} (err {err:.1e})  "
+              f"{sass_stats(k.cubin)}", flush=True)
+        rows.append(dict(M=M, N=N, K=K, variant=f"{layout} {BEST_SWZ}", ms=t, lib_ms=lib,
+                         ratio=lib / t, err=err, ok=err < 2e-2))
+    return rows
+
+
+def run_batched(args):
+    """bf16 batched GEMM (S.TC_BMM, the batch on blockIdx.z) against
+    torch.bmm, for each B,M,N,K of --batched and each of BATCHED_VARIANTS."""
+    rows = []
+    for text in args.batched:
+        NB, M, N, K = (int(x) for x in text.split(","))
+        A = torch.randn(NB, M, K, device="cuda").bfloat16()
+        B = torch.randn(NB, K, N, device="cuda").bfloat16()
+        lib = timed(lambda: torch.bmm(A, B), args.reps)
+        exact = torch.bmm(A[:, :64].double(), B.double())
+        flop = 2 * NB * M * N * K
+        for name, kw in BATCHED_VARIANTS.items():
+            op, s = S.tc_gemm(tcomp.op(S.TC_BMM), **kw)
+            k = tcomp.build(s, target="cuda", sizes={"NB": NB, "M": M, "N": N, "K": K})
+            err = ((k(A, B)[:, :64].double() - exact).abs() / (exact.abs() + 1)).max().item()
+            t = timed(lambda: k(A, B), args.reps)
+            print(f"bmm {NB}x{M}x{N}x{K} [{name}]: torch.bmm {lib:.3f} ms, tcomp {t:.3f} ms "
+                  f"{flop / t / 1e9:.0f} TFLOP/s ratio {lib / t:.2f} (err {err:.1e})  "
+                  f"{sass_stats(k.cubin)}", flush=True)
+            rows.append(dict(NB=NB, M=M, N=N, K=K, variant=f"bmm {name} {kw}", ms=t,
+                             lib_ms=lib, ratio=lib / t, err=err, ok=err < 2e-2))
+    return rows
 
 
 def run_epilogue(args):
@@ -188,10 +250,19 @@ def main():
     ap.add_argument("--epilogue-variants", nargs="*", default=list(EPILOGUE_VARIANTS),
                     choices=list(EPILOGUE_VARIANTS),
                     help="schedules of the fused case (EPILOGUE_VARIANTS)")
+    ap.add_argument("--layouts", nargs="*", default=["NT", "TN"], choices=["NT", "TN", "TT"],
+                    help="also B given as (N, K) (NT), A as (K, M) (TN), both (TT), at the "
+                         "first size, against torch.matmul on the same layouts")
+    ap.add_argument("--batched", nargs="*", default=["64,512,512,64", "8,2048,2048,128"],
+                    help="B,M,N,K of batched GEMMs against torch.bmm")
     args = ap.parse_args()
     rows = []
     if args.fp16:
         rows += run_fp16(args)
+    if args.layouts:
+        rows += run_layouts(args)
+    if args.batched:
+        rows += run_batched(args)
     if args.epilogue:
         rows += run_epilogue(args)
     for text in args.sizes:

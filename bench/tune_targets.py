@@ -6,6 +6,7 @@ same run, after a float64 check.
     PYTHONPATH=. python3 bench/tune_targets.py softmax layernorm --trials 200 --minutes 4
     PYTHONPATH=. python3 bench/tune_targets.py gemm_bf16 --trials 300 --minutes 9
     PYTHONPATH=. python3 bench/tune_targets.py conv2d --trials 300 --minutes 5
+    PYTHONPATH=. python3 bench/tune_targets.py bmm_fp16 bmm_bf16 --trials 300 --minutes 5
     PYTHONPATH=. python3 bench/tune_targets.py softmax_bf16_wide layernorm_fp32_wide
     python3 bench/tune_targets.py --plot $OUT/tune_targets.json curve.png
 
@@ -59,6 +60,19 @@ def _gemm_bf16():
     B = torch.randn(4096, 4096, device="cuda").bfloat16()
     return op, sizes, (A, B), lambda: torch.matmul(A, B), "torch.matmul bf16 (cuBLAS)", hand, \
         lambda: A.double() @ B.double()
+
+
+def _bmm(dt, nb, m, n, k):
+    """Batched GEMM (S.TC_BMM in `dt`) against torch.bmm (issue 24's batched cases: the
+    tc_tile rule now draws tensor-core plans for it, batch axes on blockIdx.z); the hand
+    schedule is tc_gemm's best on it."""
+    src = S.TC_BMM.replace("bfloat16", dt)
+    op, hand = S.tc_gemm(tcomp.op(src), **S.TC_BEST)
+    sizes = {"NB": nb, "M": m, "N": n, "K": k}
+    A = torch.randn(nb, m, k, device="cuda").to(getattr(torch, dt))
+    B = torch.randn(nb, k, n, device="cuda").to(getattr(torch, dt))
+    return op, sizes, (A, B), lambda: torch.bmm(A, B), f"torch.bmm {dt}", hand, \
+        lambda: torch.bmm(A.double(), B.double())
 
 
 def _row(name):
@@ -159,6 +173,10 @@ def _gemm_bf16_bias_gelu():
 CASES = {"gemm_fp32": _gemm_fp32, "gemm_bf16": _gemm_bf16,
          "gemm_bf16_bias_gelu": _gemm_bf16_bias_gelu, "softmax": _row("softmax"),
          "layernorm": _row("layernorm"), "bmm_bt": _bmm_bt, "conv2d": _conv2d,
+         # batched half GEMMs on tensor cores (issue 24: the search gave fp16 0.28x torch.bmm)
+         "bmm_fp16": lambda: _bmm("float16", 64, 512, 512, 64),
+         "bmm_bf16": lambda: _bmm("bfloat16", 64, 512, 512, 64),
+         "bmm_bf16_large": lambda: _bmm("bfloat16", 8, 2048, 2048, 128),
          # the row-in-registers kernels of issue 14 (the row_regs rule)
          "softmax_bf16_wide": lambda: _rows("softmax", "bfloat16", 4096, 32768),
          "layernorm_fp32_wide": lambda: _rows("layernorm", "float32", 4096, 32768),

@@ -70,6 +70,13 @@ LDMATRIX_X4_TRANS = Fragment("ldmatrix.x4.trans", 32, 8, Layout(
 LDMATRIX_A_ROWS = Layout((16, 2), (E(1, 0), E(0, 8)))  # x4 for A; x4.trans for two B tiles
 LDMATRIX_B_ROWS = LDMATRIX_A_ROWS
 LDMATRIX_X2_ROWS = Layout((16, 2), (E(1, 0), E(0, 0)))  # x2.trans for one B tile
+# An operand stored in the other major order (A as (k, m), B as (n, k)): each lane's 8-element
+# row runs along the fragment's rows, from the (row, col) below; lane l gives matrix l / 8 its
+# row l % 8. x4.trans with these delivers an A fragment (matrices (m 0-7, k 0-7), (m 8-15,
+# k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)); plain x4 two B fragments side by side (k 0-7 and
+# 8-15 of columns n 0-7, then of n 8-15); plain x2 one B fragment (lanes 16-31 repeat 0-15).
+LDMATRIX_T_ROWS = Layout((8, 2, 2), (E(0, 1), E(8, 0), E(0, 8)))
+LDMATRIX_T_X2_ROWS = Layout((8, 2, 2), (E(0, 1), E(8, 0), E(0, 0)))
 
 
 def ldmatrix_fragment(count: int, trans: bool) -> Fragment:

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..arch import fragments
 from ..errors import LoweringError
 from . import ir
+from . import tensor_core_operands as operands
 from .printer import expr as expr_text
 from .rewriter import Rewriter, substitute, walk_stmts
 from .simplify import Linear, kernel_simplifier
@@ -56,8 +56,13 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
                             f"iterations of the shared-memory copies to threadIdx.x and the "
                             f"warps to threadIdx.y/z")
     simp = kernel_simplifier(k)
+    body = operands.squeeze(k.body, frags, simp)  # batch dimensions of extent 1
+    frags = operands.fragments(body)
     roles: dict[str, str] = {}
-    body = _Tensorize(frags, roles, simp).stmt(k.body)
+    transposed: dict[str, bool] = {}  # operand fragment -> read as A[k, m] or B[n, k]
+    body = _Tensorize(frags, roles, simp, transposed).stmt(body)
+    body = operands.transpose(body, frags, sorted(n for n, t in transposed.items() if t))
+    frags = operands.fragments(body)
     for name in frags:
         if name not in roles:
             raise LoweringError(f"kernel {k.name}: fragment '{name}' is not an operand of a "
@@ -78,7 +83,25 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
     dist = _Distribute(frags, roles, shapes, simp, shared)
     body = dist.stmt(body)
     body = _Registers(frags, roles, shapes, slots, simp, dist.element_loops).stmt(body)
-    return dataclasses.replace(k, body=_UnrollRegisters(frags).stmt(body))
+    body = _UnrollRegisters(frags).stmt(body)
+    _check_registers(body, frags, shapes)
+    return dataclasses.replace(k, body=body)
+
+
+def _check_registers(body, frags, shapes):
+    """Every element access to a fragment is now to one register (one
+    subscript): one that still has the tile's subscripts was not placed on
+    the lanes (a loop nest the pass does not recognise, e.g. a fused loop
+    over the tile), and flattening it as an array would read other
+    registers than the lane's elements."""
+    for x in ir.walk(body):
+        if isinstance(x, (ir.Load, ir.Store)) and x.buffer in frags and len(x.indices) != 1:
+            rows, cols = shapes[x.buffer]
+            raise LoweringError(
+                f"fragment '{x.buffer}': access {x.buffer}[{', '.join(map(expr_text, x.indices))}] "
+                f"is not over the lanes' own elements: a stage that reads or writes a fragment "
+                f"must loop over its {rows} x {cols} tile with one loop of its rows and one of "
+                f"its columns (no fused loop over both), each a whole number of mma tiles")
 
 
 # ------------------------------------------------------------------ tensorize
@@ -87,8 +110,9 @@ class _Tensorize(Rewriter):
     the tile's origin (logical subscripts); the accumulator's initialisation
     nest (built with the same loops) becomes plain loops."""
 
-    def __init__(self, frags, roles, simp):
+    def __init__(self, frags, roles, simp, transposed):
         self.frags, self.roles, self.simp = frags, roles, simp
+        self.transposed = transposed  # operands read as A[k, m] or B[n, k]
 
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         if s.kind != "tensorize":
@@ -134,20 +158,31 @@ class _Tensorize(Rewriter):
                                 f"read two buffers")
         names = [lp.var for lp in loops]
         ext = {lp.var: lp.extent for lp in loops}
+        if len(store.indices) != 2:  # (batch dimensions of extent 1 are squeezed already)
+            shape = " x ".join(expr_text(d) for d in self.frags[acc].shape)
+            raise LoweringError(f"tensorize {s.intrin}: the accumulator fragment '{acc}' is "
+                                f"{shape}: it holds the tiles of several products of the "
+                                f"batch; compute it at a loop inside its consumer's batch "
+                                f"loops (or bind those to block indices) so that it holds "
+                                f"one product's m x n tile")
         m = self._var_of(store.indices[0], names, acc, 0)
         n = self._var_of(store.indices[1], names, acc, 1)
-        for a, b in ((x, y), (y, x)):
-            # (the tile's subscripts are the last two: a ring of fragments has its
-            # slot first)
-            if len(a.indices) >= 2 and len(b.indices) >= 2 and \
-                    self._var_of(a.indices[-2], names, a.buffer, 0, strict=False) == m and \
-                    self._var_of(b.indices[-1], names, b.buffer, 1, strict=False) == n:
+        # A is the operand with m among its tile's two subscripts (the last two: a ring of
+        # fragments has its slot first), B the one with n; each in either order
+        def tile_vars(ld):
+            if len(ld.indices) < 2:
+                return None
+            return tuple(self._var_of(i, names, ld.buffer, d, strict=False)
+                         for d, i in enumerate(ld.indices[-2:]))
+        tx, ty = tile_vars(x), tile_vars(y)
+        for a, b, ta, tb in ((x, y, tx, ty), (y, x, ty, tx)):
+            if ta is not None and tb is not None and m in ta and n in tb:
                 break
         else:
             raise LoweringError(f"tensorize {s.intrin}: cannot tell A[m, k] from B[k, n] in the "
                                 f"update of '{acc}'")
-        k = self._var_of(a.indices[-1], names, a.buffer, 1)
-        if self._var_of(b.indices[-2], names, b.buffer, 0) != k or len({m, n, k}) != 3:
+        k = ta[1 - ta.index(m)]
+        if k is None or set(tb) != {k, n} or len({m, n, k}) != 3:
             raise LoweringError(f"tensorize {s.intrin}: A and B do not share the reduction loop")
         for var, want in ((m, 16), (n, 8), (k, 16)):
             e = ext[var]
@@ -157,6 +192,10 @@ class _Tensorize(Rewriter):
         self._role(acc, "c")
         self._role(a.buffer, "a")
         self._role(b.buffer, "b")
+        for buf, trans in ((a.buffer, ta == (k, m)), (b.buffer, tb == (n, k))):
+            # (one operand of one stage's product: its orientation is the stage's, and the
+            # role check above refuses a fragment read as both A and B)
+            assert self.transposed.setdefault(buf, trans) == trans, buf
         zero = {name: ir.const(0) for name in names}
 
         def ref(buf, idx):
@@ -352,10 +391,15 @@ class _Distribute(Rewriter):
 
     def _ldmatrix(self, body, buf, lay, rv, cv, origin, pair=False):
         """`F[i0, i1] = S[...]` (F an A or B fragment, S shared of the same type,
-        contiguous along F's columns, 16-byte aligned rows): one ldmatrix per
-        tile (x4 for a 16 x 16 A tile; x2.trans for a 16 x 8 B tile, k rows;
-        with `pair`, x4.trans for two B tiles side by side), else None. Lane l gives the address of row l % 16 (A: at column
-        8 (l // 16); B: lanes 16-31 repeat lanes 0-15)."""
+        contiguous along F's columns or along its rows, 16-byte aligned rows of
+        8 elements): one ldmatrix per tile, else None. Along the columns (A[m,
+        k] with k contiguous, B[k, n] with n contiguous): x4 for a 16 x 16 A
+        tile, x2.trans for a 16 x 8 B tile, with `pair` x4.trans for two B
+        tiles side by side; lane l gives the address of row l % 16 (A: at
+        column 8 (l // 16); B: lanes 16-31 repeat lanes 0-15). Along the rows
+        (an operand stored in the other major order: A[k, m], B[n, k]): x4.trans
+        for A, x2 or (pair) x4 for B, lane l giving the address of column
+        l % 8 (+ 8) at row 0 or 8 (tensor_core_operands.LDMATRIX)."""
         if lay.role not in ("a", "b") or not isinstance(body, ir.Store) or body.buffer != buf:
             return None
         src = _load(body.value)
@@ -364,18 +408,20 @@ class _Distribute(Rewriter):
             return None
         if not all(isinstance(d, ir.Imm) for d in sb.shape):
             return None
-        # contiguous along the fragment's columns: only the last subscript moves with them,
-        # by one element per column
+        # contiguous along the fragment's columns (or rows): only the last subscript moves
+        # with them, by one element per column (row)
         lins = [self.simp.linear(i) for i in src.indices]
-        c = ir.Var(cv)
-        if lins[-1].terms.get(c) != 1 or any(c in l.terms for l in lins[:-1]):
-            return None
-        if lay.role == "a":
-            rows, fn = fragments.LDMATRIX_A_ROWS, "ldmatrix_x4"
-        elif pair:  # lanes 16-31: the rows of the second tile, 8 columns on
-            rows, fn = fragments.LDMATRIX_B_ROWS, "ldmatrix_x4_trans"
+
+        def along(v):
+            v = ir.Var(v)
+            return lins[-1].terms.get(v) == 1 and not any(v in x.terms for x in lins[:-1])
+        if along(cv):
+            major = "col"
+        elif along(rv):
+            major = "row"
         else:
-            rows, fn = fragments.LDMATRIX_X2_ROWS, "ldmatrix_x2_trans"
+            return None
+        fn, rows = operands.LDMATRIX[lay.role, major, bool(pair and lay.role == "b")]
         lr, lc = rows(LANE, ops=IR_OPS)  # the (row, col) whose address this lane gives
         at = {rv: _b("+", origin[rv], lr), cv: _b("+", origin[cv], lc)}
         sidx = tuple(self.simp.expr(substitute(i, at)) for i in src.indices)

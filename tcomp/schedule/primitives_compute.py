@@ -184,9 +184,16 @@ class ComputePrimitives:
         accumulator (cache_write(C, "fragment")) of float32, A and B bfloat16
         or float16 (read through `fragment` caches when lowered).
 
+        Batched products and transposed operands too (schedule/matmul_shape.py):
+        `C[b, m, n] += A[b, m, k] * B[b, k, n]` with the batch loops outside
+        `ax`, and A read as A[k, m] or B as B[n, k] (NN, NT, TN, TT); the
+        lowering loads those fragments with ldmatrix's other form (.trans for
+        A, plain for B).
+
         for m_i in 0:16: for n_i in 0:8: for k_i in 0:16: CF[m, n] += AF[m, k] * BF[k, n]
         --tensorize(m_i, "mma_m16n8k16")-->  mma_m16n8k16(&CF[m0, n0], &AF[m0, k0], &BF[k0, n0])
         """
+        from .matmul_shape import FORM, matmul_shape
         from .tensor_intrinsics import TENSORIZE
         p = "tensorize"
         tuple_stages.refuse(self._s, p)
@@ -204,15 +211,12 @@ class ComputePrimitives:
             raise ScheduleError(f"{p}: stage '{self.name}' writes a {s.scope} buffer; "
                                 f"{intrin} accumulates in registers: tensorize the stage made "
                                 f"by cache_write(..., 'fragment')")
-        if d.reduce_op != "+" or len(d.spatial) != 2 or len(d.reduce) != 1:
-            raise ScheduleError(f"{p}: stage '{self.name}' does not compute C[m, n] += "
-                                f"A[m, k] * B[k, n] ({intrin} computes that)")
-        roles = _matmul_roles(d)
-        if roles is None:
-            raise ScheduleError(f"{p}: stage '{self.name}': its value is not a product "
-                                f"A[m, k] * B[k, n] of two tensors indexed by the loop "
-                                f"variables ({intrin} computes C[m, n] += A[m, k] * B[k, n])")
-        a, b = roles
+        shape = matmul_shape(d)
+        if isinstance(shape, str):
+            raise ScheduleError(f"{p}: stage '{self.name}' is not a product {intrin} can "
+                                f"compute: {shape} ({intrin} computes {FORM}: batch "
+                                f"variables first, either operand in either major order)")
+        a, b = shape.a, shape.b
         dts = {self._sched.tensors[t][0].name for t in (a, b)}
         if len(dts) != 1 or not dts <= set(spec.inputs):
             raise ScheduleError(f"{p}: {intrin} takes {' or '.join(spec.inputs)} inputs (both "
@@ -222,13 +226,19 @@ class ComputePrimitives:
             raise ScheduleError(f"{p}: {intrin} accumulates in {spec.accumulator}, stage "
                                 f"'{self.name}' in {d.acc_dtype}")
         inner = s.leaves[s.leaves.index(name):]
-        want = {d.spatial[0]: spec.m, d.spatial[1]: spec.n, d.reduce[0]: spec.k}
+        want = {shape.m: spec.m, shape.n: spec.n, shape.k: spec.k}
         seen = {}
         for leaf in inner:
             if leaf in s.bind or leaf in s.vectorize or leaf in s.tensorize:
                 raise ScheduleError(f"{p}: loop '{leaf}' inside {ax!r} is bound, vectorized or "
                                     f"tensorized already")
             root, extent = _root_and_extent(s, leaf)
+            if root in shape.batch:
+                raise ScheduleError(f"{p}: loop '{leaf}' inside {ax!r} runs over the batch "
+                                    f"variable '{root}'; {intrin} takes the m, n and k loops "
+                                    f"of one product: reorder the loops of '{root}' outside "
+                                    f"{ax!r} (bind them to blockIdx.z, or fuse them into a "
+                                    f"block index)")
             if root is None or root in seen:
                 raise ScheduleError(f"{p}: the loops from {ax!r} inward must be one loop of each "
                                     f"of {', '.join(want)}; '{leaf}' is "

@@ -6,6 +6,7 @@ search's point with the same parameters are the same directives.
 from __future__ import annotations
 
 from ..errors import ScheduleError
+from .matmul_shape import matmul_shape
 
 
 def simt_gemm(s, stage, a_name, b_name, bm, bn, bk, tm, tn, fragments=True, pipeline=False,
@@ -142,7 +143,10 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
               unroll_k, swizzle=False, pair_stores=False, fragment_pipeline=0,
               smem_epilogue=False):
     """The tensor-core schedule of tc_gemm on the output stage `C` and its
-    fragment accumulator `CF` (C(m, n) += A(m, k) * B(k, n)). `a_shared` and
+    fragment accumulator `CF` (C(m, n) += A(m, k) * B(k, n), or any product
+    `tensorize` takes: C(b.., m, n) batched, its batch axes fused onto
+    blockIdx.z; A given as (k, m) and B as (n, k), each shared tile then
+    padded by its own row length). `a_shared` and
     `b_shared` make the shared-memory stages of A and B (a cache_read of an
     input, or a temporary's own stage moved to shared memory), which are
     computed at the K-tile loop and read through fragments. Their ldmatrix
@@ -175,16 +179,22 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     if pad and swizzle:
         raise ValueError("tc_tiles: pad and swizzle are two ways to the same end; pick one")
     CS = s.cache_write(C, "shared") if smem_epilogue else None  # (before C's loops change)
-    m, n = C.axes
+    *batch, m, n = C.axes
     mo, no, mi, ni = C.tile(m, n, bm, bn)
     C.bind(mo, "blockIdx.y")
     C.bind(no, "blockIdx.x")
+    if batch:  # batched products: the batch axes (fused) over blockIdx.z
+        b = batch[0]
+        for x in batch[1:]:
+            b = C.fuse(b, x)
+        C.bind(b, "blockIdx.z")
     warps = (bm // wm) * (bn // wn)
     if CS is None:
         W, wmi, wni = C, mi, ni  # the warps store their fragments straight to C
     else:
         CS.compute_at(C, no)
-        W, (wmi, wni) = CS, CS.axes
+        W = CS
+        *_, wmi, wni = CS.axes
         if swizzle:
             CS.swizzle()
         elif pad:
@@ -200,7 +210,7 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     if pair_stores:  # the accumulator's layout gives each lane pairs of adjacent columns
         _, nv = W.split(nf, 2)
         W.vectorize(nv)
-    fm, fn = CF.axes
+    *_, fm, fn = CF.axes
     (fk,) = CF.reduce_axes
     ko, ki = CF.split(fk, bk)
     kio, kii = CF.split(ki, 16)
@@ -216,8 +226,13 @@ def tc_tiles(s, C, CF, a_shared, b_shared, bm, bn, wm, wn, bk, lanes, vector, pa
     AF.compute_at(CF, kio)
     BF = s.cache_read(BS, "fragment", [CF])
     BF.compute_at(CF, kio)
-    for S, width in ((AS, bk), (BS, bn)):
-        a0, a1 = S.axes
+    shape = matmul_shape(s.states[CF.name].definition)
+    if isinstance(shape, str):  # (tensorize above refused it already)
+        raise ScheduleError(f"tc_tiles: stage '{CF.name}': {shape}")
+    # the rows of each shared tile: A[m, k] rows of bk, A[k, m] of bm; B[k, n] of bn, B[n, k]
+    # of bk
+    for S, width in ((AS, bm if shape.a_trans else bk), (BS, bk if shape.b_trans else bn)):
+        *_, a0, a1 = S.axes
         if swizzle:
             S.swizzle()
         elif pad:

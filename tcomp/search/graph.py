@@ -21,7 +21,10 @@ Each node carries:
   output (returned by the op), writers (statements writing the tensor),
   order (position in statement order), origin ('statement' or 'snapshot'),
   tensor_core (a 'matmul' whose operands and accumulator an intrinsic of
-  tensor_intrinsics.TENSORIZE takes), operands ((A, B) of a 'matmul'),
+  tensor_intrinsics.TENSORIZE takes), tc_product (the MatmulShape of any
+  product `tensorize` takes with those types: the 'matmul' ones and also
+  batched products and transposed operands, which are 'reduction's; else
+  None), operands ((A, B) of a 'matmul'),
   reads (the tensors its statement reads), subscripts (tiling.affine_reads:
   per tensor read, per dimension its ((index, coefficient), ...) and whether
   the offset is zero; None when a read is not affine or one tensor is read at
@@ -33,6 +36,7 @@ import networkx as nx
 
 from ..lang.ast import Index, Read, walk
 from ..schedule import Schedule
+from ..schedule.matmul_shape import matmul_shape
 from ..schedule.primitives import _matmul_roles
 from ..schedule.tensor_intrinsics import TENSORIZE
 from ..schedule.tiling import affine_reads
@@ -56,7 +60,8 @@ def stage_graph(op_or_schedule) -> nx.DiGraph:
                    reduce_op=d.reduce_op, dtype=dtype.name, output=d.tensor in outputs,
                    writers=len(s.writers(d.tensor)), order=i, origin=st.origin, kind=kind,
                    operands=roles, reads=tuple(sorted(d.reads())), subscripts=affine_reads(d),
-                   tensor_core=roles is not None and _tensor_core(s, d, roles))
+                   tensor_core=roles is not None and _tensor_core(s, d, roles),
+                   tc_product=_tc_product(s, d))
     for i, name in enumerate(names):
         d = s.states[name].definition
         needs = set(d.reads())
@@ -104,6 +109,16 @@ def classify(d) -> tuple[str, tuple[str, str] | None]:
         if pos != sorted(set(pos)):  # a permutation or a repeated index: not elementwise
             return "injective", None
     return "elementwise", None
+
+
+def _tc_product(s, d):
+    """The MatmulShape of a stage `tensorize` takes (any product, batched or
+    with transposed operands: schedule/matmul_shape.py) whose operand and
+    accumulator types a tensor-core intrinsic takes, else None."""
+    shape = matmul_shape(d)
+    if isinstance(shape, str) or shape.a == shape.b or not _tensor_core(s, d, (shape.a, shape.b)):
+        return None
+    return shape
 
 
 def _tensor_core(s, d, roles) -> bool:

@@ -146,6 +146,27 @@ def test_ldmatrix_row_addresses_give_the_mma_fragments():
             assert (k0, n0 + col) == ptx_mma_b(lane, i)
 
 
+def test_ldmatrix_row_addresses_of_the_other_major_order():
+    """An operand stored in the other major order (A as (k, m), B as (n, k)):
+    each lane's 8-element row runs along the fragment's rows. With
+    LDMATRIX_T_ROWS, ldmatrix.x4.trans delivers the A fragment and plain .x4
+    two B fragments side by side; with LDMATRIX_T_X2_ROWS, plain .x2 one B
+    fragment."""
+    for lane in range(32):
+        for i in range(8):
+            src, col = ptx_ldmatrix(True)(lane, i)
+            r0, c0 = (int(x) for x in F.LDMATRIX_T_ROWS(src))
+            assert (r0 + col, c0) == ptx_mma_a(lane, i)
+            src, col = ptx_ldmatrix(False)(lane, i)
+            k0, n0 = (int(x) for x in F.LDMATRIX_T_ROWS(src))
+            k, n = ptx_mma_b(lane, i % 4)
+            assert (k0 + col, n0) == (k, n + 8 * (i // 4))
+        for i in range(4):
+            src, col = ptx_ldmatrix(False)(lane, i)
+            k0, n0 = (int(x) for x in F.LDMATRIX_T_X2_ROWS(src))
+            assert (k0 + col, n0) == ptx_mma_b(lane, i)
+
+
 # ------------------------------------------------------------------ swizzles
 def cutlass_swizzle(b, m, s):
     def apply(offset):

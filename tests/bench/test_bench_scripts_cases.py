@@ -73,6 +73,10 @@ def test_tc_gemm_and_conv_variants_build(monkeypatch):
         _lowered(S.tc_gemm(tcomp.op(S.TC_GEMM_GELU), **kw)[1], sizes)
     fp16 = tcomp.op(S.TC_GEMM.replace("bfloat16", "float16"))
     _lowered(S.tc_gemm(fp16, **tc.BEST_SWZ)[1], sizes)
+    for layout in ("NT", "TN", "TT"):  # --layouts
+        _lowered(S.tc_gemm(tcomp.op(S.TC_LAYOUTS[layout]), **tc.BEST_SWZ)[1], sizes)
+    for name, kw in tc.BATCHED_VARIANTS.items():  # --batched
+        _lowered(S.tc_gemm(tcomp.op(S.TC_BMM), **kw)[1], dict(sizes, NB=3))
     conv = _load("tc_conv", monkeypatch)
     csizes = {"N": 2, "H": 6, "W": 5, "C": 16, "K": 24, "R": 144}
     for name, kw in conv.VARIANTS.items():
@@ -82,7 +86,7 @@ def test_tc_gemm_and_conv_variants_build(monkeypatch):
 def test_tune_targets_cases_are_known(monkeypatch):
     tt = _load("tune_targets", monkeypatch)
     assert set(tt.CASES) >= {"gemm_fp32", "gemm_bf16", "softmax", "layernorm", "bmm_bt",
-                             "conv2d"}
+                             "conv2d", "bmm_fp16", "bmm_bf16", "bmm_bf16_large"}
     with pytest.raises(SystemExit):  # an unknown case is refused by argparse
         monkeypatch.setattr(sys, "argv", ["tune_targets.py", "nope"])
         tt.main()

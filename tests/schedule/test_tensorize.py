@@ -49,13 +49,17 @@ def test_not_a_matmul():
     s, C, CF = _frag("def f(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) "
                      "{ C(m, n) +=! A(m, k) + B(k, n) }")
     _err(lambda: CF.tensorize(CF.axes[0], "mma_m16n8k16"),
-         "is not a product A[m, k] * B[k, n] of two tensors indexed by the loop variables")
+         "tensorize: stage 'C.fragment' is not a product mma_m16n8k16 can compute: its value "
+         "is not a product of two tensors (mma_m16n8k16 computes C[..., m, n] += "
+         "A[..., m, k] * B[..., k, n]: batch variables first, either operand in either major "
+         "order)")
 
 
 def test_not_a_reduction_over_one_axis():
     s, C, CF = _frag("def f(bfloat16(M,K) A) -> (C) { C(m) +=! A(m, k) * A(m, k) }")
     _err(lambda: CF.tensorize(CF.axes[0], "mma_m16n8k16"),
-         "does not compute C[m, n] += A[m, k] * B[k, n] (mma_m16n8k16 computes that)")
+         "is not a product mma_m16n8k16 can compute: it is not a sum over one reduction "
+         "variable into two or more output dimensions")
 
 
 def test_input_types():

@@ -17,9 +17,12 @@ in a record and mutated later (space.py). The rules:
                16-byte vectors, warp lane grid, padding, block rasterization
                (the parameters of bench/schedules.py `gemm`; its schedules
                are points of this rule)
-  tc_tile      a matmul stage with half inputs: block/warp tiles, K tiles of
-               bk in shared memory (padded rows), fragment caches, mma_m16n8k16,
-               pipeline depth 2..5 (bench/schedules.py `tc_gemm`)
+  tc_tile      a product on tensor cores with half inputs: the matmul, and any
+               product `tensorize` takes (batched: bmm, attention's per-head
+               scores, batch axes on blockIdx.z; either operand transposed):
+               block/warp tiles, K tiles of bk in shared memory (padded rows),
+               fragment caches, mma_m16n8k16, pipeline depth 2..5
+               (bench/schedules.py `tc_gemm`)
   shared_tile  a reduction with two or more spatial axes and affine reads,
                other than the exact matmul (batched and transposed products,
                contractions, convolution windows): tiling.shared_tiles, the

@@ -221,16 +221,32 @@ def _sh_apply(s, ctx, stage, p):
 
 # --------------------------------------------------------------- tc_tile
 def _tc_applies(ctx, stage):
+    """A product on tensor cores: the exact 2-D matmul, or any product
+    `tensorize` takes (batched: bmm, attention's per-head scores; either
+    operand transposed), with half inputs."""
     n = ctx.node(stage)
-    return (n["kind"] == "matmul" and n["tensor_core"] and n["writers"] == 1
-            and n["operands"][0] != n["operands"][1])
+    if n["writers"] != 1:
+        return False
+    if n["kind"] == "matmul":
+        return n["tensor_core"] and n["operands"][0] != n["operands"][1]
+    return n.get("tc_product") is not None
+
+
+def _tc_operands(n):
+    """(A, B) of a tc_tile stage (graph node `n`)."""
+    shape = n.get("tc_product")
+    return (shape.a, shape.b) if n["kind"] != "matmul" and shape is not None else n["operands"]
 
 
 def _tc_sample(ctx, stage, rng):
     n = ctx.node(stage)
     e = ctx.extents[stage]
-    m, nn = n["spatial"]
-    (k,) = n["reduce"]
+    shape = n.get("tc_product")
+    if n["kind"] == "matmul" or shape is None:
+        m, nn = n["spatial"]
+        (k,) = n["reduce"]
+    else:  # batched / transposed: the batch axes go to blockIdx.z (templates.tc_tiles)
+        m, nn, k = shape.m, shape.n, shape.k
     for _ in range(100):
         p = {"bm": pick(rng, pow2_upto(e[m], 16, 256)), "bn": pick(rng, pow2_upto(e[nn], 16, 256)),
              "wm": pick(rng, [16, 32, 64]), "wn": pick(rng, [16, 32, 64]),
@@ -245,7 +261,7 @@ def _tc_sample(ctx, stage, rng):
              "fragment_pipeline": pick(rng, [0, 0, 0, 2])}
         if p["fragment_pipeline"]:  # it unrolls the k16 loop itself
             p["unroll_k"] = False
-        for key, operand in zip(("a_stage", "b_stage"), n["operands"]):
+        for key, operand in zip(("a_stage", "b_stage"), _tc_operands(n)):
             if operand in ctx.inlined:  # a temporary (conv2d's im2col): kept as its own stage?
                 p[key] = bool(rng.integers(2))
         p["wm"], p["wn"] = min(p["wm"], p["bm"]), min(p["wn"], p["bn"])
@@ -265,7 +281,11 @@ def _tc_feasible(ctx, stage, p):
     warps = (bm // wm) * (bn // wn)
     copies = max(2 if p["pipeline"] else 1, p["pipeline"] or 1)
     pad = 8 if p["pad"] else 0
-    shared = copies * (bm * (bk + pad) + bk * (bn + pad)) * 2
+    shape = ctx.node(stage).get("tc_product")
+    # each shared tile as stored: A (bm x bk, or bk x bm transposed), B (bk x bn, or bn x bk)
+    a_tile = bk * (bm + pad) if shape is not None and shape.a_trans else bm * (bk + pad)
+    b_tile = bn * (bk + pad) if shape is not None and shape.b_trans else bk * (bn + pad)
+    shared = copies * (a_tile + b_tile) * 2
     if p.get("smem_epilogue"):  # the output tile staged in shared memory (C's type, <= 4 bytes)
         shared += bm * (bn + pad) * ctx.op.tensors[stage].dtype.numpy.itemsize
     fragments = (wm // 16) * 4 + (wn // 8) * 2  # the A and B fragments of one k16 step
@@ -281,7 +301,7 @@ def _tc_feasible(ctx, stage, p):
 
 def _tc_keeps(ctx, stage, p) -> set:
     """The operands `p` keeps as stages of their own (not inlined)."""
-    a_name, b_name = ctx.node(stage)["operands"]
+    a_name, b_name = _tc_operands(ctx.node(stage))
     return {name for key, name in (("a_stage", a_name), ("b_stage", b_name)) if p.get(key)}
 
 
@@ -296,7 +316,7 @@ def _tc_apply(s, ctx, stage, p, out=None):
     `b_stage`, kept as its own stage and placed in shared memory at the
     K-tile loop (schedules.tc_conv2d's im2col: whole 16-byte pieces of its
     rows, copied by cp.async with zero-fill where it has a guard)."""
-    a_name, b_name = ctx.node(stage)["operands"]
+    a_name, b_name = _tc_operands(ctx.node(stage))
     if out is None:
         C = s[stage]
         CF = s.cache_write(C, "fragment")
