@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from . import directives as D
 from .args import as_int, too_large
-from . import threads, tuple_stages
+from . import ordered, threads, tuple_stages
 from .stage import THREAD_TAGS, Axis, FuseRel, SplitRel
 from .primitives_compute import (ComputePrimitives, _matmul_roles, _ranges_text,  # noqa: F401
                                  _root_and_extent, _siblings, consumes)
@@ -100,6 +100,7 @@ class Stage(ComputePrimitives, StoragePrimitives):
         p = "split"
         self._not_inline(p)
         name = self._leaf(ax, p)
+        ordered.refuse_axis(self._s, p, name)
         self._not_bound(name, p)
         if (factor is None) == (nparts is None):
             raise ScheduleError(f"{p}: give exactly one of factor= and nparts= (axis {ax!r})")
@@ -141,6 +142,8 @@ class Stage(ComputePrimitives, StoragePrimitives):
         p = "tile"
         self._not_inline(p)
         xn, yn = self._leaf(x, p, "x"), self._leaf(y, p, "y")
+        ordered.refuse_axis(self._s, p, xn)
+        ordered.refuse_axis(self._s, p, yn)
         if xn == yn:
             raise ScheduleError(f"{p}: x and y are the same axis {x!r}")
         self._not_bound(xn, p)
@@ -177,6 +180,10 @@ class Stage(ComputePrimitives, StoragePrimitives):
             raise ScheduleError(f"{p}: axis '{dup}' is given twice")
         s = self._s
         pos = sorted(s.leaves.index(n) for n in names)
+        new = list(s.leaves)
+        for i, n in zip(pos, names):
+            new[i] = n
+        ordered.check_reorder(s, new)
         self._sched.directives.append(D.Reorder(self.name, tuple(names)))
         for i, n in zip(pos, names):
             s.leaves[i] = n
@@ -201,6 +208,8 @@ class Stage(ComputePrimitives, StoragePrimitives):
             return fused
         o, i = self._leaf(outer, p, "outer"), self._leaf(inner, p, "inner")
         s = self._s
+        ordered.refuse_axis(s, p, o)
+        ordered.refuse_axis(s, p, i)
         hosted = self._attached_at(o)
         if hosted:
             raise ScheduleError(f"{p}: stage '{hosted[0]}' is computed at '{self.name}.{o}', "
@@ -228,6 +237,8 @@ class Stage(ComputePrimitives, StoragePrimitives):
         (a failed call leaves the schedule as it was)."""
         p, s = "fuse", self._s
         names = [self._leaf(a, p) for a in axes]
+        for n in names:
+            ordered.refuse_axis(s, p, n)
         for (a, na), (b, nb) in zip(zip(axes, names), zip(axes[1:], names[1:])):
             if s.leaves.index(nb) != s.leaves.index(na) + 1:
                 raise ScheduleError(f"{p}: {a!r} must be the loop directly outside {b!r}")
@@ -256,6 +267,7 @@ class Stage(ComputePrimitives, StoragePrimitives):
         p = "bind"
         self._not_inline(p)
         name = self._leaf(ax, p)
+        ordered.refuse_axis(self._s, p, name)
         if tag not in THREAD_TAGS:
             raise ScheduleError(f"{p}: unknown thread tag '{tag}' (use one of "
                                 f"{', '.join(THREAD_TAGS)})")
@@ -300,6 +312,8 @@ class Stage(ComputePrimitives, StoragePrimitives):
         self._not_inline(p)
         r, c = self._leaf(rows, p, "rows"), self._leaf(cols, p, "cols")
         s = self._s
+        ordered.refuse_axis(s, p, r)
+        ordered.refuse_axis(s, p, c)
         if as_int(group) is None or as_int(group) < 1:
             raise ScheduleError(f"{p}: group must be a positive int, got {group!r}")
         if msg := too_large(as_int(group), p, "group"):
@@ -381,6 +395,7 @@ class Stage(ComputePrimitives, StoragePrimitives):
         self._not_inline(p)
         name = self._leaf(ax, p)
         s = self._s
+        ordered.refuse_axis(s, p, name)
         if s.leaves[-1] != name:
             raise ScheduleError(f"{p}: axis {ax!r} is not the innermost loop (innermost is "
                                 f"'{s.leaves[-1]}')")

@@ -75,7 +75,7 @@ def self_reads(d: StageDef) -> list[Read]:
 
 def needs_snapshot(d: StageDef) -> bool:
     reads = self_reads(d)
-    if not reads:
+    if not reads or d.ordered:  # an ordered stage reads its own stores (schedule/ordered.py)
         return False
     if d.reduce:
         return True

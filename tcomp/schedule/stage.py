@@ -48,6 +48,10 @@ class StageDef:
     components: tuple[str, ...] = ()
     monoid: str | None = None
     accs: tuple = ()
+    # An ordered statement (`where ordered t`, schedule/ordered.py): its ordered indices,
+    # outermost first, and the spatial indices its reads of its own tensor leave unchanged.
+    ordered: tuple[str, ...] = ()
+    independent: tuple[str, ...] = ()
 
     @property
     def tensors(self) -> tuple[str, ...]:
@@ -93,7 +97,8 @@ class StageState:
             self.kinds[v] = "spatial"
         for v in definition.reduce:
             self.kinds[v] = "reduce"
-        self.leaves: list[str] = list(definition.spatial) + list(definition.reduce)
+        # An ordered stage's loops: independent, ordered, then the rest (schedule/ordered.py).
+        self.leaves: list[str] = self.initial_leaves()
         self.relations: list = []
         self.bind: dict[str, str] = {}
         self.unroll: set[str] = set()
@@ -119,4 +124,11 @@ class StageState:
     def transformed(self) -> bool:
         return bool(self.relations or self.bind or self.unroll or self.vectorize or self.pipeline or
                     self.tensorize or
-                    self.leaves != list(self.definition.spatial) + list(self.definition.reduce))
+                    self.leaves != self.initial_leaves())
+
+    def initial_leaves(self) -> list[str]:
+        d = self.definition
+        if not d.ordered:
+            return list(d.spatial) + list(d.reduce)
+        return list(d.independent) + list(d.ordered) + \
+            [v for v in d.spatial if v not in d.ordered + d.independent] + list(d.reduce)
