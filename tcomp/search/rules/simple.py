@@ -14,12 +14,27 @@ def _flat_applies(ctx, stage):
 def _flat_sample(ctx, stage, rng):
     n = ctx.node(stage)
     total = 1
-    for v in n["spatial"]:
+    parallel = _parallel_axes(ctx, stage, n["spatial"])
+    for v in parallel:
         total *= ctx.extents[stage][v]
-    vec = pick(rng, [1, 2, 4]) if n["kind"] == "elementwise" and n["spatial"] else 1
+    ordered = len(parallel) != len(n["spatial"])
+    vec = pick(rng, [1, 2, 4]) if n["kind"] == "elementwise" and parallel and not ordered \
+        else 1
     threads = pick(rng, pow2_upto(max(1, total // vec), 32, ctx.limits.threads))
-    unroll = pick(rng, [1, 2, 4, 8]) if n["reduce"] else 1
+    unroll = pick(rng, [1, 2, 4, 8]) if n["reduce"] and not ordered else 1
     return {"threads": threads, "vec": vec, "unroll": unroll}
+
+
+def _parallel_axes(ctx, stage, spatial):
+    """The spatial axes `flat` spreads over threads: all, except in the stage of
+    an ordered statement (schedule/ordered.py), whose independent ones only."""
+    key = ("ordered stages",)
+    if key not in ctx.memo:
+        from ...schedule import Schedule
+        ctx.memo[key] = {n: st.definition for n, st in Schedule(ctx.op).states.items()
+                         if st.definition.ordered}
+    d = ctx.memo[key].get(stage)
+    return list(d.independent) if d is not None else list(spatial)
 
 
 def _flat_feasible(ctx, stage, p):
@@ -29,9 +44,11 @@ def _flat_feasible(ctx, stage, p):
 
 def _flat_apply(s, ctx, stage, p):
     st = s[stage]
-    if not st.axes:
+    d = s.states[stage].definition
+    axes = [a for a in st.axes if a.name in d.independent] if d.ordered else list(st.axes)
+    if not axes:
         return
-    f = _fuse_all(st, list(st.axes))
+    f = _fuse_all(st, axes)
     if p["vec"] > 1:
         f, fv = st.split(f, p["vec"])
     fo, fi = st.split(f, p["threads"])
