@@ -13,7 +13,8 @@ tensor is either
   * at a point provably other than the one being written: at some ordered
     position the subscript is `t + c` with `c` a nonzero constant
     (`O(t - 1)`), or a ternary (or `&&`) guarding the read excludes `t`
-    (`j < i ? ... X(j) ... : ...`, trisolv's forward substitution); or
+    (`j < i ? ... X(j) ... : ...`, trisolv's forward substitution; two
+    conditions chain: `k < j` and `j < i` exclude `k == i`); or
   * at exactly the element written (`O(i, t)` in `O(i, t) = 2.0 * O(i, t)`),
     in a statement without reduction indices (a reduction would read its own
     partial sum).
@@ -137,7 +138,9 @@ def _other_point(sub: Expr, var: str, facts: tuple) -> bool:
         return False
     if e.is_Integer:
         return e != 0
-    for kind, d in facts:
+    les = [d for kind, d in facts if kind == "le"]
+    chained = [("le", a + b) for i, a in enumerate(les) for b in les[i + 1:]]  # k < j, j < i
+    for kind, d in facts + tuple(chained):
         for sign in (1, -1):
             k = sympy.expand(sign * e - d)
             if not k.is_Integer:
