@@ -294,8 +294,23 @@ class Stage(ComputePrimitives, StoragePrimitives):
         if threads.is_block(tag) and s.attach != ("root",):
             raise ScheduleError(f"{p}: stage '{self.name}' is computed inside another stage; "
                                 f"only root stages can bind {tag}")
+        if s.scan is not None and threads.is_thread(tag):
+            raise ScheduleError(f"{p}: stage '{self.name}' is scanned over {s.scan[2]} threads "
+                                f"along threadIdx.x, its whole block; bind {ax!r} to blocks")
         self._sched.directives.append(D.Bind(self.name, name, tag))
         s.bind[name] = tag
+
+    def scan(self, ax: Axis, threads: int = 256):
+        """Compute an ordered recurrence over `ax` as a parallel scan by the
+        `threads` threads of a block (schedule/scan.py: which recurrences).
+
+        for t in 1:T: O[t] = O[t - 1] + X[t]
+        --scan(t, threads=256)-->  t_i = threadIdx.x; carry = O[0]
+            for t_o: v = X[1 + t_o * 256 + t_i]; scan_add(v, carry, 256); O[...] = v
+        Returns the (tile, lane) axes; bind the stage's other axes to blocks.
+        """
+        from .scan import scan
+        return scan(self, ax, threads)
 
     def rasterize(self, rows: Axis, cols: Axis, group: int, tag: str = "blockIdx.x") -> Axis:
         """Bind a 2-D grid of blocks to one block index, numbered `group` rows at

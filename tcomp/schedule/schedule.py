@@ -165,6 +165,8 @@ class Schedule:
             st.storage_align(ax(d.axis), d.factor, d.offset)
         elif isinstance(d, D.Swizzle):
             st.swizzle(d.span)
+        elif isinstance(d, D.Scan):
+            st.scan(ax(d.axis), d.threads)
         else:
             raise ScheduleError(f"apply: unknown directive {d!r}")
 

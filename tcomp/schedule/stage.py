@@ -109,7 +109,9 @@ class StageState:
         self.swizzle: int | None = None  # swizzle: its span in bytes (ir.Swizzle)
         self.pipeline: dict[str, int] = {}  # leaf -> stages (double-buffered copies there)
         self.tensorize: dict[str, str] = {}  # leaf -> intrinsic computing the loops from it in
-        self.attach: tuple = ("root",)  # ('root',) | ('inline',) | ('at', stage, axis)
+        self.attach: tuple = ("root",)
+        # Stage.scan (schedule/scan.py): (the tile loop, the lane loop, threads), else None.
+        self.scan: tuple[str, str, int] | None = None  # ('root',) | ('inline',) | ('at', stage, axis)
 
     @property
     def tensor(self) -> str:
