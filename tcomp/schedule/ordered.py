@@ -85,8 +85,12 @@ def refuse_axis(st, primitive: str, leaf: str) -> None:
         why = (f"axis '{leaf}' of the ordered stage is not independent: a read of "
                f"'{d.tensor}' uses another value of '{leaf}', stored by another iteration, so "
                f"it runs serially inside the ordered loop")
-    hint = (f"; spread the independent axes ({', '.join(d.independent)}) over threads instead"
-            if d.independent else "")
+    if st.scan is not None:
+        hint = f"; bind the independent axes ({', '.join(d.independent)}) to blocks" \
+            if d.independent else ""
+    else:
+        hint = (f"; spread the independent axes ({', '.join(d.independent)}) over threads "
+                f"instead" if d.independent else "")
     raise ScheduleError(f"{primitive}: {why}{hint}")
 
 

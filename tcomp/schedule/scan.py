@@ -137,8 +137,6 @@ def scan(stage, ax, threads) -> tuple:
     if name not in d.ordered:
         raise ScheduleError(f"{p}: axis '{name}' is not the ordered axis of stage "
                             f"'{stage.name}' ({', '.join(d.ordered)})")
-    if s.scan is not None:
-        raise ScheduleError(f"{p}: stage '{stage.name}' is already scanned")
     n = as_int(threads)
     if n is None or n < 32 or n > 1024 or n % 32:
         raise ScheduleError(f"{p}: threads must be a multiple of 32 from 32 to 1024 (whole "

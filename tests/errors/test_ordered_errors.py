@@ -145,3 +145,98 @@ def test_a_refused_primitive_records_nothing():
     st.reorder(t, b)  # the independent axis moves freely
     st.unroll(t)      # an unrolled serial loop keeps its order
     assert [a.name for a in st.leaf_axes] == ["t", "b"]
+
+
+# ------------------------------------------------------------------ Stage.scan
+def _rec(rhs, dtype="float", out="O", where="where t in 1:T, ordered t", head=None):
+    head = head or f"{dtype}(B, T) X, {dtype}(B, T) A"
+    return tcomp.Schedule(tcomp.op(f"""def f({head}) -> ({out}) {{
+    O(b, t) = X(b, t)
+    O(b, t) = {rhs} {where}
+}}"""))
+
+
+def _scan(s, stage="O.1", axis=1, threads=64):
+    st = s[stage]
+    return st.scan(st.axes[axis], threads=threads)
+
+
+SUM = "O(b, t - 1) + X(b, t)"
+CANNOT = "scan: stage 'O.1' cannot be computed as a scan: "
+LOOP = "; leave it an ordered loop"
+NOT_ONCE = CANNOT + "it does not read 'O' exactly once, at the previous point ('t - 1') and " \
+    "its own other indices" + LOOP
+
+
+def _bound_then_scan():
+    s = _rec(SUM)
+    s["O.1"].bind(s["O.1"].axes[0], "threadIdx.y")
+    return _scan(s)
+
+
+def _scanned():
+    s = _rec(SUM)
+    st = s["O.1"]
+    t_o, t_i = st.scan(st.axes[1], threads=64)
+    return s, st, t_o, t_i
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: _scan(_rec(SUM), stage="O"),
+     "scan: stage 'O' is not ordered; a scan computes an ordered recurrence ('where ordered t')"),
+    (lambda: _scan(_rec(SUM), axis=0), "scan: axis 'b' is not the ordered axis of stage 'O.1' (t)"),
+    (lambda: _scan(_rec(SUM), threads=48),
+     "scan: threads must be a multiple of 32 from 32 to 1024 (whole warps of one block), got 48"),
+    (lambda: _scan(_rec(SUM), threads=2048),
+     "scan: threads must be a multiple of 32 from 32 to 1024 (whole warps of one block), got "
+     "2048"),
+    (_bound_then_scan,
+     "scan: stage 'O.1' binds 'b' to threadIdx.y; a scan's block is its 64 threads along x: bind "
+     "the independent axes to blocks"),
+    (lambda: _scan(_rec("O(b, t - 1) - X(b, t)")),
+     CANNOT + "its right-hand side is not an associative combine of the previous point (P + f, "
+     "P * f, max(P, f), min(P, f) or a * P + b, with P the read of 'O' at 't - 1')" + LOOP),
+    (lambda: _scan(_rec("O(b, t - 1) * O(b, t - 1)")), NOT_ONCE),
+    (lambda: _scan(_rec("O(b, t - 2) + X(b, t)", where="where t in 2:T, ordered t")), NOT_ONCE),
+    (lambda: _scan(_rec(SUM, dtype="bfloat16")),
+     CANNOT + "'O' is bfloat16 (a scan keeps its partial results unrounded: declare it one of "
+     "int32, uint32, int64, uint64, float32, float64)" + LOOP),
+    (lambda: _scan(_rec("O(b, t - 1) + A(b, t)", head="float(B, T) X, double(B, T) A",
+                        out="float(B, T) O")),
+     CANNOT + "it computes in float64 but 'O' is float32 (each step would round, which a scan "
+     "skips)" + LOOP),
+    (lambda: _scan(_rec("O(b, t - 1) + (b > 0 ? O(b - 1, t - 1) : 0.0)")),
+     CANNOT + "its reads of the tensor use other values of its other indices" + LOOP),
+    (lambda: _scan(tcomp.Schedule(tcomp.op("""def f(float(B, T) X) -> (O) {
+        O(b, t) = X(b, t)
+        O(b, t) +=! O(b, t - 1) * X(b, k) where t in 1:T, ordered t
+    }"""))),
+     CANNOT + "it is a reduction (a scan computes a plain '=' recurrence)" + LOOP),
+    (lambda: _scan(tcomp.Schedule(tcomp.op("""def f(float(B, T) X) -> (O) {
+        O(b, t) = X(b, t)
+        O(b, t) = b > 0 && t > 0 ? O(b - 1, t) + O(b, t - 1) : O(b, t) where ordered b, ordered t
+    }"""))),
+     CANNOT + "it is ordered over b, t, and a scan runs over one axis" + LOOP),
+    (lambda: (lambda s, st, t_o, t_i: st.bind(st.axes[0], "threadIdx.y"))(*_scanned()),
+     "bind: stage 'O.1' is scanned over 64 threads along threadIdx.x, its whole block; bind "
+     "Axis(O.1.b) to blocks"),
+    (lambda: (lambda s, st, t_o, t_i: st.split(t_o, 2))(*_scanned()),
+     "split: axis 't_o' is a loop of the scan over 't' (its tiles, or its lanes on "
+     "threadIdx.x): the scan fixes it; bind the independent axes (b) to blocks"),
+    (lambda: (lambda s, st, t_o, t_i: st.bind(t_i, "blockIdx.y"))(*_scanned()),
+     "bind: axis 't_i' is a loop of the scan over 't' (its tiles, or its lanes on "
+     "threadIdx.x): the scan fixes it; bind the independent axes (b) to blocks"),
+])
+def test_scan_errors(call, message):
+    with pytest.raises(tcomp.ScheduleError) as e:
+        call()
+    assert message in str(e.value)
+
+
+def test_the_scan_tile_loop_must_stay_innermost():
+    s, st, t_o, t_i = _scanned()
+    st.reorder(t_o, st.axes[0])  # the independent axis may move, but not inside the tiles
+    with pytest.raises(tcomp.LoweringError) as e:
+        tcomp.lower(s, sizes={"B": 3, "T": 10})
+    assert "stage 'O.1': the scan's tile loop 't_o' must be its innermost loop; reorder the " \
+        "independent axes outside it" in str(e.value)
