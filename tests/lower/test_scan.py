@@ -144,3 +144,18 @@ def test_gpu_linear_recurrence_scan():
     for t in range(1, 4096):
         want[:, t] = A[:, t] * want[:, t - 1] + X[:, t]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_search_draws_scans():
+    """The `scan` rule (search/rules/simple.py) next to `flat` (one thread per row);
+    every candidate lowers, and the auto choice computes the loop's values."""
+    from tcomp.search import Space
+    op = recurrence("A(b, t) * O(b, t - 1) + X(b, t)")
+    space = Space(op, {"B": 8, "T": 4096}, target="cuda")
+    sketches = {c.sketch for c in space.generate(12, np.random.default_rng(0))}
+    assert "O:flat, O.1:scan" in sketches and "O:flat, O.1:flat" in sketches
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((3, 300)).astype(np.float32)
+    A = rng.uniform(0.9, 1.1, (3, 300)).astype(np.float32)
+    np.testing.assert_allclose(tcomp.build(op, target="sim", sizes={"B": 3, "T": 300})(X, A),
+                               loop_reference(op, X, A), rtol=1e-5, atol=1e-5)
