@@ -80,10 +80,12 @@ def emit_scan(gen, s: ir.Evaluate, d: int) -> None:
         e(f"if ({u}_lane == 31) {u}_s[{u}_warp] = {u}_v;")
         e("__syncthreads();")
         e(f"{ct} {u}_h = {carry};")
-        e(f"for (int {u}_w = 0; {u}_w < {u}_warp; ++{u}_w) {u}_h = {comb(f'{u}_h', f'{u}_s[{u}_w]')};")
+        e(f"for (int {u}_w = 0; {u}_w < {u}_warp; ++{u}_w) "
+          f"{u}_h = {comb(f'{u}_h', f'{u}_s[{u}_w]')};")
         e(f"{value} = {comb(f'{u}_h', f'{u}_v')};")
         e(f"{ct} {u}_c = {carry};")
-        e(f"for (int {u}_w = 0; {u}_w < {warps}; ++{u}_w) {u}_c = {comb(f'{u}_c', f'{u}_s[{u}_w]')};")
+        e(f"for (int {u}_w = 0; {u}_w < {warps}; ++{u}_w) "
+          f"{u}_c = {comb(f'{u}_c', f'{u}_s[{u}_w]')};")
     e("__syncthreads();")
     e(f"{carry} = {u}_c;")
     gen.emit("}", d)

@@ -118,7 +118,8 @@ def c_ludcmp(A, b):
 
 def c_floyd(D):
     """for (k = 0; k < _PB_N; k++) for (i = 0; i < _PB_N; i++) for (j = 0; j < _PB_N; j++)
-         path[i][j] = path[i][j] < path[i][k] + path[k][j] ? path[i][j] : path[i][k] + path[k][j];"""
+         path[i][j] = path[i][j] < path[i][k] + path[k][j]
+                      ? path[i][j] : path[i][k] + path[k][j];"""
     p = D.copy()
     n = len(D)
     for k in range(n):
