@@ -155,7 +155,8 @@ def epilogue_refusal(sched, stage: str, target: str) -> str | None:
     if not me.definition.init or self_reads(me.definition):
         return f"'{stage}' continues an earlier value of '{me.tensor}'"
     d = tg.definition
-    if d.reduce or needs_snapshot(d) or tg.snapshot is not None:
+    # (an ordered stage reads the points it stored before: not from each element alone)
+    if d.reduce or needs_snapshot(d) or tg.snapshot is not None or d.ordered:
         return (f"'{target}' does not update each element of '{me.tensor}' from that element "
                 f"alone")
     snap = snapshot_of(sched, target, me.tensor)

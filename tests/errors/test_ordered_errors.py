@@ -240,3 +240,17 @@ def test_the_scan_tile_loop_must_stay_innermost():
         tcomp.lower(s, sizes={"B": 3, "T": 10})
     assert "stage 'O.1': the scan's tile loop 't_o' must be its innermost loop; reorder the " \
         "independent axes outside it" in str(e.value)
+
+
+def test_the_first_value_is_not_computed_inside_the_ordered_loop():
+    """Computed at the ordered loop, `O`'s first statement would overwrite at each t the
+    points the recurrence already stored (an in-place epilogue needs updates of each element
+    from that element alone)."""
+    s = tcomp.Schedule(tcomp.op("""def f(float(B, T) X) -> (O) {
+        O(b, t) = X(b, t)
+        O(b, t) = t > 0 ? O(b, t - 1) + X(b, t) : X(b, t) where ordered t
+    }"""))
+    st = s["O.1"]
+    with pytest.raises(tcomp.ScheduleError) as e:
+        s["O"].compute_at(st, st.leaf_axes[1])
+    assert "'O.1' does not update each element of 'O' from that element alone" in str(e.value)
