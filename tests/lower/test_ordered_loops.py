@@ -94,7 +94,8 @@ def test_default_and_auto_schedules():
     X = np.random.default_rng(5).standard_normal((6, 9)).astype(np.float32)
     want = tcomp.evaluate(CUMSUM, X)
     np.testing.assert_array_equal(tcomp.build(tcomp.Schedule(CUMSUM), target="sim")(X), want)
-    np.testing.assert_array_equal(tcomp.build(CUMSUM, target="sim")(X), want)
+    # (tcomp.build's choice may be a scan: a tree's float order)
+    np.testing.assert_allclose(tcomp.build(CUMSUM, target="sim")(X), want, rtol=1e-5, atol=1e-5)
 
 
 def test_nvrtc_compiles_the_ordered_loop():
