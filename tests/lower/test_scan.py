@@ -159,3 +159,23 @@ def test_the_search_draws_scans():
     A = rng.uniform(0.9, 1.1, (3, 300)).astype(np.float32)
     np.testing.assert_allclose(tcomp.build(op, target="sim", sizes={"B": 3, "T": 300})(X, A),
                                loop_reference(op, X, A), rtol=1e-5, atol=1e-5)
+
+
+def test_a_long_vector_in_chunks():
+    """The chunked prefix sum of docs/schedules.md ("scan"): rows scanned by blocks, the
+    rows' totals by an ordered loop, the offsets added; at a size that is not a multiple of
+    the block (5 rows of 100, blocks of 64)."""
+    op = tcomp.op("""def chunked_cumsum(float(C, L) X) -> (O) {
+        R(c, l) = X(c, l) where l in 0:1
+        R(c, l) = R(c, l - 1) + X(c, l) where l in 1:L, ordered l
+        S(c) = 0.0 where c in 0:1
+        S(c) = S(c - 1) + R(c - 1, L - 1) where c in 1:C, ordered c
+        O(c, l) = R(c, l) + S(c)
+    }""")
+    s = tcomp.Schedule(op)
+    c, l = s["R.1"].axes
+    s["R.1"].scan(l, threads=64)
+    s["R.1"].bind(c, "blockIdx.x")
+    x = np.random.default_rng(4).standard_normal(500).astype(np.float32)
+    got = tcomp.build(s, target="sim")(x.reshape(5, 100)).reshape(-1)
+    np.testing.assert_allclose(got, np.cumsum(x), rtol=1e-5, atol=1e-5)
