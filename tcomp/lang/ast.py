@@ -175,7 +175,17 @@ class LetClause:
     loc: Loc | None = loc_field()
 
 
-WhereClause = RangeClause | ExistsClause | LetClause
+@dataclass(frozen=True)
+class OrderedClause:
+    """`where ordered t`: the statement runs point by point in increasing `t`
+    (several clauses: lexicographically, in the order written), and a read of
+    its own tensor at an earlier point sees what the statement stored there
+    (an in-order recurrence; docs/language.md, "Ordered recurrences")."""
+    var: str
+    loc: Loc | None = loc_field()
+
+
+WhereClause = RangeClause | ExistsClause | LetClause | OrderedClause
 
 
 @dataclass(frozen=True)
@@ -206,6 +216,11 @@ class Stmt:
     @property
     def all_tensors(self) -> tuple[str, ...]:
         return (self.tensor,) + self.tensors
+
+    @property
+    def ordered(self) -> tuple[str, ...]:
+        """The indices of its `where ordered` clauses, outermost first."""
+        return tuple(c.var for c in self.where if isinstance(c, OrderedClause))
 
 
 @dataclass(frozen=True)

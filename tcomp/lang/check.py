@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import LangError
-from . import check_tuples, dtypes, literals
+from . import check_ordered, check_tuples, dtypes, literals
 from .ast import (Binary, Call, Const, Def, ExistsClause, Expr, Index, LetClause, Name,
                   RangeClause, Read, Size, Stmt, Unary, walk)
 from .dtypes import DType
@@ -293,6 +293,7 @@ class _Checker(ExprChecks):
                             f"it would be a reduction index; use a reduction such as '+=!' (or "
                             f"did you mean a size variable?)", loc)
         stmt = dataclasses.replace(s, rhs=rhs, where=tuple(resolved))
+        check_ordered.check(stmt, spatial, reduce, self.lets)
         if s.monoid is not None:
             return check_tuples.finish(self, s, stmt, spatial, reduce, resolved, where)
 

@@ -9,7 +9,9 @@ larger than CHUNK elements are split along their longest axis.
 
 Semantics pinned here (and documented in docs/language.md and the README):
   * outputs start zero-filled; a statement writes its spatial range;
-  * a statement's right-hand side sees the state before the statement;
+  * a statement's right-hand side sees the state before the statement; an
+    ordered one (`where ordered t`) runs point by point in increasing `t`, and
+    sees the points it stored before the current one (lang/check_ordered.py);
   * ternaries, `&&` and `||` are lazy: a read in a branch not taken may be out
     of bounds; a read that is taken and out of bounds raises `LangError`;
   * integer `/` and `%` floor toward negative infinity; division by zero
@@ -116,6 +118,9 @@ def _run(op: Op, st: Statement, env: dict, sizes: dict):
     if st.monoid is not None:
         _run_tuple(st, env, sizes, box)
         return
+    if st.ordered:
+        _run_ordered(st, env, sizes, box)
+        return
     reads_self = any(isinstance(x, Read) and x.tensor == st.tensor for x in _all_exprs(st))
     view = dict(env)
     if reads_self:
@@ -127,6 +132,27 @@ def _run(op: Op, st: Statement, env: dict, sizes: dict):
         prior = view[st.tensor][region].astype(st.acc_dtype.numpy)
         result = _combine(st.reduce_op, prior, result)
     out[region] = npfuncs.convert(result, out.dtype)
+
+
+def _run_ordered(st: Statement, env: dict, sizes: dict, box):
+    """An ordered statement (`where ordered t`): point by point over its ordered
+    indices, lexicographically in increasing order; each point's elements are
+    computed from the tensor as it is then (earlier points already stored, this
+    and later ones as before the statement), then stored."""
+    out, nsp = env[st.tensor], len(st.spatial)
+    pos = [st.spatial.index(v) for v in st.ordered]
+    ev = _Eval(st, env, sizes, [v for v, _, _ in box])
+    for point in np.ndindex(*(box[k][2] - box[k][1] for k in pos)):
+        sub = list(box)
+        for k, p in zip(pos, point):
+            v, lo, _ = box[k]
+            sub[k] = (v, lo + p, lo + p + 1)
+        result = ev.reduce_box(sub)
+        region = tuple(slice(lo, hi) for _, lo, hi in sub[:nsp])
+        if st.continues:
+            prior = out[region].astype(st.acc_dtype.numpy)
+            result = _combine(st.reduce_op, prior, result)
+        out[region] = npfuncs.convert(result, out.dtype)
 
 
 def _run_tuple(st: Statement, env: dict, sizes: dict, box):

@@ -89,6 +89,18 @@ class Statement:
         return self.stmt.reduce_op
 
     @property
+    def ordered(self) -> tuple[str, ...]:
+        """Its `where ordered` indices, outermost first (lang/check_ordered.py)."""
+        return self.stmt.ordered
+
+    @property
+    def independent(self) -> tuple[str, ...]:
+        """Of an ordered statement, the spatial indices a schedule may spread over
+        threads: every read of its own tensor uses them unchanged (check_ordered.py)."""
+        from .check_ordered import independent
+        return independent(self.stmt, self.spatial, self.lets) if self.ordered else ()
+
+    @property
     def lets(self) -> dict[str, Expr]:
         return {c.name: c.value for c in self.stmt.where if isinstance(c, LetClause)}
 

@@ -11,7 +11,7 @@ Grammar (TC's, with tcomp's extensions marked +):
   TUPLE     := 'argmax=!' | 'argmin=!' | 'welford=!' | 'expsum=!'       (monoids.py)
   ASSIGN    := '=' | '+=' | '*=' | 'max=' | 'min=' | '+=!' | '*=!' | 'max=!' | 'min=!'
   where     := 'where' clause {',' clause}
-  clause    := ID 'in' expr ':' expr | 'exists' expr | ID '=' expr (+)
+  clause    := ID 'in' expr ':' expr | 'exists' expr | ID '=' expr (+) | 'ordered' ID (+)
   expr      := or ['?' expr ':' expr]                     (right associative)
   or := and {'||' and}   and := cmp {'&&' cmp}
   cmp := add {('=='|'!='|'<'|'<='|'>'|'>=') add}   (one level, as in TC)   add := mul {('+'|'-') mul}
@@ -23,7 +23,7 @@ from __future__ import annotations
 from .. errors import LangError
 from . import dtypes, literals, monoids
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, LetClause, Module,
-                  Name, OutParam, Param, RangeClause, Select, Stmt, Unary, Values, children)
+                  Name, OrderedClause, OutParam, Param, RangeClause, Select, Stmt, Unary, Values, children)
 from .lexer import MONOID_WORDS, Token, tokenize
 from .source import Source
 
@@ -232,7 +232,8 @@ class _Parser:
         self.check_depth(rhs)
         for c in where:
             for e in (c.lo, c.hi) if isinstance(c, RangeClause) else \
-                    (c.read,) if isinstance(c, ExistsClause) else (c.value,):
+                    (c.read,) if isinstance(c, ExistsClause) else \
+                    (c.value,) if isinstance(c, LetClause) else ():
                 self.check_depth(e)
         return Stmt(name.text, tuple(indices), op.rstrip("!"), init, rhs, tuple(where),
                     loc=name.loc, tensors=tuple(t.text for t, _ in more))
@@ -295,6 +296,10 @@ class _Parser:
         if t.is_kw("exists"):
             self.advance()
             return ExistsClause(self.expr(), loc=t.loc)
+        if t.kind == "ident" and t.text == "ordered" and self.peek().kind == "ident":
+            self.advance()  # contextual: `ordered in 0:N` still ranges an index named so
+            var = self.expect_ident("an index variable after 'ordered'")
+            return OrderedClause(var.text, loc=var.loc)
         if self.tok.kind == "ident":
             self.not_reserved(self.tok, "an index variable or a where-binding")
         name = self.expect_ident("an index name or 'exists' after 'where'")

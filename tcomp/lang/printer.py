@@ -7,7 +7,7 @@ import math
 
 from . import literals
 from .ast import (Binary, Call, Cast, Const, Def, ExistsClause, Expr, Index, LetClause,
-                  LetRef, Module, Name, OutParam, Param, RangeClause, Read, Select, Size, Stmt,
+                  LetRef, Module, Name, OrderedClause, OutParam, Param, RangeClause, Read, Select, Size, Stmt,
                   Unary, Values)
 
 # Binding strength; higher binds tighter. Binary operators are left-associative.
@@ -86,6 +86,8 @@ def clause_to_text(c) -> str:
         return f"exists {expr_to_text(c.read)}"
     if isinstance(c, LetClause):
         return f"{c.name} = {expr_to_text(c.value)}"
+    if isinstance(c, OrderedClause):
+        return f"ordered {c.var}"
     raise TypeError(c)
 
 

@@ -159,6 +159,27 @@ register(Intrinsic(
     effects=frozenset({"reads", "writes", "block_collective"}),
     noun="cross-thread reduction"))
 
+# Block scans (Stage.scan; lowering: scan.py). The threads along threadIdx.x (the whole
+# block x dimension, `threads` of them) hold one element each, in thread order; the scan
+# combines them with the carry (the running value of the tiles before) and advances it.
+SCAN_OPS = {"+": "scan_add", "*": "scan_mul", "max": "scan_max", "min": "scan_min",
+            "linear": "scan_linear"}
+_SCAN_TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
+for _op, _name in SCAN_OPS.items():
+    _coef = (Operand("coef", ref=True, access=READWRITE, scopes=("local",), dtypes=_SCAN_TYPES),
+             ) if _op == "linear" else ()
+    register(Intrinsic(
+        _name, ("the linear recurrence h = a h' + b" if _op == "linear" else f"'{_op}'") +
+        " scanned over the threads along threadIdx.x: each thread's element becomes the "
+        "carry combined with the elements of the threads up to it (inclusive), and every "
+        "thread's carry the carry combined with all of them" +
+        (" (elements: coef a, value b)" if _op == "linear" else ""),
+        operands=_coef + (
+            Operand("value", ref=True, access=READWRITE, scopes=("local",), dtypes=_SCAN_TYPES),
+            Operand("carry", ref=True, access=READWRITE, scopes=("local",), dtypes=_SCAN_TYPES),
+            Operand("threads", dtypes=("int32",))),
+        effects=frozenset({"reads", "writes", "block_collective"}), noun="block scan"))
+
 # Tensor cores (layouts: warp_layouts.py; lowering: tensor_cores.py). Fragments
 # are per-lane registers; every lane of the warp executes these together.
 _16BIT = ("bfloat16", "float16")

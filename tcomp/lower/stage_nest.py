@@ -19,6 +19,7 @@ from .construct import add, conj, ident, mul, sub
 from .context import StageLoops
 from .loops import for_loop
 from .reduction import init_nest, register_accumulation
+from .scan import scan_loop
 from .tuple_nest import tuple_accumulation
 from .simplify import simplify_expr
 from .stages import effective_reads, stage_loc
@@ -218,6 +219,8 @@ class StageNest:
             return tuple_accumulation(self, i)
         if self.registers and i == self.first_red:
             return register_accumulation(self, i)
+        if st.scan is not None and i < len(st.leaves) and st.leaves[i] == st.scan[0]:
+            return scan_loop(self, i)
         if i == len(st.leaves):
             if self.reducing:
                 return self.guarded(self.allg, self.store(

@@ -146,6 +146,14 @@ class Swizzle:
 
 
 @dataclass(frozen=True)
+class Scan:
+    """Stage.scan(axis, threads): the ordered recurrence as a block-parallel scan."""
+    stage: str
+    axis: str
+    threads: int
+
+
+@dataclass(frozen=True)
 class OnlineSoftmax:
     """Schedule.online_softmax(max, sum, weighted): the stages of the chain rewritten."""
     max: str
@@ -187,7 +195,7 @@ KINDS = {cls.__name__: cls for cls in (Split, Tile, Reorder, Fuse, Bind, Unroll,
                                          ComputeAt, ComputeInline, ComputeRoot, CacheRead,
                                          CacheWrite, Rfactor, StorageAlign, StorageOrder, SetScope,
                                          Pipeline, Tensorize, Swizzle, OnlineSoftmax, Tma,
-                                         Persistent, WarpSpecialize, Epilogue)}
+                                         Persistent, WarpSpecialize, Epilogue, Scan)}
 
 
 # The version of the JSON format `to_json` writes (the field "tcomp_schedule").

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from . import directives as D
 from .args import as_int, too_large
-from . import threads, tuple_stages
+from . import ordered, threads, tuple_stages
 from .stage import THREAD_TAGS, Axis, FuseRel, SplitRel
 from .primitives_compute import (ComputePrimitives, _matmul_roles, _ranges_text,  # noqa: F401
                                  _root_and_extent, _siblings, consumes)
@@ -101,6 +101,7 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
         p = "split"
         self._not_inline(p)
         name = self._leaf(ax, p)
+        ordered.refuse_axis(self._s, p, name)
         self._not_bound(name, p)
         if (factor is None) == (nparts is None):
             raise ScheduleError(f"{p}: give exactly one of factor= and nparts= (axis {ax!r})")
@@ -142,6 +143,8 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
         p = "tile"
         self._not_inline(p)
         xn, yn = self._leaf(x, p, "x"), self._leaf(y, p, "y")
+        ordered.refuse_axis(self._s, p, xn)
+        ordered.refuse_axis(self._s, p, yn)
         if xn == yn:
             raise ScheduleError(f"{p}: x and y are the same axis {x!r}")
         self._not_bound(xn, p)
@@ -178,6 +181,10 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
             raise ScheduleError(f"{p}: axis '{dup}' is given twice")
         s = self._s
         pos = sorted(s.leaves.index(n) for n in names)
+        new = list(s.leaves)
+        for i, n in zip(pos, names):
+            new[i] = n
+        ordered.check_reorder(s, new)
         self._sched.directives.append(D.Reorder(self.name, tuple(names)))
         for i, n in zip(pos, names):
             s.leaves[i] = n
@@ -202,6 +209,8 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
             return fused
         o, i = self._leaf(outer, p, "outer"), self._leaf(inner, p, "inner")
         s = self._s
+        ordered.refuse_axis(s, p, o)
+        ordered.refuse_axis(s, p, i)
         hosted = self._attached_at(o)
         if hosted:
             raise ScheduleError(f"{p}: stage '{hosted[0]}' is computed at '{self.name}.{o}', "
@@ -229,6 +238,8 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
         (a failed call leaves the schedule as it was)."""
         p, s = "fuse", self._s
         names = [self._leaf(a, p) for a in axes]
+        for n in names:
+            ordered.refuse_axis(s, p, n)
         for (a, na), (b, nb) in zip(zip(axes, names), zip(axes[1:], names[1:])):
             if s.leaves.index(nb) != s.leaves.index(na) + 1:
                 raise ScheduleError(f"{p}: {a!r} must be the loop directly outside {b!r}")
@@ -257,6 +268,7 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
         p = "bind"
         self._not_inline(p)
         name = self._leaf(ax, p)
+        ordered.refuse_axis(self._s, p, name)
         if tag not in THREAD_TAGS:
             raise ScheduleError(f"{p}: unknown thread tag '{tag}' (use one of "
                                 f"{', '.join(THREAD_TAGS)})")
@@ -283,8 +295,23 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
         if threads.is_block(tag) and s.attach != ("root",):
             raise ScheduleError(f"{p}: stage '{self.name}' is computed inside another stage; "
                                 f"only root stages can bind {tag}")
+        if s.scan is not None and threads.is_thread(tag):
+            raise ScheduleError(f"{p}: stage '{self.name}' is scanned over {s.scan[2]} threads "
+                                f"along threadIdx.x, its whole block; bind {ax!r} to blocks")
         self._sched.directives.append(D.Bind(self.name, name, tag))
         s.bind[name] = tag
+
+    def scan(self, ax: Axis, threads: int = 256):
+        """Compute an ordered recurrence over `ax` as a parallel scan by the
+        `threads` threads of a block (schedule/scan.py: which recurrences).
+
+        for t in 1:T: O[t] = O[t - 1] + X[t]
+        --scan(t, threads=256)-->  t_i = threadIdx.x; carry = O[0]
+            for t_o: v = X[1 + t_o * 256 + t_i]; scan_add(v, carry, 256); O[...] = v
+        Returns the (tile, lane) axes; bind the stage's other axes to blocks.
+        """
+        from .scan import scan
+        return scan(self, ax, threads)
 
     def rasterize(self, rows: Axis, cols: Axis, group: int, tag: str = "blockIdx.x") -> Axis:
         """Bind a 2-D grid of blocks to one block index, numbered `group` rows at
@@ -301,6 +328,8 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
         self._not_inline(p)
         r, c = self._leaf(rows, p, "rows"), self._leaf(cols, p, "cols")
         s = self._s
+        ordered.refuse_axis(s, p, r)
+        ordered.refuse_axis(s, p, c)
         if as_int(group) is None or as_int(group) < 1:
             raise ScheduleError(f"{p}: group must be a positive int, got {group!r}")
         if msg := too_large(as_int(group), p, "group"):
@@ -382,6 +411,7 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
         self._not_inline(p)
         name = self._leaf(ax, p)
         s = self._s
+        ordered.refuse_axis(s, p, name)
         if s.leaves[-1] != name:
             raise ScheduleError(f"{p}: axis {ax!r} is not the innermost loop (innermost is "
                                 f"'{s.leaves[-1]}')")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import ScheduleError
-from . import directives as D
+from . import directives as D, ordered
 from .args import as_int
 from .snapshot import check_placement, epilogue_refusal
 from . import threads, tuple_stages
@@ -35,6 +35,7 @@ class ComputePrimitives:
                                               for d: Y[n, d] = ..H..
         """
         p = "compute_at"
+        ordered.refuse_stage(self._s, p)
         tuple_stages.refuse(self._s, p)
         if not isinstance(target, type(self)) or target._sched is not self._sched:
             raise ScheduleError(f"{p}: target must be a Stage of the same schedule, got "
@@ -95,6 +96,7 @@ class ComputePrimitives:
         itself is still written by its own stage at root.
         """
         p = "compute_inline"
+        ordered.refuse_stage(self._s, p)
         tuple_stages.refuse(self._s, p)
         s = self._s
         if s.definition.reduce or s.definition.reduce_op is not None:
@@ -132,6 +134,7 @@ class ComputePrimitives:
         the new stage (named "C.rf", buffer C_rf, computed at root).
         """
         p = "rfactor"
+        ordered.refuse_stage(self._s, p)
         tuple_stages.refuse(self._s, p)
         self._not_inline(p)
         name = self._leaf(ax, p)
@@ -196,6 +199,7 @@ class ComputePrimitives:
         from .matmul_shape import FORM, matmul_shape
         from .tensor_intrinsics import TENSORIZE
         p = "tensorize"
+        ordered.refuse_stage(self._s, p)
         tuple_stages.refuse(self._s, p)
         self._not_inline(p)
         if isinstance(intrin, str) and intrin.startswith("wgmma_"):
@@ -282,6 +286,7 @@ class ComputePrimitives:
                     compute(A_shared[k_o % stages])
         """
         p = "pipeline"
+        ordered.refuse_stage(self._s, p)
         self._not_inline(p)
         name = self._leaf(ax, p)
         s = self._s

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from . import directives as D
 from .args import as_int, too_large
-from . import tuple_stages
+from . import ordered, tuple_stages
 from .stage import Axis
 
 
@@ -20,6 +20,8 @@ class StoragePrimitives:
         """
         p = "set_scope"
         tuple_stages.refuse(self._s, p)
+        if scope != "global":
+            ordered.refuse_stage(self._s, p)
         from .stage import SCOPES
         s = self._s
         if scope not in SCOPES:

@@ -12,7 +12,7 @@ import dataclasses
 from ..errors import ScheduleError
 from ..lang.ast import Index, Read
 from ..lang.op import Op
-from . import directives as D, tuple_stages
+from . import directives as D, ordered, tuple_stages
 from .snapshot import add_snapshots, read_through_snapshot, snapshot_of
 from .specialize import specialize, specializations_from_json, specializations_to_json
 from .stage import SCOPES, StageDef, StageState
@@ -22,7 +22,7 @@ def _stage_def(st) -> StageDef:
     ranges = {r.var: (r.lo, r.hi) for r in st.ranges}
     return StageDef(st.tensor, st.spatial, st.reduce, ranges, st.rhs, st.reduce_op,
                     not st.continues, st.acc_dtype, st.lets, st.stmt.tensors, st.monoid,
-                    st.component_accs)
+                    st.component_accs, st.ordered, st.independent)
 
 
 class Schedule:
@@ -173,6 +173,8 @@ class Schedule:
             st.storage_align(ax(d.axis), d.factor, d.offset)
         elif isinstance(d, D.Swizzle):
             st.swizzle(d.span)
+        elif isinstance(d, D.Scan):
+            st.scan(ax(d.axis), d.threads)
         else:
             raise ScheduleError(f"apply: unknown directive {d!r}")
 
@@ -226,6 +228,8 @@ class Schedule:
                                         f"reads its old values from the snapshot '{buf}' (stage "
                                         f"'{snap}'); cache_read '{buf}' instead")
                 raise ScheduleError(f"{p}: stage '{st.name}' does not read '{tensor}'")
+            if tensor in st.definition.tensors:
+                ordered.refuse_stage(st, p)
             names.append(st.name)
         if not names:
             raise ScheduleError(f"{p}: needs at least one reader stage")
@@ -276,6 +280,7 @@ class Schedule:
         p = "cache_write"
         st = self._state(stage, p)
         tuple_stages.refuse(st, p)
+        ordered.refuse_stage(st, p)
         if scope not in SCOPES:
             raise ScheduleError(f"{p}: scope must be one of {', '.join(SCOPES)}, got '{scope}'")
         if st.transformed() or st.attach != ("root",):

@@ -75,7 +75,7 @@ def self_reads(d: StageDef) -> list[Read]:
 
 def needs_snapshot(d: StageDef) -> bool:
     reads = self_reads(d)
-    if not reads:
+    if not reads or d.ordered:  # an ordered stage reads its own stores (schedule/ordered.py)
         return False
     if d.reduce:
         return True
@@ -155,7 +155,8 @@ def epilogue_refusal(sched, stage: str, target: str) -> str | None:
     if not me.definition.init or self_reads(me.definition):
         return f"'{stage}' continues an earlier value of '{me.tensor}'"
     d = tg.definition
-    if d.reduce or needs_snapshot(d) or tg.snapshot is not None:
+    # (an ordered stage reads the points it stored before: not from each element alone)
+    if d.reduce or needs_snapshot(d) or tg.snapshot is not None or d.ordered:
         return (f"'{target}' does not update each element of '{me.tensor}' from that element "
                 f"alone")
     snap = snapshot_of(sched, target, me.tensor)

@@ -48,6 +48,10 @@ class StageDef:
     components: tuple[str, ...] = ()
     monoid: str | None = None
     accs: tuple = ()
+    # An ordered statement (`where ordered t`, schedule/ordered.py): its ordered indices,
+    # outermost first, and the spatial indices its reads of its own tensor leave unchanged.
+    ordered: tuple[str, ...] = ()
+    independent: tuple[str, ...] = ()
 
     @property
     def tensors(self) -> tuple[str, ...]:
@@ -93,7 +97,8 @@ class StageState:
             self.kinds[v] = "spatial"
         for v in definition.reduce:
             self.kinds[v] = "reduce"
-        self.leaves: list[str] = list(definition.spatial) + list(definition.reduce)
+        # An ordered stage's loops: independent, ordered, then the rest (schedule/ordered.py).
+        self.leaves: list[str] = self.initial_leaves()
         self.relations: list = []
         self.bind: dict[str, str] = {}
         self.unroll: set[str] = set()
@@ -105,9 +110,11 @@ class StageState:
         self.pipeline: dict[str, int] = {}  # leaf -> stages (double-buffered copies there)
         self.tensorize: dict[str, str] = {}  # leaf -> intrinsic computing the loops from it in
         self.attach: tuple = ("root",)  # ('root',) | ('inline',) | ('at', stage, axis)
+        # Stage.scan (schedule/scan.py): (the tile loop, the lane loop, threads), else None.
+        self.scan: tuple[str, str, int] | None = None
         # the Hopper path (primitives_hopper.py): a copy filled by the TMA engine (its
         # swizzle), the persistent tile loops (outer, inner, group_m), the warp roles
-        # (the consumers' loop, producer registers, consumer registers)
+        # (the consumers' loop, producer registers, consumer registers, ping-pong)
         self.tma: int | None = None
         self.persistent: tuple | None = None
         self.roles: tuple | None = None
@@ -126,4 +133,11 @@ class StageState:
     def transformed(self) -> bool:
         return bool(self.relations or self.bind or self.unroll or self.vectorize or self.pipeline or
                     self.tensorize or self.persistent or self.roles or
-                    self.leaves != list(self.definition.spatial) + list(self.definition.reduce))
+                    self.leaves != self.initial_leaves())
+
+    def initial_leaves(self) -> list[str]:
+        d = self.definition
+        if not d.ordered:
+            return list(d.spatial) + list(d.reduce)
+        return list(d.independent) + list(d.ordered) + \
+            [v for v in d.spatial if v not in d.ordered + d.independent] + list(d.reduce)

@@ -9,6 +9,7 @@ import dataclasses
 from ..lower import ir
 from . import sm90_ops, warp_ops
 from .allreduce import emit_allreduce
+from .scan import emit_scan
 
 
 def _barrier(gen, s, d: int) -> None:
@@ -36,4 +37,6 @@ EMIT = {
     "cp_async_commit": _call,
     "cp_async_wait": _call,
     **sm90_ops.EMIT,
+    **{name: emit_scan for name in ("scan_add", "scan_mul", "scan_max", "scan_min",
+                                    "scan_linear")},
 }

@@ -100,6 +100,9 @@ template <class T> T __shfl_sync(unsigned m, T v, int src) {
 template <class T> T __shfl_xor_sync(unsigned m, T v, int off) {
   tc_check_mask(m); return tc_exchange(v, tc_my_lane ^ off);
 }
+template <class T> T __shfl_up_sync(unsigned m, T v, int off) {
+  tc_check_mask(m); return tc_exchange(v, tc_my_lane - off >= 0 ? tc_my_lane - off : tc_my_lane);
+}
 template <class T> T __shfl_down_sync(unsigned m, T v, int off) {
   tc_check_mask(m); return tc_exchange(v, tc_my_lane + off < 32 ? tc_my_lane + off : tc_my_lane);
 }

@@ -63,7 +63,10 @@ in a record and mutated later (space.py). The rules:
                results over (factor x outputs) in parallel, then reduced across
                threads
   flat         anything: the spatial axes fused, `vec`-wide vectors, `threads`
-               threads per block; a reduction runs serially in each thread
+               threads per block; a reduction runs serially in each thread (of an
+               ordered stage, only the independent axes are spread)
+  scan         an ordered stage whose recurrence is a scan (schedule/scan.py):
+               Stage.scan over `threads` threads, the independent axes over blocks
   tc_epilogue  an elementwise stage over a tensor-core GEMM's temporary result
                (GEMM + bias + GELU): tc_tile's schedule on the epilogue, the
                product as the fragment accumulator (one kernel)
@@ -93,7 +96,8 @@ from .rows import (_rr_apply, _rr_applies, _rr_claims, _rr_feasible, _rr_keeps, 
                    _rr_registers, _rr_sample, _rr_threads, _row_applies, _row_apply,
                    _row_feasible, _row_sample, _rs_applies, _rs_apply, _rs_claims,
                    _rs_feasible, _rs_keeps, _rs_sample, row_producers)
-from .simple import (_ct_apply, _ct_feasible, _ct_sample, _flat_applies,  # noqa: F401
+from .simple import (_scan_applies, _scan_apply, _scan_feasible, _scan_sample,  # noqa: F401
+                     _ct_apply, _ct_feasible, _ct_sample, _flat_applies,
                      _flat_apply, _flat_feasible, _flat_sample, _reduction, _rf_applies,
                      _rf_apply, _rf_feasible, _rf_sample)
 from .tiles import (LANES, _rt_applies, _rt_apply, _rt_feasible, _rt_sample,  # noqa: F401
@@ -128,4 +132,5 @@ RULES = {r.name: r for r in (
     Rule("hopper_tile", _ht_applies, _ht_sample, _ht_feasible, _ht_apply, weight=6.0),
     Rule("hopper_epilogue", _he_applies, _he_sample, _he_feasible, _he_apply, claims=_he_claims,
          weight=8.0),
+    Rule("scan", _scan_applies, _scan_sample, _scan_feasible, _scan_apply, weight=2.0),
 )}

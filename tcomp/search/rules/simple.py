@@ -1,6 +1,6 @@
 """The rules for any stage: `flat` (the spatial axes fused over blocks and
-threads) and the reduction rules `cross_thread` and `rfactor` (the list in
-rules/__init__.py)."""
+threads), the reduction rules `cross_thread` and `rfactor`, and `scan` for
+ordered recurrences (the list in rules/__init__.py)."""
 from __future__ import annotations
 
 from .base import _fuse_all, pick, pow2_upto
@@ -14,12 +14,61 @@ def _flat_applies(ctx, stage):
 def _flat_sample(ctx, stage, rng):
     n = ctx.node(stage)
     total = 1
-    for v in n["spatial"]:
+    parallel = _parallel_axes(ctx, stage, n["spatial"])
+    for v in parallel:
         total *= ctx.extents[stage][v]
-    vec = pick(rng, [1, 2, 4]) if n["kind"] == "elementwise" and n["spatial"] else 1
+    ordered = len(parallel) != len(n["spatial"])
+    vec = pick(rng, [1, 2, 4]) if n["kind"] == "elementwise" and parallel and not ordered \
+        else 1
     threads = pick(rng, pow2_upto(max(1, total // vec), 32, ctx.limits.threads))
-    unroll = pick(rng, [1, 2, 4, 8]) if n["reduce"] else 1
+    unroll = pick(rng, [1, 2, 4, 8]) if n["reduce"] and not ordered else 1
     return {"threads": threads, "vec": vec, "unroll": unroll}
+
+
+def _parallel_axes(ctx, stage, spatial):
+    """The spatial axes `flat` spreads over threads: all, except in the stage of
+    an ordered statement (schedule/ordered.py), whose independent ones only."""
+    d = _ordered(ctx).get(stage)
+    return list(d.independent) if d is not None else list(spatial)
+
+
+def _ordered(ctx) -> dict:
+    """The ordered stages' definitions (schedule/ordered.py), once per context."""
+    key = ("ordered stages",)
+    if key not in ctx.memo:
+        from ...schedule import Schedule
+        ctx.memo[key] = {n: st.definition for n, st in Schedule(ctx.op).states.items()
+                         if st.definition.ordered}
+    return ctx.memo[key]
+
+
+# ------------------------------------------------------------------ scan
+def _scan_applies(ctx, stage):
+    from ...schedule.scan import scan_form
+    d = _ordered(ctx).get(stage)
+    if d is None or len(d.ordered) != 1:
+        return False
+    dtype = next(t.dtype for t in ctx.op.outputs + ctx.op.temporaries if t.name == d.tensor)
+    return not isinstance(scan_form(d, d.ordered[0], dtype), str)
+
+
+def _scan_sample(ctx, stage, rng):
+    return {"threads": pick(rng, [n for n in (128, 256, 512, 1024) if n <= ctx.limits.threads]
+                        or [32])}
+
+
+def _scan_feasible(ctx, stage, p):
+    return 32 <= p["threads"] <= ctx.limits.threads
+
+
+def _scan_apply(s, ctx, stage, p):
+    """Stage.scan over the ordered axis; the independent axes fused over blocks."""
+    st = s[stage]
+    d = s.states[stage].definition
+    st.scan(next(a for a in st.axes if a.name == d.ordered[0]), threads=p["threads"])
+    axes = [a for a in st.axes if a.name in d.independent]
+    if axes:
+        st.bind(_fuse_all(st, axes), "blockIdx.x")
 
 
 def _flat_feasible(ctx, stage, p):
@@ -29,9 +78,11 @@ def _flat_feasible(ctx, stage, p):
 
 def _flat_apply(s, ctx, stage, p):
     st = s[stage]
-    if not st.axes:
+    d = s.states[stage].definition
+    axes = [a for a in st.axes if a.name in d.independent] if d.ordered else list(st.axes)
+    if not axes:
         return
-    f = _fuse_all(st, list(st.axes))
+    f = _fuse_all(st, axes)
     if p["vec"] > 1:
         f, fv = st.split(f, p["vec"])
     fo, fi = st.split(f, p["threads"])

@@ -1,0 +1,162 @@
+"""`Stage.scan(t, threads=N)`: an ordered recurrence computed as a parallel
+scan over the block's threads (lowered by lower/scan.py to tiles of N
+elements, each scanned by the block scan intrinsics of lower/intrinsics.py).
+
+The recurrence must have an associative combine, recognised from the
+statement's right-hand side `rhs` as a function of its one read of the
+previous point `P = O(..., t - 1, ...)` (every other subscript the written
+index itself), with `f`, `a`, `b` not reading `O`:
+
+    P + f,  f + P                    '+'       (a prefix sum)
+    P * f,  f * P                    '*'
+    max(P, f), min(P, f) (or fmax/fmin on floats; either order)   'max', 'min'
+    a * P + b  (P * a, and + b first)          'linear': (a, b) o (a', b') = (a a', a' b + b')
+
+and the tensor's type the combine's type (no rounding between steps a scan
+would skip): int32, uint32, int64, uint64, float32 or float64. Each tile
+combines the carry (the value at the point before it: first `O` at the
+range's start minus one, read from memory) with the tile's inclusive scan.
+The float order is a tree's, not the loop's: sums may differ from
+`tcomp.evaluate`'s by rounding (integer sums, max and min are exact).
+
+Before:  for b: for t in 1:T: O[b, t] = O[b, t - 1] + X[b, t]
+After:   scan(t, threads=256): for b: [t_i = threadIdx.x] carry = O[b, 0]
+             for t_o in 0:ceil((T - 1) / 256):
+                 v = X[b, 1 + t_o * 256 + t_i] (or 0 past the end)
+                 scan_add(v, carry, 256)       (v = carry + X[..up to t]; carry += tile)
+                 O[b, 1 + t_o * 256 + t_i] = v
+The stage's loops become: t_i (bound to threadIdx.x), its independent axes
+(bind them to blocks; other thread axes are refused: the scan's block is its
+N threads along x), t_o innermost.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ScheduleError
+from ..lang.ast import Binary, Call, Expr, Index, Read, walk
+from ..lang.symbolic import NotSymbolic, index_symbol, to_sympy
+from . import directives as D
+from .stage import SplitRel
+
+TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class ScanForm:
+    op: str                 # '+', '*', 'max', 'min' or 'linear'
+    element: Expr           # f, or b of the linear recurrence
+    coef: Expr | None       # a of the linear recurrence
+    prior: Read             # the read of the previous point
+
+
+def scan_form(d, axis: str, dtype) -> ScanForm | str:
+    """The statement's recurrence as a scan, or why it is not one."""
+    if d.ordered != (axis,):
+        return f"it is ordered over {', '.join(d.ordered)}, and a scan runs over one axis"
+    if d.reduce or d.reduce_op is not None:
+        return "it is a reduction (a scan computes a plain '=' recurrence)"
+    if set(d.independent) != set(d.spatial) - {axis}:
+        return "its reads of the tensor use other values of its other indices"
+    if dtype.name not in TYPES:
+        return (f"'{d.tensor}' is {dtype} (a scan keeps its partial results unrounded: "
+                f"declare it one of {', '.join(TYPES)})")
+    k = d.spatial.index(axis)
+    reads = [x for e in [d.rhs, *d.lets.values()] for x in walk(e)
+             if isinstance(x, Read) and x.tensor == d.tensor]
+    if len(reads) != 1 or not _previous(reads[0], d.spatial, k):
+        return (f"it does not read '{d.tensor}' exactly once, at the previous point "
+                f"('{axis} - 1') and its own other indices")
+    prior = reads[0]
+    e = d.rhs
+
+    def free(x):
+        return prior not in list(walk(x))
+
+    def is_p(x):
+        return x == prior
+
+    form = None
+    if isinstance(e, Binary) and e.op in ("+", "*"):
+        if is_p(e.a) and free(e.b):
+            form = ScanForm(e.op, e.b, None, prior)
+        elif is_p(e.b) and free(e.a):
+            form = ScanForm(e.op, e.a, None, prior)
+        elif e.op == "+":
+            for prod, add in ((e.a, e.b), (e.b, e.a)):
+                if isinstance(prod, Binary) and prod.op == "*" and free(add) and \
+                        prod.dtype == e.dtype:
+                    if is_p(prod.b) and free(prod.a):
+                        form = ScanForm("linear", add, prod.a, prior)
+                    elif is_p(prod.a) and free(prod.b):
+                        form = ScanForm("linear", add, prod.b, prior)
+                if form:
+                    break
+    elif isinstance(e, Call) and len(e.args) == 2 and (
+            e.fn in ("max", "min") or (e.fn in ("fmax", "fmin") and e.dtype.is_float)):
+        a, b = e.args
+        other = b if is_p(a) else a if is_p(b) else None
+        if other is not None and free(other):
+            form = ScanForm(e.fn.lstrip("f") if e.fn.startswith("fm") else e.fn, other, None,
+                            prior)
+    if form is None:
+        return ("its right-hand side is not an associative combine of the previous point "
+                "(P + f, P * f, max(P, f), min(P, f) or a * P + b, with P the read of "
+                f"'{d.tensor}' at '{axis} - 1')")
+    if e.dtype != dtype or prior.dtype != dtype:
+        return (f"it computes in {e.dtype} but '{d.tensor}' is {dtype} (each step would "
+                f"round, which a scan skips)")
+    return form
+
+
+def _previous(r: Read, spatial, k: int) -> bool:
+    for j, (a, v) in enumerate(zip(r.args, spatial)):
+        if j != k:
+            if not (isinstance(a, Index) and a.name == v):
+                return False
+            continue
+        try:
+            if to_sympy(a) - index_symbol(v) != -1:
+                return False
+        except NotSymbolic:
+            return False
+    return True
+
+
+def scan(stage, ax, threads) -> tuple:
+    """Stage.scan's body (primitives.py): validate, record, transform."""
+    from .args import as_int
+    p = "scan"
+    stage._not_inline(p)
+    name = stage._leaf(ax, p)
+    s = stage._s
+    d = s.definition
+    if not d.ordered:
+        raise ScheduleError(f"{p}: stage '{stage.name}' is not ordered; a scan computes an "
+                            f"ordered recurrence ('where ordered {name}')")
+    if name not in d.ordered:
+        raise ScheduleError(f"{p}: axis '{name}' is not the ordered axis of stage "
+                            f"'{stage.name}' ({', '.join(d.ordered)})")
+    n = as_int(threads)
+    if n is None or n < 32 or n > 1024 or n % 32:
+        raise ScheduleError(f"{p}: threads must be a multiple of 32 from 32 to 1024 (whole "
+                            f"warps of one block), got {threads!r}")
+    form = scan_form(d, name, stage._sched.tensors[d.tensor][0])
+    if isinstance(form, str):
+        raise ScheduleError(f"{p}: stage '{stage.name}' cannot be computed as a scan: {form}; "
+                            f"leave it an ordered loop")
+    if bound := [a for a, tag in s.bind.items() if tag.startswith("threadIdx")]:
+        raise ScheduleError(f"{p}: stage '{stage.name}' binds '{bound[0]}' to "
+                            f"{s.bind[bound[0]]}; a scan's block is its {n} threads along x: "
+                            f"bind the independent axes to blocks")
+    stage._sched.directives.append(D.Scan(stage.name, name, n))
+    outer, inner = s.fresh(f"{name}_o"), s.fresh(f"{name}_i")
+    s.relations.append(SplitRel(name, outer, inner, n, None))
+    s.kinds[outer] = s.kinds[inner] = "spatial"
+    s.leaves.remove(name)
+    s.leaves = [inner] + s.leaves + [outer]
+    s.bind[inner] = "threadIdx.x"
+    s.scan = (outer, inner, n)
+    kind = "spatial"
+    from .stage import Axis
+    return Axis(stage.name, outer, kind), Axis(stage.name, inner, kind)
