@@ -59,6 +59,9 @@ ALIGNMENT = {  # the 3000 x 5000 x 7000 miss: the same product with rows of 128-
     "bf16_NT_3000x5000x7000": ("NT", "bfloat16", 3000, 5000, 7000),
 }
 CASES.update(ALIGNMENT)
+# batched products against torch.bmm: name -> (Z, M, N, K), A (Z, M, K), B (Z, K, N)
+BATCHED = {"bf16_bmm_B64_M512_N512_K64": (64, 512, 512, 64),
+           "bf16_bmm_B8_M2048_N2048_K128": (8, 2048, 2048, 128)}
 EPILOGUE_CONFIGS = {"128x256_s4": GemmConfig(),
                     "pp_128x128_s5": GemmConfig(bm=128, bn=128, stages=5, pingpong=True),
                     "pp_64x256_s4": GemmConfig(bm=64, bn=256, stages=4, pingpong=True)}
@@ -124,18 +127,49 @@ def run_epilogue(name, reps):
     return row
 
 
+def run_batched(name, configs, reps):
+    Z, M, N, K = BATCHED[name]
+    A = torch.randn(Z, M, K, device="cuda").bfloat16()
+    B = torch.randn(Z, K, N, device="cuda").bfloat16()
+    flops = 2 * Z * M * N * K
+    t_ref = timed(lambda: torch.bmm(A, B), reps)
+    op = tcomp.op("def bmm(bfloat16(Z,M,K) A, bfloat16(Z,K,N) B) -> (C) "
+                  "{ C(z, m, n) +=! A(z, m, k) * B(z, k, n) }")
+    ref = (A[0].double() @ B[0].double())
+    row = {"case": name, "bmm_tflops": flops / t_ref / 1e9, "tcomp": {}}
+    best = None
+    for cname in configs:
+        k = tcomp.build(hopper_schedule(op, CONFIGS[cname]), target="cuda",
+                        sizes={"Z": Z, "M": M, "N": N, "K": K})
+        C = k(A, B)
+        err = ((C[0].double() - ref).abs().max() / ref.abs().max()).item()
+        t = timed(lambda: k(A, B), reps)
+        row["tcomp"][cname] = {"tflops": flops / t / 1e9, "err": err}
+        print(f"{name} tcomp {cname} {flops / t / 1e9:.1f} TFLOP/s (err {err:.1e})", flush=True)
+        if best is None or t < best[0]:
+            best = (t, cname, k)
+    row.update(best=best[1], best_tflops=flops / best[0] / 1e9, ratio=t_ref / best[0],
+               sass=sass_stats(best[2].cubin))
+    print(f"{name} torch.bmm {row['bmm_tflops']:.1f} -> ratio {row['ratio']:.3f}", flush=True)
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="all")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--reps", type=int, default=20)
     args = ap.parse_args()
-    names = list(CASES) + list(EPILOGUE) if args.cases == "all" else args.cases.split(",")
+    names = (list(CASES) + list(EPILOGUE) + list(BATCHED) if args.cases == "all" else
+             args.cases.split(","))
     torch.manual_seed(0)
     out = []
     for name in names:
         if name in EPILOGUE:
             out.append(run_epilogue(name, args.reps))
+            continue
+        if name in BATCHED:
+            out.append(run_batched(name, args.configs.split(","), args.reps))
             continue
         layout, dtype, M, N, K = CASES[name]
         dims = {"M": M, "N": N, "K": K}

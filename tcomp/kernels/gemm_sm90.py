@@ -83,12 +83,12 @@ def hopper_schedule(op, config: GemmConfig = GemmConfig(), stage: str | None = N
     config.check()
     s = op if isinstance(op, tcomp.Schedule) else tcomp.Schedule(op)
     C = s[stage if stage is not None else s.op.statements[0].tensor]
-    m, n = C.axes
+    *batch, m, n = C.axes
     (k,) = C.reduce_axes
     mo, no, mi, ni = C.tile(m, n, config.bm, config.bn)
     w, mw = C.split(mi, 64)
     ko, ki = C.split(k, config.bk)
-    C.reorder(mo, no, w, ko, mw, ni, ki)
+    C.reorder(*batch, mo, no, w, ko, mw, ni, ki)
     from ..schedule.primitives_hopper import contraction_roles
     a, _, b, _ = contraction_roles(s.states[C.name].definition)
     for t in dict.fromkeys((a, b)):

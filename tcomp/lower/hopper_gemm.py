@@ -37,6 +37,7 @@ from ..arch.fragments import wgmma_d
 from ..lang import dtypes
 from . import ir
 from .layout_exprs import IR as LAYOUT_IR
+from .printer import expr as expr_text
 
 F32, I32, U64 = dtypes.float32, dtypes.int32, dtypes.uint64
 WARPGROUP = 128
@@ -69,6 +70,11 @@ class GemmPlan:
     # two consumers ping-ponging on whole tiles (one's epilogue under the other's
     # mainloop) instead of cooperating on one tile (bm / 64 slabs per consumer)
     pingpong: bool = False
+    # a batch of products (C[z, m, n]): its count; which operands have the batch axis (3-D
+    # tensors, 3-D TMA boxes of one matrix); the tiles of every matrix walked together
+    Z: ir.Expr | None = None
+    a_batched: bool = False
+    b_batched: bool = False
     # an elementwise epilogue: epilogue(row, col, acc) -> the value stored at the global
     # (row, col) from the float32 accumulator `acc` (None: acc cast to `out`); `loads`: the
     # global buffers it reads (kernel parameters), read only where (row, col) is in range
@@ -130,13 +136,22 @@ def one_thread(body):
 
 # ------------------------------------------------------------------ the kernel
 def tile_coords(p: GemmPlan, body):
-    """Lets m0, n0: the first row and column of tile `tile` in grouped order."""
+    """Lets m0, n0: the first row and column of tile `tile` in grouped order
+    (and bz, its matrix of the batch: tiles of one matrix are consecutive)."""
+    if p.Z is not None:
+        per_matrix = b("*", v("m_tiles"), v("n_tiles"))
+        return let("bz", b("/", v("tile"), per_matrix),
+                   let("tile_z", b("%", v("tile"), per_matrix), _grouped(p, "tile_z", body)))
+    return _grouped(p, "tile", body)
+
+
+def _grouped(p: GemmPlan, tile: str, body):
     g = p.group_m
     per_group = b("*", v("n_tiles"), g)
-    return let("group", b("/", v("tile"), per_group),
+    return let("group", b("/", v(tile), per_group),
            let("first_m", b("*", v("group"), g),
            let("group_rows", b("min", b("-", v("m_tiles"), v("first_m")), g),
-           let("in_group", b("%", v("tile"), per_group),
+           let("in_group", b("%", v(tile), per_group),
            let("m0", b("*", b("+", v("first_m"), b("%", v("in_group"), v("group_rows"))), p.bm),
            let("n0", b("*", b("/", v("in_group"), v("group_rows")), p.bn), body))))))
 
@@ -163,14 +178,16 @@ def ring_slot(p: GemmPlan, body):
            let("parity", b("%", b("/", v("it"), p.stages), 2), body)))
 
 
-def _loads(p: GemmPlan, buf, tmap, rows, first, mn):
+def _loads(p: GemmPlan, buf, tmap, rows, first, mn, batched):
     """The TMA loads of one operand's tile into slot `slot`: one box
-    (rows x bk) K-major, or rows / 64 boxes (bk x 64) MN-major."""
+    (rows x bk) K-major, or rows / 64 boxes (bk x 64) MN-major; of matrix bz
+    of a batched operand (3-D copies)."""
     k0 = b("*", v("kb"), p.bk)
     bar = ref("full", v("slot"))
+    fn, z = ("tma_load_3d", (v("bz"),)) if batched else ("tma_load_2d", ())
     if not mn:
-        return [call("tma_load_2d", ref(buf, v("slot"), 0, 0), v(tmap, U64), bar, first, k0)]
-    return [call("tma_load_2d", ref(buf, v("slot"), j, 0, 0), v(tmap, U64), bar, k0,
+        return [call(fn, ref(buf, v("slot"), 0, 0), v(tmap, U64), bar, *z, first, k0)]
+    return [call(fn, ref(buf, v("slot"), j, 0, 0), v(tmap, U64), bar, *z, k0,
                  b("+", first, j * MN_BLOCK) if j else first) for j in range(rows // MN_BLOCK)]
 
 
@@ -179,8 +196,8 @@ def producer(p: GemmPlan):
     issue = ir.seq(
         call("mbarrier_wait", ref("empty", v("slot")), b("^", v("parity"), 1)),
         call("mbarrier_expect_tx", ref("full", v("slot")), c(tx)),
-        *_loads(p, "A_s", "tmA", p.bm, v("m0"), p.a_mn),
-        *_loads(p, "B_s", "tmB", p.bn, v("n0"), p.b_mn))
+        *_loads(p, "A_s", "tmA", p.bm, v("m0"), p.a_mn, p.a_batched),
+        *_loads(p, "B_s", "tmB", p.bn, v("n0"), p.b_mn, p.b_batched))
     loop = tile_loop(p, serial("kb", v("k_tiles"), ring_slot(p, issue)))
     return ir.Role("p", "producer", 0, 1, p.producer_regs, one_thread(loop))
 
@@ -256,7 +273,8 @@ def consumer(p: GemmPlan):
             call("fence_proxy_async"),
             call("named_barrier", bar_id, c(WARPGROUP)),
             one_thread(ir.seq(
-                call("tma_store_2d", v("tmC", U64), ref("C_s", v("w"), 0, 0), r0,
+                call("tma_store_3d" if p.Z is not None else "tma_store_2d", v("tmC", U64),
+                     ref("C_s", v("w"), 0, 0), *((v("bz"),) if p.Z is not None else ()), r0,
                      b("+", v("n0"), b("*", v("j"), chunk))),
                 call("tma_store_commit")))), kind="unroll"))
     # K = 0: no wgmma writes the accumulators; the tile is zeros
@@ -289,8 +307,9 @@ def _operand_buffer(name, p: GemmPlan, rows, mn):
     return ir.Buffer(name, p.dtype, shape, "shared", layout=ir.Swizzle(128))
 
 
-def _operand_map(name, tensor, p: GemmPlan, rows, mn):
-    return ir.TensorMap(name, tensor, (p.bk, MN_BLOCK) if mn else (rows, p.bk), 128)
+def _operand_map(name, tensor, p: GemmPlan, rows, mn, batched):
+    box = (p.bk, MN_BLOCK) if mn else (rows, p.bk)
+    return ir.TensorMap(name, tensor, ((1,) if batched else ()) + box, 128)
 
 
 def kernel(p: GemmPlan) -> ir.Kernel:
@@ -305,9 +324,12 @@ def kernel(p: GemmPlan) -> ir.Kernel:
         ir.Barrier(),
         ir.Specialize((producer(p), consumer(p))))
     tiles = b("*", ceil_div(p.M, p.bm), ceil_div(p.N, p.bn))
+    all_tiles = b("*", v("m_tiles"), v("n_tiles"))
+    if p.Z is not None:
+        tiles, all_tiles = b("*", tiles, p.Z), b("*", all_tiles, p.Z)
     body = let("m_tiles", ceil_div(p.M, p.bm), let("n_tiles", ceil_div(p.N, p.bn),
            let("k_tiles", ceil_div(p.K, p.bk),
-           let("tiles", b("*", v("m_tiles"), v("n_tiles")), body))))
+           let("tiles", all_tiles, body))))
     allocs = [
         _operand_buffer("A_s", p, p.bm, p.a_mn),
         _operand_buffer("B_s", p, p.bn, p.b_mn),
@@ -320,9 +342,9 @@ def kernel(p: GemmPlan) -> ir.Kernel:
     ]
     for a in reversed(allocs):
         body = ir.Alloc(a, body)
-    maps = (_operand_map("tmA", p.a, p, p.bm, p.a_mn),
-            _operand_map("tmB", p.b, p, p.bn, p.b_mn),
-            ir.TensorMap("tmC", p.c, (64, p.chunk), 128))
+    maps = (_operand_map("tmA", p.a, p, p.bm, p.a_mn, p.a_batched),
+            _operand_map("tmB", p.b, p, p.bn, p.b_mn, p.b_batched),
+            ir.TensorMap("tmC", p.c, ((1,) if p.Z is not None else ()) + (64, p.chunk), 128))
     threads = WARPGROUP * (1 + p.consumers)
     grid = v(ir.SM_COUNT) if p.persistent else tiles
     sizes = p.sizes + ((ir.SM_COUNT,) if p.persistent else ())
@@ -339,6 +361,14 @@ def describe(p: GemmPlan) -> str:
     return (f"hopper_gemm: tile {p.bm}x{p.bn}x{p.bk}, {p.stages}-slot TMA ring, 1 producer "
             f"({p.producer_regs} regs) + {p.consumers} consumer warpgroups ({p.consumer_regs} "
             f"regs){mode}, wgmma m64n{p.bn}k16 {p.dtype.name}, A {order(p.a_mn)}, B {order(p.b_mn)}, "
-            f"{grid}, TMA-store epilogue ({p.out.name}"
+            f"{grid}, " + _batch_text(p) + f"TMA-store epilogue ({p.out.name}"
             + (f", computed from the accumulators{' and ' + ', '.join(p.loads) if p.loads else ''}"
                if p.epilogue is not None else "") + ")")
+
+
+def _batch_text(p: GemmPlan) -> str:
+    if p.Z is None:
+        return ""
+    role = lambda x: "batched" if x else "shared"  # noqa: E731
+    return (f"a batch of {expr_text(p.Z)} products (A {role(p.a_batched)}, "
+            f"B {role(p.b_batched)}), ")

@@ -61,7 +61,8 @@ def plan(builder, stage: str) -> GemmPlan | None:
     roles = contraction_roles(d)
     if isinstance(roles, str):
         _bad(stage, roles)
-    m, n = d.spatial
+    m, n = d.spatial[-2:]
+    z = d.spatial[0] if len(d.spatial) == 3 else None  # the batch axis
     (k,) = d.reduce
     if any(isinstance(r, FuseRel) for r in st.relations):
         _bad(stage, "its loops are fused; the Hopper GEMM walks tiles of m and n itself")
@@ -73,6 +74,11 @@ def plan(builder, stage: str) -> GemmPlan | None:
         _bad(stage, "it has loop transformations besides the tiles of m, n and k")
     mo, wo, wi, no, ni, ko, ki = rm.outer, rw.outer, rw.inner, rn.outer, rn.inner, rk.outer, rk.inner
     order = st.leaves
+    if z is not None:
+        if order[0] != z:
+            _bad(stage, f"its batch loop '{z}' must be the outermost loop, unsplit (the tiles "
+                        f"of every matrix of the batch are walked together)")
+        order = order[1:]
     if order[:2] != [mo, no] or set(order[2:4]) != {wo, ko} or order[4] != leaf or \
             set(order[4:]) != {wi, ni, ki}:
         _bad(stage, f"its loops must be {mo}, {no}, then {wo} and {ko} (either order), then "
@@ -140,7 +146,10 @@ def plan(builder, stage: str) -> GemmPlan | None:
                     f"bfloat16, float16 or float32")
     # sizes: the loops cover the tensors exactly (the TMA engine clips at their ends)
     ext = {}
-    for var in (m, n, k):
+    if z is not None and st.epilogue is not None:
+        _bad(stage, "a batched product with a fused epilogue is not built on the Hopper path "
+                    "yet; compute the epilogue as its own stage")
+    for var in (m, n, k) + ((z,) if z else ()):
         lo, hi = d.ranges[var]
         if builder.lsize(lo) != ir.ZERO:
             _bad(stage, f"loop '{var}' starts at {lo}, not 0")
@@ -148,7 +157,8 @@ def plan(builder, stage: str) -> GemmPlan | None:
 
     def dims_of(tensor):
         return [builder.lsize(x) for x in sched.tensors[tensor][1]]
-    for tensor, subs in ((sources[a], a_sub), (sources[b_t], b_sub), (out_tensor, (m, n))):
+    for tensor, subs in ((sources[a], a_sub), (sources[b_t], b_sub),
+                         (out_tensor, tuple(d.spatial))):
         for dim, var in zip(dims_of(tensor), subs):
             if dim != ext[var]:
                 _bad(stage, f"'{tensor}' has a dimension of {expr(dim)} where loop '{var}' runs "
@@ -161,14 +171,15 @@ def plan(builder, stage: str) -> GemmPlan | None:
     epi, loads = (None, ()) if st.epilogue is None else \
         _epilogue(builder, stage, st, sched.states[st.epilogue], ext, (m, n), out)
     dt = sched.tensors[sources[a]][0]
-    used = dict.fromkeys(x.name for var in (m, n, k) for x in walk(ext[var])
-                         if isinstance(x, ir.Var))  # M's, then N's, then K's
+    used = dict.fromkeys(x.name for var in (m, n, k) + ((z,) if z else ()) for x in walk(ext[var])
+                         if isinstance(x, ir.Var))  # M's, then N's, then K's, then the batch's
     return GemmPlan(
         name=f"{builder.op.name}_{ident(stage)}", a=sources[a], b=sources[b_t], c=out_tensor,
         dtype=dt, out=out, a_mn=a_sub[-1] == m, b_mn=b_sub[-1] == n,
         M=ext[m], N=ext[n], K=ext[k], sizes=tuple(used), bm=bm, bn=bn, bk=64, stages=stages,
         consumers=consumers, group_m=group_m, producer_regs=preg, consumer_regs=creg,
-        persistent=persistent, epilogue=epi, loads=loads, pingpong=pingpong)
+        persistent=persistent, epilogue=epi, loads=loads, pingpong=pingpong,
+        Z=ext[z] if z else None, a_batched=len(a_sub) == 3, b_batched=len(b_sub) == 3)
 
 
 def _epilogue(builder, stage, st, es, ext, mn, out):

@@ -81,6 +81,17 @@ _entry("tma_store_2d", "copy a shared tile to one box of a 2-D tensor map in glo
        [Operand("map"), Operand("src", ref=True, access=READ, scopes=("shared",)),
         Operand("c0", dtypes=_I32), Operand("c1", dtypes=_I32)],
        {"reads", "async", "async_proxy"}, noun="TMA store")
+_entry("tma_load_3d", "copy one box of a 3-D tensor map (one matrix of a batch: a box of 1 in "
+       "the outermost dimension) from global to shared memory; completes on the mbarrier",
+       [Operand("dst", ref=True, access=WRITE, scopes=("shared",)), Operand("map"),
+        Operand("bar", ref=True, access=READWRITE, scopes=_BAR),
+        Operand("c0", dtypes=_I32), Operand("c1", dtypes=_I32), Operand("c2", dtypes=_I32)],
+       {"writes", "async", "async_proxy"}, noun="TMA load")
+_entry("tma_store_3d", "copy a shared tile to one box of a 3-D tensor map (a box of 1 in the "
+       "outermost dimension) in global memory (in a bulk group)",
+       [Operand("map"), Operand("src", ref=True, access=READ, scopes=("shared",)),
+        Operand("c0", dtypes=_I32), Operand("c1", dtypes=_I32), Operand("c2", dtypes=_I32)],
+       {"reads", "async", "async_proxy"}, noun="TMA store")
 _entry("tma_store_commit", "close this thread's group of TMA stores", (), {"async"})
 _entry("tma_store_wait", "wait until all but the `n` newest groups of TMA stores have "
        "read their shared source", [Operand("n", dtypes=_I32)], {"async", "blocking"})

@@ -222,7 +222,7 @@ class HopperPrimitives:
         if (d.acc_dtype.name if d.acc_dtype else "") != "float32":
             raise ScheduleError(f"{p}: {intrin} accumulates in float32, stage '{self.name}' in "
                                 f"{d.acc_dtype}")
-        want = {d.spatial[0]: 64, d.spatial[1]: n, d.reduce[0]: WGMMA_K_TILE}
+        want = {d.spatial[-2]: 64, d.spatial[-1]: n, d.reduce[0]: WGMMA_K_TILE}
         inner = s.leaves[s.leaves.index(name):]
         seen = set()
         for leaf in inner:
@@ -264,16 +264,19 @@ def _reads_elsewhere(d, tensor) -> str:
 
 def contraction_roles(d):
     """(A, A's subscripts, B, B's subscripts) when `d` computes
-    C[m, n] += A[.] * B[.] with A read at (m, k) or (k, m) and B at (n, k) or
-    (k, n), casts allowed; else a sentence saying what it computes instead."""
+    C[(z,) m, n] += A[.] * B[.] with A read at ((z,) m, k) or ((z,) k, m)
+    and B at ((z,) n, k) or ((z,) k, n), casts allowed: at most one batch
+    axis z, outermost, which an operand may also not have (one operand shared
+    by the whole batch); else a sentence saying what it computes instead."""
     from ..lang.ast import Binary, Cast, Index, Read
-    if d.reduce_op != "+" or len(d.spatial) != 2 or len(d.reduce) != 1:
-        if d.reduce_op == "+" and len(d.spatial) > 2 and len(d.reduce) == 1:
-            return (f"it is a batched product over {', '.join(d.spatial[:-2])} (the Hopper "
-                    f"path computes one product; tensorize batched products with "
-                    f"mma_m16n8k16)")
+    if d.reduce_op != "+" or len(d.spatial) not in (2, 3) or len(d.reduce) != 1:
+        if d.reduce_op == "+" and len(d.spatial) > 3 and len(d.reduce) == 1:
+            return (f"it is a product batched over {', '.join(d.spatial[:-2])}; the Hopper "
+                    f"path takes one batch axis (fuse them in the comprehension, or tensorize "
+                    f"with mma_m16n8k16)")
         return "it is not a sum over one reduction axis into two spatial axes"
-    m, n = d.spatial
+    m, n = d.spatial[-2:]
+    z = d.spatial[0] if len(d.spatial) == 3 else None
     (k,) = d.reduce
 
     def strip(x):
@@ -286,15 +289,21 @@ def contraction_roles(d):
 
     def read(x):
         x = strip(x)
-        if not isinstance(x, Read) or len(x.args) != 2 or \
+        if not isinstance(x, Read) or len(x.args) not in (2, 3) or \
                 not all(isinstance(i, Index) for i in x.args):
             return None
-        return x.tensor, tuple(i.name for i in x.args)
+        names = tuple(i.name for i in x.args)
+        if len(names) == 3 and (z is None or names[0] != z):
+            return None
+        return x.tensor, names
     ra, rb = read(e.a), read(e.b)
     if ra is None or rb is None:
-        return "its factors are not reads of two 2-D tensors at plain loop variables"
+        return ("its factors are not reads of two tensors at plain loop variables (2-D, or "
+                "3-D with the batch axis first)")
     for first, second in ((ra, rb), (rb, ra)):
-        if set(first[1]) == {m, k} and set(second[1]) == {n, k}:
+        if set(first[1][-2:]) == {m, k} and set(second[1][-2:]) == {n, k}:
+            if z is not None and len(first[1]) == 2 and len(second[1]) == 2:
+                return f"neither factor is read at the batch axis {z}"
             return first[0], first[1], second[0], second[1]
     return (f"its factors are read at ({', '.join(ra[1])}) and ({', '.join(rb[1])}), not at "
             f"(m, k) and (n, k) in either order")

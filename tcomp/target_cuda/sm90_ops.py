@@ -51,6 +51,18 @@ __device__ __forceinline__ void tc_tma_store_2d(const tc_tensor_map* map, const 
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
                :: "l"(map), "r"(tc_smem_addr(src)), "r"(c0), "r"(c1) : "memory");
 }
+__device__ __forceinline__ void tc_tma_load_3d(void* dst, const tc_tensor_map* map, void* bar,
+                                               int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4, %5}], [%2];"
+               :: "r"(tc_smem_addr(dst)), "l"(map), "r"(tc_smem_addr(bar)), "r"(c0), "r"(c1),
+                  "r"(c2) : "memory");
+}
+__device__ __forceinline__ void tc_tma_store_3d(const tc_tensor_map* map, const void* src,
+                                                int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(map), "r"(tc_smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
 __device__ __forceinline__ unsigned long long tc_wgmma_desc(const void* p) {
   unsigned long long a = tc_smem_addr(p);
   return ((a & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32)
@@ -170,6 +182,11 @@ EMIT = {
                                       f"{_ref(g, a[2])}, {g.expr(a[4])}, {g.expr(a[3])});"),
     "tma_store_2d": _emit(lambda g, a: f"tc_tma_store_2d({_map(g, a[0])}, {_ref(g, a[1])}, "
                                        f"{g.expr(a[3])}, {g.expr(a[2])});"),
+    "tma_load_3d": _emit(lambda g, a: f"tc_tma_load_3d({_ref(g, a[0])}, {_map(g, a[1])}, "
+                                      f"{_ref(g, a[2])}, {g.expr(a[5])}, {g.expr(a[4])}, "
+                                      f"{g.expr(a[3])});"),
+    "tma_store_3d": _emit(lambda g, a: f"tc_tma_store_3d({_map(g, a[0])}, {_ref(g, a[1])}, "
+                                       f"{g.expr(a[4])}, {g.expr(a[3])}, {g.expr(a[2])});"),
     "tma_store_commit": _emit(lambda g, a: 'asm volatile("cp.async.bulk.commit_group;" ::: '
                                            '"memory");'),
     "tma_store_wait": _emit(lambda g, a: f'asm volatile("cp.async.bulk.wait_group.read %0;" :: '

@@ -201,9 +201,12 @@ def _map_and_tile(ex, fn, map_e, ref, idx, env, mask, lane):
                        f"parameter of the kernel")
     m = ex.tensor_maps[map_e.name]
     arr = ex.globals.get(m.buffer)
-    if not isinstance(arr, np.ndarray) or arr.ndim != 2 or len(m.box) != 2:
-        raise SimError(f"kernel {ex.kname}: {fn} through {m.name}: a 2-D copy needs a 2-D box "
-                       f"over a 2-D buffer ('{m.buffer}')")
+    rank = 3 if fn.endswith("_3d") else 2
+    if not isinstance(arr, np.ndarray) or arr.ndim != rank or len(m.box) != rank or \
+            (rank == 3 and m.box[0] != 1):
+        raise SimError(f"kernel {ex.kname}: {fn} through {m.name}: a {rank}-D copy needs a "
+                       f"{rank}-D box over a {rank}-D buffer ('{m.buffer}')"
+                       + (", the box 1 in the outermost dimension" if rank == 3 else ""))
     _encodable(ex, m, arr)
     h = ex.mem.get(ref.buffer)
     if not isinstance(h, Shared):
@@ -212,7 +215,7 @@ def _map_and_tile(ex, fn, map_e, ref, idx, env, mask, lane):
     b = h.buf
     W = int(h.shape[-1]) if h.shape else 1
     span = 0 if b.layout is None else b.layout.span
-    if m.box[1] != W or m.swizzle != span or arr.dtype != b.dtype.numpy:
+    if m.box[-1] != W or m.swizzle != span or arr.dtype != b.dtype.numpy:
         raise SimError(f"kernel {ex.kname}: tensor map {m.name} (box {list(m.box)}, swizzle "
                        f"{m.swizzle}, {m.buffer}: {arr.dtype}) does not agree with shared "
                        f"{ref.buffer} (rows of {W} {b.dtype} elements, swizzle {span}): the "
@@ -220,7 +223,7 @@ def _map_and_tile(ex, fn, map_e, ref, idx, env, mask, lane):
     vals = [i(env, mask) for i in idx]
     _, off = ex.offsets(ref.buffer, vals, h.shape, mask, f"{fn} at")
     d = int(np.broadcast_to(np.asarray(off, np.int64), (ex.L,))[lane])
-    return m, arr, h, tile_offsets(ex, ref.buffer, h, d, m.box[0], m.box[1], fn)
+    return m, arr, h, tile_offsets(ex, ref.buffer, h, d, m.box[-2], m.box[-1], fn)
 
 
 def _encodable(ex, m, arr) -> None:
@@ -249,26 +252,42 @@ def _coords(ex, fns, env, mask, lane):
 
 
 # ------------------------------------------------------------------ rules
+def _matrix(arr, coords):
+    """The 2-D matrix a copy at `coords` addresses (of a 3-D buffer: the
+    outermost coordinate's, None outside the buffer), its (row, column)
+    coordinates, and the flat offset of its first element."""
+    if arr.ndim == 2:
+        return arr, coords, 0
+    z, y, x = coords
+    if not 0 <= z < arr.shape[0]:
+        return None, (y, x), 0
+    return arr[z], (y, x), z * arr.shape[1] * arr.shape[2]
+
+
 def _load(ex, s):
-    dst, map_e, bar, c0, c1 = s.call.args
+    fn = s.call.fn
+    dst, map_e, bar, *cs = s.call.args
     if not isinstance(dst, ir.Ref):
-        raise SimError(f"kernel {ex.kname}: tma_load_2d's destination must be a reference")
-    bname, bar_get = barrier_args(ex, bar, "tma_load_2d")
+        raise SimError(f"kernel {ex.kname}: {fn}'s destination must be a reference")
+    bname, bar_get = barrier_args(ex, bar, fn)
     didx = [ex.compile_expr(i) for i in dst.indices]
-    cfs = [ex.compile_expr(c) for c in (c0, c1)]
+    cfs = [ex.compile_expr(c) for c in cs]
 
     def load(env, mask):
         hb, elems, lanes = bar_get(env, mask)
         sync = sync_of(ex)
         for lane, elem in zip(lanes, elems):
-            m, arr, h, f = _map_and_tile(ex, "tma_load_2d", map_e, dst, didx, env, mask, lane)
+            m, arr, h, f = _map_and_tile(ex, fn, map_e, dst, didx, env, mask, lane)
             mb = hb.bars[int(elem)]
             if not mb.inited:
-                raise SimError(f"kernel {ex.kname}: tma_load_2d completes on mbarrier "
+                raise SimError(f"kernel {ex.kname}: {fn} completes on mbarrier "
                                f"{bname}[{int(elem)}] before its mbarrier_init")
-            y, x = _coords(ex, cfs, env, mask, lane)
-            r, j, inside = _window(arr, y, x, m.box)
-            vals = np.where(inside, arr[r, j], np.zeros((), arr.dtype)).reshape(-1)
+            mat, (y, x), _ = _matrix(arr, _coords(ex, cfs, env, mask, lane))
+            if mat is None:  # a matrix past the batch's end: zeros, as past any end
+                vals = np.zeros(m.box[-2] * m.box[-1], arr.dtype)
+            else:
+                r, j, inside = _window(mat, y, x, m.box[-2:])
+                vals = np.where(inside, mat[r, j], np.zeros((), arr.dtype)).reshape(-1)
             _check_overwrite(ex, dst.buffer, h, f, f"a TMA load (by thread "
                                                    f"{ex._thread(int(lane))}) writes")
             px = h.proxy
@@ -289,18 +308,21 @@ class StoreQueue:
 
 
 def _store(ex, s):
-    map_e, src, c0, c1 = s.call.args
+    fn = s.call.fn
+    map_e, src, *cs = s.call.args
     if not isinstance(src, ir.Ref):
-        raise SimError(f"kernel {ex.kname}: tma_store_2d's source must be a reference")
+        raise SimError(f"kernel {ex.kname}: {fn}'s source must be a reference")
     sidx = [ex.compile_expr(i) for i in src.indices]
-    cfs = [ex.compile_expr(c) for c in (c0, c1)]
+    cfs = [ex.compile_expr(c) for c in cs]
 
     def store(env, mask):
         sync = sync_of(ex)
         for lane in (ex.lane if mask is None else np.flatnonzero(mask)):
-            m, arr, h, f = _map_and_tile(ex, "tma_store_2d", map_e, src, sidx, env, mask, lane)
-            y, x = _coords(ex, cfs, env, mask, lane)
-            r, j, inside = _window(arr, y, x, m.box)
+            m, arr, h, f = _map_and_tile(ex, fn, map_e, src, sidx, env, mask, lane)
+            mat, (y, x), base = _matrix(arr, _coords(ex, cfs, env, mask, lane))
+            if mat is None:  # past the batch's end: nothing is written
+                continue
+            r, j, inside = _window(mat, y, x, m.box[-2:])
             fin = f[inside.reshape(-1)]
             check_async_read(ex, src.buffer, h, fin, "TMA store")
             bad = Shared.foreign(h.fwriter[fin], ex.tid[lane])
@@ -312,14 +334,15 @@ def _store(ex, s):
                                f"__syncthreads between the writes and the store is missing)")
             h.proxy.store_src[fin] += 1
             sync.stores.setdefault(int(lane), StoreQueue()).open.append(
-                (m.buffer, arr, r[inside], j[inside], h.fdata[fin].copy(), h, fin, int(lane)))
+                (m.buffer, arr, r[inside], j[inside], h.fdata[fin].copy(), h, fin, int(lane),
+                 base))
     return store
 
 
 def _land(ex, copy) -> None:
-    name, arr, r, j, vals, h, fin, lane = copy
+    name, arr, r, j, vals, h, fin, lane, base = copy
     h.proxy.store_src[fin] -= 1
-    flat = (r * arr.shape[1] + j).astype(np.int64)
+    flat = (base + r * arr.shape[-1] + j).astype(np.int64)
     data = ex.flat_globals[name]
     if ex.races.tracks(name) and flat.size:
         ex.races.write(name, arr.shape, flat, np.full(flat.size, lane, np.int64), vals,
@@ -397,6 +420,7 @@ def uses_sm90(k: ir.Kernel, proxied: set) -> bool:
         for s in walk_stmts(k.body))
 
 
-RULES = {"tma_load_2d": _load, "tma_store_2d": _store, "tma_store_commit": _commit,
+RULES = {"tma_load_2d": _load, "tma_store_2d": _store, "tma_load_3d": _load,
+         "tma_store_3d": _store, "tma_store_commit": _commit,
          "fence_proxy_async": _fence}
 BLOCKING = {"tma_store_wait": _wait}

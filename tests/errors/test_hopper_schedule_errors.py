@@ -122,13 +122,6 @@ def test_tensorize_wgmma_errors():
 
 
 def test_tensorize_wgmma_refuses_what_it_does_not_compute():
-    bmm = tcomp.op("def bmm(bfloat16(Z,M,K) A, bfloat16(Z,K,N) B) -> (C) "
-                   "{ C(z, m, n) +=! A(z, m, k) * B(z, k, n) }")
-    s = tcomp.Schedule(bmm)
-    C = s["C"]
-    err(lambda: C.tensorize(C.axes[1], "wgmma_m64n64k16"), ScheduleError,
-        "tensorize: stage 'C': it is a batched product over z (the Hopper path computes one "
-        "product; tensorize batched products with mma_m16n8k16)")
     f32 = tcomp.op("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }")
     s = tcomp.Schedule(f32)
     C = s["C"]
@@ -289,3 +282,24 @@ def test_pingpong_errors():
         "or 128 rows with N = 128)")
     with pytest.raises(LoweringError, match="ping-pong: two consumers, each a whole tile"):
         GemmConfig(bm=128, bn=256, pingpong=True).check()
+
+
+def test_batched_errors():
+    bmm = tcomp.op("def bmm(bfloat16(Z,M,K) A, bfloat16(Z,K,N) B) -> (C) "
+                   "{ C(z, m, n) +=! A(z, m, k) * B(z, k, n) }")
+    s = hopper_schedule(bmm)
+    C = s["C"]
+    C.reorder(*[a for a in C.leaf_axes if a.name != "z"][:2], C.leaf_axes[0],
+              *[a for a in C.leaf_axes if a.name != "z"][2:])
+    err(lambda: tcomp.lower(s), LoweringError, "its batch loop 'z' must be the outermost loop, "
+        "unsplit")
+    two = tcomp.op("def b2(bfloat16(Y,Z,M,K) A, bfloat16(Y,Z,K,N) B) -> (C) "
+                   "{ C(y, z, m, n) +=! A(y, z, m, k) * B(y, z, k, n) }")
+    s = tcomp.Schedule(two)
+    err(lambda: s["C"].tensorize(s["C"].axes[2], "wgmma_m64n64k16"), ScheduleError,
+        "it is a product batched over y, z; the Hopper path takes one batch axis")
+    shared = tcomp.op("def b3(float(Z) w, bfloat16(M,K) A, bfloat16(K,N) B) -> (bfloat16(Z, M, N) C) "
+                      "{ C(z, m, n) +=! A(m, k) * B(k, n) where z in 0:Z }")
+    s = tcomp.Schedule(shared)
+    err(lambda: s["C"].tensorize(s["C"].axes[1], "wgmma_m64n64k16"), ScheduleError,
+        "neither factor is read at the batch axis z")

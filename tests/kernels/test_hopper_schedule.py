@@ -165,3 +165,43 @@ def test_sim_pingpong_fused_epilogue_and_k_zero():
         np.testing.assert_allclose(np.asarray(k(A, B, bias)).astype(np.float64),
                                    np.asarray(tcomp.evaluate(o, A, B, bias)).astype(np.float64),
                                    rtol=2 ** -7, atol=1e-2)
+
+
+BATCHED = {  # name -> (signature, product, reference)
+    "bmm_nn": ("bfloat16(Z,M,K) A, bfloat16(Z,K,N) B", "A(z, m, k) * B(z, k, n)",
+               lambda A, B: A @ B),
+    "shared_nt": ("bfloat16(Z,M,K) A, bfloat16(N,K) B", "A(z, m, k) * B(n, k)",
+                  lambda A, B: A @ B.T),
+    "tt": ("bfloat16(Z,K,M) A, bfloat16(Z,N,K) B", "A(z, k, m) * B(z, n, k)",
+           lambda A, B: np.swapaxes(A, 1, 2) @ np.swapaxes(B, 1, 2)),
+}
+
+
+def batched(name):
+    sig, prod, ref = BATCHED[name]
+    o = tcomp.op(f"def {name}({sig}) -> (C) {{ C(z, m, n) +=! {prod} }}")
+    return o, ref
+
+
+def batched_data(o, sizes, seed=0):
+    import ml_dtypes
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(tuple(int(sizes[d.name]) for d in t.shape))
+            .astype(ml_dtypes.bfloat16) for t in o.inputs]
+
+
+@pytest.mark.parametrize("name", list(BATCHED))
+@pytest.mark.parametrize("config", [GemmConfig(bm=128, bn=64, stages=2),
+                                    GemmConfig(bm=64, bn=128, stages=2, pingpong=True)])
+def test_sim_batched(name, config):
+    """One batch axis: 3-D TMA boxes of one matrix, an operand shared by the
+    batch as a 2-D one; tiles of every matrix walked together (partial
+    tiles, tiles of two matrices on one multiprocessor)."""
+    o, ref = batched(name)
+    s = hopper_schedule(o, config)
+    sizes = {"Z": 3, "M": 72, "N": 80, "K": 80}
+    assert "a batch of 3 products" in str(tcomp.lower(s, sizes=sizes))
+    A, B = batched_data(o, sizes)
+    got = np.asarray(tcomp.build(s, target="sim", sizes=sizes)(A, B)).astype(np.float64)
+    want = ref(A.astype(np.float64), B.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=2 ** -7, atol=2 ** -7 * np.abs(want).max())

@@ -74,3 +74,14 @@ def test_pingpong(layout, config):
     for M, N, K in [(1000, 1032, 520), (2048, 2048, 64)]:
         A, B = data(layout, M, N, K, seed=M)
         _close(k(A, B), reference(layout, A, B))
+
+
+@pytest.mark.parametrize("name", ["bmm_nn", "shared_nt", "tt"])
+def test_batched(name):
+    from .test_hopper_schedule import batched, batched_data
+    o, ref = batched(name)
+    k = tcomp.build(hopper_schedule(o, GemmConfig(bm=64, bn=256, stages=4, pingpong=True)),
+                    target="cuda")
+    sizes = {"Z": 5, "M": 520, "N": 264, "K": 136}
+    A, B = batched_data(o, sizes, seed=9)
+    _close(k(A, B), ref(A.astype(np.float64), B.astype(np.float64)))
