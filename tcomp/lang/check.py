@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import LangError
-from . import check_tuples, dtypes, literals
+from . import check_scatter, check_tuples, dtypes, literals
 from .ast import (Binary, Call, Const, Def, ExistsClause, Expr, Index, LetClause, Name,
                   RangeClause, Read, Size, Stmt, Unary, walk)
 from .dtypes import DType
@@ -94,8 +94,11 @@ class _Checker(ExprChecks):
         self.read_at: dict[str, Stmt] = {}
         stmts, checked = [], []
         for s in d.stmts:
+            self.scatter_fill = None
             st, stmt = self.statement(s)
             stmts.append(stmt)
+            if self.scatter_fill is not None:  # a scatter's `op=!` (check_scatter.py)
+                checked.append(self.scatter_fill)
             checked.append(st)
         for o in d.outputs:
             if o.name not in self.written:
@@ -124,7 +127,7 @@ class _Checker(ExprChecks):
         checks = []
         for st in checked:
             fin = last[st.tensor]
-            if st is fin:
+            if st is fin or st.scatter:
                 continue
             shape = self.written[st.tensor]["shape"]
             for dim, (v, extent) in enumerate(zip(st.spatial, shape)):
@@ -226,13 +229,13 @@ class _Checker(ExprChecks):
             if v in self.inputs or v in self.declared:
                 raise LangError(f"'{v}' is a tensor and cannot be used as an index", s.loc)
         decl = self.declared[name]
-        if decl.dims is not None and len(decl.dims) != len(s.indices):
-            n, k = len(s.indices), len(decl.dims)
+        if decl.dims is not None and len(decl.dims) != s.rank:
+            n, k = s.rank, len(decl.dims)
             raise LangError(f"'{name}' is written with {n} ind{'ex' if n == 1 else 'ices'} here "
                             f"but declared with {k} dimension{'s' if k != 1 else ''}", s.loc)
         prior = self.written.get(name)
-        if prior is not None and len(prior["shape"]) != len(s.indices):
-            raise LangError(f"'{name}' is written with {len(s.indices)} indices here but with "
+        if prior is not None and len(prior["shape"]) != s.rank:
+            raise LangError(f"'{name}' is written with {s.rank} indices here but with "
                             f"{len(prior['shape'])} by an earlier statement", s.loc)
         check_tuples.target(self, name, s, prior)
         return decl, prior
@@ -258,6 +261,7 @@ class _Checker(ExprChecks):
                 where.append(dataclasses.replace(c, value=value))
             else:
                 where.append(c)
+        subs = check_scatter.subscripts(self, s)
         rhs = self.expr(s.rhs)
         self.check_depth(rhs, s.rhs.loc)
         rhs_indices = list(self.stmt_indices)
@@ -282,8 +286,8 @@ class _Checker(ExprChecks):
                     raise LangError(f"'where exists' uses index '{v}', which the statement does "
                                     f"not use", c.loc)
             resolved.append(c)
-        spatial = tuple(s.indices)
-        reduce = tuple(v for v in self.stmt_indices if v not in spatial)
+        spatial = tuple(s.indices) if not subs else tuple(self.stmt_indices)  # a scatter's
+        reduce = tuple(v for v in self.stmt_indices if v not in spatial)  # every point writes
         if s.op == "=" and reduce:
             uses = [c.value for c in where if isinstance(c, LetClause)] + [rhs] + \
                 [c.read for c in resolved if isinstance(c, ExistsClause)]
@@ -292,7 +296,9 @@ class _Checker(ExprChecks):
             raise LangError(f"index '{reduce[0]}' appears only on the right-hand side of '=': "
                             f"it would be a reduction index; use a reduction such as '+=!' (or "
                             f"did you mean a size variable?)", loc)
-        stmt = dataclasses.replace(s, rhs=rhs, where=tuple(resolved))
+        stmt = dataclasses.replace(s, rhs=rhs, where=tuple(resolved), subscripts=subs)
+        if subs:
+            check_scatter.check_reads(s, stmt, self.lets)
         if s.monoid is not None:
             return check_tuples.finish(self, s, stmt, spatial, reduce, resolved, where)
 
@@ -302,7 +308,7 @@ class _Checker(ExprChecks):
         # type (the tensor is the accumulator), except that float16/bfloat16 accumulate
         # in float32 and are rounded once, when stored.
         value = rhs.dtype
-        reducing = s.reduce_op is not None and bool(reduce or continues)
+        reducing = s.reduce_op is not None and bool(reduce or continues or subs)
         if decl.type_name is not None:
             tdtype, origin = dtypes.BY_NAME[decl.type_name], "declared"
         elif prior is not None:
@@ -328,17 +334,24 @@ class _Checker(ExprChecks):
         else:
             acc = value.compute if not value.is_bool else value
 
-        ranges, shape = self.ranges(s, stmt, spatial, reduce, resolved, name,
-                                    prior if continues else None)
+        if subs:
+            shape = check_scatter.shape(self, s, decl, prior)
+            ranges, _ = self.ranges(s, stmt, spatial, reduce, resolved, name, {"shape": shape})
+            if s.init:
+                self.scatter_fill = check_scatter.fill_statement(s, tdtype, shape)
+        else:
+            ranges, shape = self.ranges(s, stmt, spatial, reduce, resolved, name,
+                                        prior if continues else None)
         self.written[name] = {"dtype": tdtype, "shape": shape,
                               "line": prior["line"] if prior else s.loc.line if s.loc else 0}
-        read_exprs = [rhs] + [c.read for c in resolved if isinstance(c, ExistsClause)] + \
+        read_exprs = [rhs] + list(subs) + [c.read for c in resolved if isinstance(c, ExistsClause)] + \
             [c.value for c in where if isinstance(c, LetClause)]
         for e in read_exprs:
             for x in walk(e):
                 if isinstance(x, Read) and x.tensor in self.declared and x.tensor != name:
                     self.read_at.setdefault(x.tensor, s)
-        return Statement(stmt, spatial, reduce, ranges, value, acc, continues), stmt
+        return Statement(stmt, spatial, reduce, ranges, value, acc, continues or reducing and
+                         bool(subs)), stmt
 
     def ranges(self, s: Stmt, stmt: Stmt, spatial, reduce, resolved, name: str, lhs_prior):
         """(the statement's ranges, the shape it writes): range inference (ranges.py)."""

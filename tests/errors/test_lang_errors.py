@@ -94,8 +94,7 @@ PARSE_ERRORS = [
      "'float' is a type name and cannot be written", 1, 28),
     ("type-name-lhs-index", one("B(float) = 1.0 where float in 0:N"),
      "type name 'float' cannot be an index variable", 1, 30),
-    ("lhs-subscript-read", one("B(A(i)) = A(i)"),
-     "left-hand side subscripts must be plain index variables", 1, 30),
+    # (`B(A(i)) = ...` is a scatter since issue 27: tests/errors/test_scatter_errors.py)
     ("lhs-subscript-sum", one("B(i + 1) = A(i)"),
      "left-hand side subscripts must be plain index variables", 1, 30),
     ("lhs-subscript-const", "def f(float(N) A) -> (B) {\n  B(i, 0) = A(i)\n}",
