@@ -19,6 +19,7 @@ from .construct import add, conj, ident, mul, sub
 from .context import StageLoops
 from .loops import for_loop
 from .reduction import init_nest, register_accumulation
+from .scatter_store import scatter_store
 from .tuple_nest import tuple_accumulation
 from .simplify import simplify_expr
 from .stages import effective_reads, stage_loc
@@ -210,6 +211,8 @@ class StageNest:
 
     def leaf_loop(self, i: int) -> ir.Stmt:
         st, d = self.st, self.d
+        if d.scatter and i == len(st.leaves):  # a plain or atomic update (scatter_store.py)
+            return scatter_store(self)
         if d.monoid is not None and i == self.first_red:
             if not self.registers:
                 raise LoweringError(f"stage '{self.stage}' computes a tuple reduction "

@@ -48,6 +48,9 @@ class StageDef:
     components: tuple[str, ...] = ()
     monoid: str | None = None
     accs: tuple = ()
+    # A scatter (lang/check_scatter.py): its left-hand-side subscripts, language
+    # expressions over its indices (all of them `spatial`), else ().
+    scatter: tuple = ()
 
     @property
     def tensors(self) -> tuple[str, ...]:
@@ -56,7 +59,7 @@ class StageDef:
     def reads(self) -> set[str]:
         from ..lang.ast import Read, walk
         out = set()
-        for e in [self.rhs, *self.lets.values()]:
+        for e in [self.rhs, *self.lets.values(), *self.scatter]:
             out |= {x.tensor for x in walk(e) if isinstance(x, Read)}
         return out
 

@@ -32,6 +32,8 @@ WHY = {
 
 def refuse(st, primitive: str) -> None:
     """ScheduleError when stage state `st` computes a tuple reduction."""
+    from .scatter_stages import refuse as refuse_scatter
+    refuse_scatter(st, primitive)  # (the same primitives ask: scatter_stages.py)
     d = st.definition
     if getattr(d, "monoid", None) is None:
         return

@@ -415,8 +415,8 @@ class _Launch(Memory, Expressions):
         where = f" (computing the statement at {s.loc})" if s.loc is not None else ""
         idx = [self.compile_expr(i) for i in s.indices]
         value = self.compile_expr(s.value)
-        key = None
-        if all(isinstance(i, ir.Imm) for i in s.indices):
+        key, atomic = None, s.atomic
+        if all(isinstance(i, ir.Imm) for i in s.indices) and atomic is None:
             key = self.const_offset(name, tuple(int(i.value) for i in s.indices))
 
         def store(env, mask):
@@ -439,13 +439,35 @@ class _Launch(Memory, Expressions):
             data = dest.data if h is not None else dest
             if v.dtype != data.dtype:
                 v = npfuncs.convert(v, data.dtype)
-            if type(h) is Local:
+            if atomic is not None:
+                if h is not None:
+                    raise SimError(f"kernel {self.kname}: an atomic update of {h.scope} buffer "
+                                   f"'{name}' (atomics update global tensors only)")
+                self.atomic_global(name, off, v, mask, atomic)
+            elif type(h) is Local:
                 self.store_local(h, off, scalar, v, mask)
             elif h is not None:
                 self.store_shared(name, h, off, v, mask)
             else:
                 self.store_global(name, dest, off, v, mask)
         return store
+
+    def _s_IndexCheck(self, s):
+        """A scatter's data-dependent subscript, checked on the active lanes."""
+        value, extent = self.compile_expr(s.value), self.compile_expr(s.extent)
+
+        def check(env, mask):
+            v = np.broadcast_to(np.asarray(value(env, mask), np.int64), (self.L,))
+            n = int(extent(env, mask))
+            bad = (v < 0) | (v >= n)
+            if mask is not None:
+                bad = bad & mask
+            if bad.any():
+                lane = int(np.argmax(bad))
+                raise SimError(f"kernel {self.kname}: {s.what} = {int(v[lane])} is outside "
+                               f"0:{n} in block {self._block(lane)}, thread "
+                               f"{self._thread(lane)}")
+        return check
 
     def _whole_blocks(self, mask, message):
         """The blocks taking part (None: all): a block takes part with all its threads or none."""
