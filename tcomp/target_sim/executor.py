@@ -168,6 +168,9 @@ class _Launch(Memory, Expressions):
     def _run(self, env, sizes):
         self.globals = env
         self.scope = {n: np.int64(v) for n, v in sizes.items()}
+        # New sizes: no invariant value of the last run (the grid's own, when that
+        # run was an empty launch that never started a batch) may be reused.
+        self.batch = object()
         grid = [int(g(self.scope, None)) for g in self.grid_fns]
         self.grid = grid
         self.block = tuple(int(b(self.scope, None)) for b in self.block_fns)
