@@ -169,14 +169,17 @@ def _run_scatter(st: Statement, env: dict, sizes: dict, box):
         uniq, first = np.unique(flat[::-1], return_index=True)
         target[uniq] = npfuncs.convert(vals[::-1][first], out.dtype)
         return
-    acc = target.astype(st.acc_dtype.numpy)
+    # Each update rounds to the tensor's type, as an atomic does (float16/bfloat16
+    # too: their scatter sums depend on the order of the points; here index order).
     op = st.reduce_op
-    if op in ("max", "min") and acc.dtype.kind == "f":
+    if op in ("max", "min") and out.dtype.kind == "f":
         f = np.fmax if op == "max" else np.fmin
+    elif out.dtype.kind == "b":
+        f = np.logical_or if op in ("+", "max") else np.logical_and
     else:
         f = {"+": np.add, "*": np.multiply, "max": np.maximum, "min": np.minimum}[op]
-    f.at(acc, flat, vals)
-    target[...] = npfuncs.convert(acc, out.dtype)
+    with np.errstate(over="ignore"):
+        f.at(target, flat, npfuncs.convert(vals, out.dtype))
 
 
 def _run_tuple(st: Statement, env: dict, sizes: dict, box):

@@ -71,8 +71,9 @@ def scatter_store(n) -> ir.Stmt:
     leaf = parallel_leaf(st)
     if d.reduce_op is None:
         store = ir.Store(d.tensor, subs, cast(value, out), loc=n.loc)
-    elif leaf is None:
+    elif leaf is None:  # (the value rounded to the tensor's type first, as an atomic's is)
         current = cast(ir.Load(d.tensor, subs, out), n.acc_dt)
+        value = cast(cast(value, out), n.acc_dt)
         store = ir.Store(d.tensor, subs, cast(combine(d.reduce_op, current, value, n.acc_dt), out),
                          loc=n.loc)
     else:
