@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import sympy
+
 from ..errors import LangError
-from . import check_scatter, check_tuples, dtypes, literals
+from . import check_ragged, check_scatter, check_tuples, dtypes, literals
 from .ast import (Binary, Call, Const, Def, ExistsClause, Expr, Index, LetClause, Name,
                   RangeClause, Read, Size, Stmt, Unary, walk)
 from .dtypes import DType
@@ -273,8 +275,11 @@ class _Checker(ExprChecks):
                                     f"of this statement", c.loc)
                 if any(isinstance(x, RangeClause) and x.var == c.var for x in resolved):
                     raise LangError(f"index '{c.var}' has two range clauses", c.loc)
-                c = dataclasses.replace(c, lo=self.size_expr(c.lo, "a range bound"),
-                                        hi=self.size_expr(c.hi, "a range bound"))
+                if check_ragged.is_ragged(c):  # bounds read from a tensor (check_ragged.py)
+                    c = check_ragged.clause(self, c, s.indices)
+                else:
+                    c = dataclasses.replace(c, lo=self.size_expr(c.lo, "a range bound"),
+                                            hi=self.size_expr(c.hi, "a range bound"))
             elif isinstance(c, ExistsClause):
                 read = self.expr(c.read)
                 if not isinstance(read, Read):
@@ -286,6 +291,7 @@ class _Checker(ExprChecks):
                     raise LangError(f"'where exists' uses index '{v}', which the statement does "
                                     f"not use", c.loc)
             resolved.append(c)
+        check_ragged.check_one(resolved)
         spatial = tuple(s.indices) if not subs else tuple(self.stmt_indices)  # a scatter's
         reduce = tuple(v for v in self.stmt_indices if v not in spatial)  # every point writes
         if s.op == "=" and reduce:
@@ -358,8 +364,9 @@ class _Checker(ExprChecks):
         shapes = {t: v[1] for t, v in self.inputs.items()}
         sym_shapes = {t: tuple(to_sympy(x) for x in dims) for t, dims in shapes.items()}
         sym_shapes.update({t: w["shape"] for t, w in self.written.items()})
-        fixed = {c.var: (to_sympy(c.lo), to_sympy(c.hi)) for c in resolved
-                 if isinstance(c, RangeClause)}
+        # (a ragged index: a placeholder range, its own bounds restored below)
+        fixed = {c.var: (to_sympy(c.lo), to_sympy(c.hi)) if not check_ragged.is_ragged(c)
+                 else (sympy.Integer(0), sympy.Integer(1)) for c in resolved if isinstance(c, RangeClause)}
         for c in resolved:
             if isinstance(c, RangeClause) and c.var in spatial and fixed[c.var][0].is_negative:
                 raise LangError(f"the range of '{c.var}' starts below 0, so '{name}' would be "
@@ -367,8 +374,8 @@ class _Checker(ExprChecks):
         lhs_shape = lhs_prior["shape"] if lhs_prior is not None else None
         known = infer_ranges(stmt, spatial, reduce, sym_shapes,
                              lhs_shape, fixed)
-        ranges = tuple(Range(v, _expr(known[v][0], s), _expr(known[v][1], s))
-                       for v in spatial + reduce)
+        ranges = check_ragged.ranges(tuple(Range(v, _expr(known[v][0], s), _expr(known[v][1], s))
+                                           for v in spatial + reduce), resolved)
         shape = tuple(known[v][1] for v in spatial)
         return ranges, shape
 

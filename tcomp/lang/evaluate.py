@@ -101,6 +101,9 @@ def _combine(op: str, a, b):
 
 
 def _run(op: Op, st: Statement, env: dict, sizes: dict):
+    if st.ragged:
+        from .evaluate_ragged import run_ragged
+        return run_ragged(st, env, sizes)
     box = [(r.var, eval_int(r.lo, sizes), eval_int(r.hi, sizes)) for r in st.ranges]
     box = [(v, lo, max(lo, hi)) for v, lo, hi in box]
     out = env[st.tensor]

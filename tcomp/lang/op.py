@@ -61,6 +61,13 @@ class Statement:
     scatter_fill: bool = False
 
     @property
+    def ragged(self) -> dict[str, Range]:
+        """The reduction indices whose range reads a tensor (lang/check_ragged.py)."""
+        from .ast import Read, walk
+        return {r.var: r for r in self.ranges
+                if any(isinstance(x, Read) for e in (r.lo, r.hi) for x in walk(e))}
+
+    @property
     def scatter(self) -> tuple[Expr, ...]:
         """A scatter's left-hand-side subscripts (check_scatter.py); () for other
         statements. Then `spatial` lists every index (each point writes) and

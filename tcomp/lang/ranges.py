@@ -76,6 +76,9 @@ def infer_ranges(stmt: Stmt, spatial: tuple[str, ...], reduce: tuple[str, ...],
     for c in stmt.where:
         if isinstance(c, ExistsClause):
             reads += [x for x in _walk(c.read, lets) if isinstance(x, Read)]
+    for c in stmt.where:  # a ragged range's bounds (check_ragged.py) bound the indices they read
+        if isinstance(c, RangeClause):
+            reads += [x for e in (c.lo, c.hi) for x in _walk(e, lets) if isinstance(x, Read)]
     for e in stmt.subscripts:  # a scatter's (check_scatter.py): its reads bound indices too
         reads += [x for x in _walk(e, lets) if isinstance(x, Read)]
     for r in reads:
