@@ -14,11 +14,12 @@ from __future__ import annotations
 from ..errors import LoweringError, ScheduleError
 from ..arch import threads
 from ..schedule.stage import SplitRel
-from . import ir
+from . import ir, ragged_loops
 from .construct import add, conj, ident, mul, sub
 from .context import StageLoops
 from .loops import for_loop
 from .reduction import init_nest, register_accumulation
+from .rewriter import substitute
 from .scatter_store import scatter_store
 from .tuple_nest import tuple_accumulation
 from .simplify import simplify_expr
@@ -207,6 +208,8 @@ class StageNest:
 
     # ------------------------------------------------------------ loops
     def build(self) -> ir.Stmt:
+        if self.d.ragged:  # the placeholders of ragged bounds, read at the point
+            return substitute(self.leaf_loop(0), ragged_loops.bounds(self.d, self.tr))
         return self.leaf_loop(0)
 
     def leaf_loop(self, i: int) -> ir.Stmt:

@@ -91,6 +91,9 @@ def run_program(prog: ir.Program, env: dict, sizes: dict) -> None:
                 np.copyto(env[n], a)
 
 
+# Statements a thread runs alone (no barrier, collective or asynchronous operation).
+_THREAD_LOCAL = (ir.Seq, ir.Let, ir.For, ir.If, ir.Store, ir.Alloc, ir.IndexCheck)
+
 # Compiled kernels by id(kernel), while the kernel lives: a kernel built once
 # and called many times (SimKernel, the tests) compiles once.
 _CACHE: dict = {}
@@ -314,10 +317,20 @@ class _Launch(Memory, Expressions):
     def _s_For(self, s):
         lo, ext, body, var = (self.compile_expr(s.lo), self.compile_expr(s.extent),
                               self._scoped(s.var, False, s.body), s.var)
+        # Bounds read from memory may differ between the threads of a block (a ragged
+        # loop: lower/ragged_loops.py) where the body has nothing that threads do
+        # together: each thread then runs its own iterations, as on the GPU. (Other
+        # bounds that differ are refused: no lowering makes them.)
+        per_thread = any(isinstance(x, ir.Load) for e in (s.lo, s.extent)
+                         for x in ir.walk_expr(e)) and \
+            all(type(x) in _THREAD_LOCAL for x in walk_stmts(s.body))
 
         def loop(env, mask):
-            a = self._block_uniform(lo(env, mask), mask, s, s.lo)
-            n = self._block_uniform(ext(env, mask), mask, s, s.extent)
+            if per_thread:
+                a, n = lo(env, mask), ext(env, mask)
+            else:
+                a = self._block_uniform(lo(env, mask), mask, s, s.lo)
+                n = self._block_uniform(ext(env, mask), mask, s, s.extent)
             old = env.get(var, _UNSET)
             if np.ndim(a) == 0 and np.ndim(n) == 0:
                 for i in range(int(a), int(a) + max(int(n), 0)):
