@@ -47,12 +47,7 @@ def check(stage: str, st) -> None:
         mine = _derived(st, {v})
         lo, hi = d.ranges[v]
         uses = {x.name for e in (lo, hi) for x in walk(e) if isinstance(x, Index)}
-        theirs = _derived(st, uses)
-        if mine & theirs:
-            both = sorted(mine & theirs)[0]
-            raise LoweringError(f"stage '{stage}': loop '{both}' mixes the ragged index '{v}' "
-                                f"with an index its bounds read; fuse '{v}' only with "
-                                f"other reduction axes")
+        theirs = _derived(st, uses)  # (spatial: fuse keeps them apart from reduction loops)
         for leaf in mine & set(leaves):
             if leaf in st.bind:
                 raise LoweringError(f"stage '{stage}': loop '{leaf}' of the ragged index '{v}' "
