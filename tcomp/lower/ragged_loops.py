@@ -60,13 +60,17 @@ def check(stage: str, st) -> None:
                                     f"read; reorder it inside")
 
 
-def bounds(d, tr) -> dict[str, ir.Expr]:
-    """{placeholder name: its value} at the stage's indices (Translator `tr`)."""
+def bounds(d, tr, guard) -> dict[str, ir.Expr]:
+    """{placeholder name: its value} at the stage's indices (Translator `tr`);
+    read only where the spatial `guard` holds (the tail of a split runs no
+    iteration and reads no bound beyond the tensor)."""
     out = {}
     for v in d.ragged:
         lo_e, hi_e = d.ranges[v]
         lo, hi = cast(tr(lo_e), ir.int32), cast(tr(hi_e), ir.int32)
         p_lo, p_ext = placeholder(v)
-        out[p_lo.name] = lo
-        out[p_ext.name] = ir.Bin("max", ir.Bin("-", hi, lo, ir.int32), ir.const(0), ir.int32)
+        ext = ir.Bin("max", ir.Bin("-", hi, lo, ir.int32), ir.const(0), ir.int32)
+        if guard is not None:
+            lo, ext = (ir.Select(guard, x, ir.const(0), ir.int32) for x in (lo, ext))
+        out[p_lo.name], out[p_ext.name] = lo, ext
     return out

@@ -209,7 +209,7 @@ class StageNest:
     # ------------------------------------------------------------ loops
     def build(self) -> ir.Stmt:
         if self.d.ragged:  # the placeholders of ragged bounds, read at the point
-            return substitute(self.leaf_loop(0), ragged_loops.bounds(self.d, self.tr))
+            return substitute(self.leaf_loop(0), ragged_loops.bounds(self.d, self.tr, self.sg))
         return self.leaf_loop(0)
 
     def leaf_loop(self, i: int) -> ir.Stmt:

@@ -27,8 +27,16 @@ def split_j(st, b, d, j):
     st.bind(b, "blockIdx.x")
 
 
+def split_b(st, b, d, j):
+    # a tail of b runs no iteration and reads no bound past Off (Off[b + 1] with b
+    # beyond the bags was read before the bounds were guarded)
+    bo, bi = st.split(b, 3)
+    st.bind(bo, "blockIdx.x")
+    st.bind(bi, "threadIdx.x")
+
+
 SCHEDULES = {"serial": lambda *a: None, "blocks": blocks, "threads": threads,
-             "split-j": split_j}
+             "split-j": split_j, "split-b": split_b}
 
 
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
