@@ -79,3 +79,12 @@ def test_nvrtc_compiles_a_ragged_loop():
     k = tcomp.build(s, target="cuda")
     assert "for (int j = 0; j < max(Off[b + 1] - Off[b], 0); ++j)" in k.source
     assert len(k.cubin) > 0
+
+
+def test_automatic_schedule():
+    # the search takes a ragged extent as 1: it neither splits nor binds it
+    op = tcomp.op(BAG.replace("OP", "+=!"))
+    t = np.arange(8, dtype=np.float32).reshape(4, 2)
+    j, off = np.array([3, 0, 1], np.int32), np.array([0, 2, 2, 3], np.int32)
+    np.testing.assert_array_equal(tcomp.build(op, target="sim")(t, j, off),
+                                  tcomp.evaluate(op, t, j, off))

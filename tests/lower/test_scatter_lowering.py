@@ -96,3 +96,14 @@ def test_scatter_bang_on_the_sim():
     w = np.arange(11, dtype=np.float32)
     got = tcomp.build(s, target="sim")(idx, w, np.zeros(4, np.float32))
     np.testing.assert_array_equal(got, np.bincount(idx, w, minlength=4).astype(np.float32))
+
+
+def test_automatic_schedule_picks_atomics():
+    op = tcomp.op(ADD.replace("OP", "+=").replace("T(", "float("))
+    rng = np.random.default_rng(5)
+    k = tcomp.build(op, target="sim")
+    for n in (5, 0, 33):  # (a call after an empty launch: test_empty_launch_reuse.py)
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        idx = rng.integers(0, 2, n).astype(np.int32)
+        b = rng.standard_normal((2, 3)).astype(np.float32)
+        np.testing.assert_allclose(k(x, idx, b), tcomp.evaluate(op, x, idx, b), rtol=1e-5)
