@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import LangError
+from . import builtins
 from .ast import Call, Index, RangeClause, Read, walk
 from .op import Range
 
@@ -24,7 +25,8 @@ from .op import Range
 def is_ragged(c) -> bool:
     """Whether range clause `c` reads a tensor (before or after resolution)."""
     return isinstance(c, RangeClause) and any(
-        isinstance(x, (Call, Read)) for e in (c.lo, c.hi) for x in walk(e))
+        isinstance(x, Read) or isinstance(x, Call) and not builtins.is_builtin(x.fn)
+        for e in (c.lo, c.hi) for x in walk(e))
 
 
 def clause(chk, c: RangeClause, spatial) -> RangeClause:

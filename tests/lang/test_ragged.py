@@ -66,3 +66,16 @@ def test_a_bound_outside_the_tensor_read_is_an_error_naming_the_point():
         str(e.value)
     with pytest.raises(tcomp.LangError, match="reads 'J' out of bounds at index \\(-1,\\)"):
         tcomp.evaluate(op, t, j, np.array([-1, 2, 2], np.int32))
+
+
+def test_a_builtin_in_a_bound_is_no_tensor_read():
+    # `min(N, M)` is a size expression (the bound is not ragged), `min(Off(b), 2)` reads
+    fixed = tcomp.op("def f(float(N) A, float(M) B) -> (O) { O(i) = A(i) where i in 0:min(N, M) }")
+    assert not fixed.statements[0].ragged
+    op = tcomp.op("""def f(float(N) X, int32(B1) Off) -> (O) {
+        O(b) +=! X(j) where j in 0:min(Off(b), 2)
+    }""")
+    assert list(op.statements[0].ragged) == ["j"]
+    np.testing.assert_array_equal(
+        tcomp.evaluate(op, np.arange(4, dtype=np.float32), np.array([0, 1, 3], np.int32)),
+        [0, 0, 1])
