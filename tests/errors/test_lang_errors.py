@@ -257,8 +257,9 @@ PARSE_ERRORS = [
      "a range bound must be an integer expression", 1, 53),
     ("where-modulo-bound", one("B(i) = A(i) where i in 0:N % 2"),
      "a range bound may use only size variables, integers, + - * / and min/max", 1, 55),
-    ("where-read-bound", one("B(i) = A(i) where i in 0:A(0)"),
-     "a range bound may use only size variables, integers, + - * / and min/max", 1, 53),
+    ("where-read-bound", one("B(i) = A(i) where i in 0:A(0)"),  # (ragged: issue 27)
+     "the range of 'i' reads a tensor (a ragged range), but 'i' is on the left-hand side: only "
+     "a reduction index may be ragged (the shape of 'B' cannot depend on data)", 1, 46),
     ("where-builtin-bound", one("B(i) = A(i) where i in 0:exp(N)"),
      "a range bound may use only size variables, integers, + - * / and min/max", 1, 53),
     ("where-division-by-zero", one("B(i) = A(i) where i in 0:N / (N - N)"),
