@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from ..errors import LangError
 from . import dtypes
-from .ast import Const, Expr, Index, RangeClause, Read, Stmt, walk
+from .ast import Const, Expr, RangeClause, Read, Stmt, walk
 from .op import Range, Statement
-from .printer import expr_to_text
 from .symbolic import from_sympy, to_sympy
 
 
@@ -90,9 +89,3 @@ def fill_statement(s: Stmt, dtype: dtypes.DType, shape) -> Statement:
     ranges = tuple(Range(v, zero, from_sympy(n)) for v, n in zip(names, shape))
     return Statement(stmt, names, (), ranges, dtype, dtype.compute if not dtype.is_bool else dtype,
                      False, scatter_fill=True)
-
-
-def bare(stmt: Stmt) -> dict[str, int]:
-    """The indices that are a whole subscript of the scatter: {index: dimension}.
-    Two points that differ in one of them never write the same element."""
-    return {e.name: k for k, e in enumerate(stmt.subscripts) if isinstance(e, Index)}

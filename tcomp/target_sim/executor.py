@@ -64,6 +64,7 @@ from .intrinsics import RULES
 from .mbarriers import Barriers
 from .memory import Local, Memory, Shared
 from .races import GlobalRaces
+from .data_dependent import ScatterOps, per_thread_bounds
 from .tasks import compile_specialize
 from .tma import ProxyState, async_buffers, finish_block, uses_sm90
 
@@ -91,9 +92,6 @@ def run_program(prog: ir.Program, env: dict, sizes: dict) -> None:
                 np.copyto(env[n], a)
 
 
-# Statements a thread runs alone (no barrier, collective or asynchronous operation).
-_THREAD_LOCAL = (ir.Seq, ir.Let, ir.For, ir.If, ir.Store, ir.Alloc, ir.IndexCheck)
-
 # Compiled kernels by id(kernel), while the kernel lives: a kernel built once
 # and called many times (SimKernel, the tests) compiles once.
 _CACHE: dict = {}
@@ -119,7 +117,7 @@ def _compiled(k: ir.Kernel) -> "_Launch":
     return launch
 
 
-class _Launch(Memory, Expressions):
+class _Launch(Memory, ScatterOps, Expressions):
     """A kernel compiled to closures (holding no reference to the kernel, so
     that the cache entry dies with it), and the state of the run in progress."""
 
@@ -317,13 +315,7 @@ class _Launch(Memory, Expressions):
     def _s_For(self, s):
         lo, ext, body, var = (self.compile_expr(s.lo), self.compile_expr(s.extent),
                               self._scoped(s.var, False, s.body), s.var)
-        # Bounds read from memory may differ between the threads of a block (a ragged
-        # loop: lower/ragged_loops.py) where the body has nothing that threads do
-        # together: each thread then runs its own iterations, as on the GPU. (Other
-        # bounds that differ are refused: no lowering makes them.)
-        per_thread = any(isinstance(x, ir.Load) for e in (s.lo, s.extent)
-                         for x in ir.walk_expr(e)) and \
-            all(type(x) in _THREAD_LOCAL for x in walk_stmts(s.body))
+        per_thread = per_thread_bounds(s)  # a ragged loop's (data_dependent.py)
 
         def loop(env, mask):
             if per_thread:
@@ -456,10 +448,7 @@ class _Launch(Memory, Expressions):
             if v.dtype != data.dtype:
                 v = npfuncs.convert(v, data.dtype)
             if atomic is not None:
-                if h is not None:
-                    raise SimError(f"kernel {self.kname}: an atomic update of {h.scope} buffer "
-                                   f"'{name}' (atomics update global tensors only)")
-                self.atomic_global(name, off, v, mask, atomic)
+                self.atomic_global(name, h, off, v, mask, atomic)
             elif type(h) is Local:
                 self.store_local(h, off, scalar, v, mask)
             elif h is not None:
@@ -467,23 +456,6 @@ class _Launch(Memory, Expressions):
             else:
                 self.store_global(name, dest, off, v, mask)
         return store
-
-    def _s_IndexCheck(self, s):
-        """A scatter's data-dependent subscript, checked on the active lanes."""
-        value, extent = self.compile_expr(s.value), self.compile_expr(s.extent)
-
-        def check(env, mask):
-            v = np.broadcast_to(np.asarray(value(env, mask), np.int64), (self.L,))
-            n = int(extent(env, mask))
-            bad = (v < 0) | (v >= n)
-            if mask is not None:
-                bad = bad & mask
-            if bad.any():
-                lane = int(np.argmax(bad))
-                raise SimError(f"kernel {self.kname}: {s.what} = {int(v[lane])} is outside "
-                               f"0:{n} in block {self._block(lane)}, thread "
-                               f"{self._thread(lane)}")
-        return check
 
     def _whole_blocks(self, mask, message):
         """The blocks taking part (None: all): a block takes part with all its threads or none."""

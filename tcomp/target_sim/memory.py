@@ -320,26 +320,6 @@ class Memory:
         self.races.write(name, arr.shape, flat, lanes, vals, data[flat])
         data[flat] = vals
 
-    def atomic_global(self, name, off, vals, mask, op):
-        """The active lanes' atomic updates `name[off] op= vals`, each one
-        rounded in the tensor's type, lanes hitting one element all counted
-        (np.add.at); a scatter's (lower/scatter_store.py). Atomics order
-        themselves, so no race is recorded between them."""
-        flat = np.broadcast_to(np.asarray(off, np.int64), (self.L,))
-        vals = np.broadcast_to(vals, (self.L,))
-        if mask is not None:
-            lanes = np.flatnonzero(mask)
-            flat, vals = flat[lanes], vals[lanes]
-        data = self.flat_globals[name]
-        if op in ("max", "min") and data.dtype.kind == "f":
-            f = np.fmax if op == "max" else np.fmin
-        elif data.dtype.kind == "f" or op == "+":
-            f = {"+": np.add, "max": np.maximum, "min": np.minimum}[op]
-        else:
-            f = {"max": np.maximum, "min": np.minimum}[op]
-        with np.errstate(over="ignore"):
-            f.at(data, flat, vals.astype(data.dtype, copy=False))
-
     # ------------------------------------------------------------ barriers
     def reset_trackers(self, blocks):
         """Forget who wrote/read what since the last barrier, for the batch's
