@@ -130,7 +130,9 @@ class Store(Stmt):
     value: Expr
     # The comprehension statement this store computes (for messages); not part of equality.
     loc: object = field(default=None, compare=False, repr=False, kw_only=True)
-    atomic: str | None = field(default=None, kw_only=True)
+    # (part of equality, not of the hash: a plain and an atomic store of one element
+    # hash alike, which keeps the hash of every store as it was)
+    atomic: str | None = field(default=None, kw_only=True, hash=False)
 
 
 @dataclass(frozen=True)
