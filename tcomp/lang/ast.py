@@ -193,7 +193,9 @@ class Stmt:
     """`tensor(indices) op rhs where ...`; op is one of = += *= max= min=, or
     a tuple reduction's `NAME=` (lang/monoids.py): then `tensors` lists the
     other components' tensors (written at the same indices) and `rhs` is a
-    `Values`."""
+    `Values`. A scatter (check_scatter.py) writes through data-dependent
+    subscripts, `O(I(i), d) += X(i, d)`: then `subscripts` holds every
+    left-hand-side subscript as an expression and `indices` is empty."""
     tensor: str
     indices: tuple[str, ...]
     op: str
@@ -202,6 +204,12 @@ class Stmt:
     where: tuple[WhereClause, ...] = ()
     loc: Loc | None = loc_field()
     tensors: tuple[str, ...] = ()  # a tuple reduction's further components
+    subscripts: tuple[Expr, ...] = ()  # a scatter's left-hand-side subscripts
+
+    @property
+    def rank(self) -> int:
+        """The number of subscripts on the left-hand side."""
+        return len(self.subscripts) if self.subscripts else len(self.indices)
 
     @property
     def reduce_op(self) -> str | None:

@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import sympy
+
 from ..errors import LangError
-from . import check_ordered, check_tuples, dtypes, literals
+from . import check_ordered, check_ragged, check_scatter, check_tuples, dtypes, literals
 from .ast import (Binary, Call, Const, Def, ExistsClause, Expr, Index, LetClause, Name,
                   RangeClause, Read, Size, Stmt, Unary, walk)
 from .dtypes import DType
@@ -94,8 +96,11 @@ class _Checker(ExprChecks):
         self.read_at: dict[str, Stmt] = {}
         stmts, checked = [], []
         for s in d.stmts:
+            self.scatter_fill = None
             st, stmt = self.statement(s)
             stmts.append(stmt)
+            if self.scatter_fill is not None:  # a scatter's `op=!` (check_scatter.py)
+                checked.append(self.scatter_fill)
             checked.append(st)
         for o in d.outputs:
             if o.name not in self.written:
@@ -124,7 +129,7 @@ class _Checker(ExprChecks):
         checks = []
         for st in checked:
             fin = last[st.tensor]
-            if st is fin:
+            if st is fin or st.scatter:
                 continue
             shape = self.written[st.tensor]["shape"]
             for dim, (v, extent) in enumerate(zip(st.spatial, shape)):
@@ -226,13 +231,13 @@ class _Checker(ExprChecks):
             if v in self.inputs or v in self.declared:
                 raise LangError(f"'{v}' is a tensor and cannot be used as an index", s.loc)
         decl = self.declared[name]
-        if decl.dims is not None and len(decl.dims) != len(s.indices):
-            n, k = len(s.indices), len(decl.dims)
+        if decl.dims is not None and len(decl.dims) != s.rank:
+            n, k = s.rank, len(decl.dims)
             raise LangError(f"'{name}' is written with {n} ind{'ex' if n == 1 else 'ices'} here "
                             f"but declared with {k} dimension{'s' if k != 1 else ''}", s.loc)
         prior = self.written.get(name)
-        if prior is not None and len(prior["shape"]) != len(s.indices):
-            raise LangError(f"'{name}' is written with {len(s.indices)} indices here but with "
+        if prior is not None and len(prior["shape"]) != s.rank:
+            raise LangError(f"'{name}' is written with {s.rank} indices here but with "
                             f"{len(prior['shape'])} by an earlier statement", s.loc)
         check_tuples.target(self, name, s, prior)
         return decl, prior
@@ -258,6 +263,7 @@ class _Checker(ExprChecks):
                 where.append(dataclasses.replace(c, value=value))
             else:
                 where.append(c)
+        subs = check_scatter.subscripts(self, s)
         rhs = self.expr(s.rhs)
         self.check_depth(rhs, s.rhs.loc)
         rhs_indices = list(self.stmt_indices)
@@ -269,8 +275,11 @@ class _Checker(ExprChecks):
                                     f"of this statement", c.loc)
                 if any(isinstance(x, RangeClause) and x.var == c.var for x in resolved):
                     raise LangError(f"index '{c.var}' has two range clauses", c.loc)
-                c = dataclasses.replace(c, lo=self.size_expr(c.lo, "a range bound"),
-                                        hi=self.size_expr(c.hi, "a range bound"))
+                if check_ragged.is_ragged(c):  # bounds read from a tensor (check_ragged.py)
+                    c = check_ragged.clause(self, c, s.indices)
+                else:
+                    c = dataclasses.replace(c, lo=self.size_expr(c.lo, "a range bound"),
+                                            hi=self.size_expr(c.hi, "a range bound"))
             elif isinstance(c, ExistsClause):
                 read = self.expr(c.read)
                 if not isinstance(read, Read):
@@ -282,8 +291,9 @@ class _Checker(ExprChecks):
                     raise LangError(f"'where exists' uses index '{v}', which the statement does "
                                     f"not use", c.loc)
             resolved.append(c)
-        spatial = tuple(s.indices)
-        reduce = tuple(v for v in self.stmt_indices if v not in spatial)
+        check_ragged.check_one(resolved)
+        spatial = tuple(s.indices) if not subs else tuple(self.stmt_indices)  # a scatter's
+        reduce = tuple(v for v in self.stmt_indices if v not in spatial)  # every point writes
         if s.op == "=" and reduce:
             uses = [c.value for c in where if isinstance(c, LetClause)] + [rhs] + \
                 [c.read for c in resolved if isinstance(c, ExistsClause)]
@@ -292,8 +302,10 @@ class _Checker(ExprChecks):
             raise LangError(f"index '{reduce[0]}' appears only on the right-hand side of '=': "
                             f"it would be a reduction index; use a reduction such as '+=!' (or "
                             f"did you mean a size variable?)", loc)
-        stmt = dataclasses.replace(s, rhs=rhs, where=tuple(resolved))
+        stmt = dataclasses.replace(s, rhs=rhs, where=tuple(resolved), subscripts=subs)
         check_ordered.check(stmt, spatial, reduce, self.lets)
+        if subs:
+            check_scatter.check_reads(s, stmt, self.lets)
         if s.monoid is not None:
             return check_tuples.finish(self, s, stmt, spatial, reduce, resolved, where)
 
@@ -303,7 +315,7 @@ class _Checker(ExprChecks):
         # type (the tensor is the accumulator), except that float16/bfloat16 accumulate
         # in float32 and are rounded once, when stored.
         value = rhs.dtype
-        reducing = s.reduce_op is not None and bool(reduce or continues)
+        reducing = s.reduce_op is not None and bool(reduce or continues or subs)
         if decl.type_name is not None:
             tdtype, origin = dtypes.BY_NAME[decl.type_name], "declared"
         elif prior is not None:
@@ -329,25 +341,33 @@ class _Checker(ExprChecks):
         else:
             acc = value.compute if not value.is_bool else value
 
-        ranges, shape = self.ranges(s, stmt, spatial, reduce, resolved, name,
-                                    prior if continues else None)
+        if subs:
+            shape = check_scatter.shape(self, s, decl, prior)
+            ranges, _ = self.ranges(s, stmt, spatial, reduce, resolved, name, {"shape": shape})
+            if s.init:
+                self.scatter_fill = check_scatter.fill_statement(s, tdtype, shape)
+        else:
+            ranges, shape = self.ranges(s, stmt, spatial, reduce, resolved, name,
+                                        prior if continues else None)
         self.written[name] = {"dtype": tdtype, "shape": shape,
                               "line": prior["line"] if prior else s.loc.line if s.loc else 0}
-        read_exprs = [rhs] + [c.read for c in resolved if isinstance(c, ExistsClause)] + \
+        read_exprs = [rhs] + list(subs) + [c.read for c in resolved if isinstance(c, ExistsClause)] + \
             [c.value for c in where if isinstance(c, LetClause)]
         for e in read_exprs:
             for x in walk(e):
                 if isinstance(x, Read) and x.tensor in self.declared and x.tensor != name:
                     self.read_at.setdefault(x.tensor, s)
-        return Statement(stmt, spatial, reduce, ranges, value, acc, continues), stmt
+        return Statement(stmt, spatial, reduce, ranges, value, acc, continues or reducing and
+                         bool(subs)), stmt
 
     def ranges(self, s: Stmt, stmt: Stmt, spatial, reduce, resolved, name: str, lhs_prior):
         """(the statement's ranges, the shape it writes): range inference (ranges.py)."""
         shapes = {t: v[1] for t, v in self.inputs.items()}
         sym_shapes = {t: tuple(to_sympy(x) for x in dims) for t, dims in shapes.items()}
         sym_shapes.update({t: w["shape"] for t, w in self.written.items()})
-        fixed = {c.var: (to_sympy(c.lo), to_sympy(c.hi)) for c in resolved
-                 if isinstance(c, RangeClause)}
+        # (a ragged index: a placeholder range, its own bounds restored below)
+        fixed = {c.var: (to_sympy(c.lo), to_sympy(c.hi)) if not check_ragged.is_ragged(c)
+                 else (sympy.Integer(0), sympy.Integer(1)) for c in resolved if isinstance(c, RangeClause)}
         for c in resolved:
             if isinstance(c, RangeClause) and c.var in spatial and fixed[c.var][0].is_negative:
                 raise LangError(f"the range of '{c.var}' starts below 0, so '{name}' would be "
@@ -355,8 +375,8 @@ class _Checker(ExprChecks):
         lhs_shape = lhs_prior["shape"] if lhs_prior is not None else None
         known = infer_ranges(stmt, spatial, reduce, sym_shapes,
                              lhs_shape, fixed)
-        ranges = tuple(Range(v, _expr(known[v][0], s), _expr(known[v][1], s))
-                       for v in spatial + reduce)
+        ranges = check_ragged.ranges(tuple(Range(v, _expr(known[v][0], s), _expr(known[v][1], s))
+                                           for v in spatial + reduce), resolved)
         shape = tuple(known[v][1] for v in spatial)
         return ranges, shape
 

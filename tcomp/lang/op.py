@@ -56,6 +56,23 @@ class Statement:
     # in the order of `tensors` (value_dtype/acc_dtype are the first value's, component's).
     component_dtypes: tuple[DType, ...] = ()
     component_accs: tuple[DType, ...] = ()
+    # The identity fill that a scatter's `op=!` starts from (lang/check_scatter.py):
+    # a statement of the op that is no statement of the def.
+    scatter_fill: bool = False
+
+    @property
+    def ragged(self) -> dict[str, Range]:
+        """The reduction indices whose range reads a tensor (lang/check_ragged.py)."""
+        from .ast import Read, walk
+        return {r.var: r for r in self.ranges
+                if any(isinstance(x, Read) for e in (r.lo, r.hi) for x in walk(e))}
+
+    @property
+    def scatter(self) -> tuple[Expr, ...]:
+        """A scatter's left-hand-side subscripts (check_scatter.py); () for other
+        statements. Then `spatial` lists every index (each point writes) and
+        `reduce` is empty."""
+        return self.stmt.subscripts
 
     @property
     def tensor(self) -> str:
@@ -136,7 +153,7 @@ class Op:
         if not notes:
             return def_to_text(self.definition)
         by_stmt = {}
-        for i, st in enumerate(self.statements):
+        for i, st in enumerate(st for st in self.statements if not st.scatter_fill):
             t = ", ".join(str(self.tensor(n)) for n in st.tensors)
             accs = ", ".join(str(a) for a in st.component_accs) or str(st.acc_dtype)
             red = f" reduce {', '.join(st.reduce)} in {accs}" if st.reduce else ""

@@ -6,7 +6,8 @@ Grammar (TC's, with tcomp's extensions marked +):
   def       := 'def' ID '(' [param {',' param}] ')' '->' '(' [output {',' output}] ')' '{' stmt* '}'
   param     := TYPE ['(' dim {',' dim} ')'] ID        dim := ID | INT
   output    := ID | TYPE ['(' dim {',' dim} ')'] ID   (+ typed outputs)
-  stmt      := ID ['(' [ID {',' ID}] ')'] ASSIGN expr ['<=>' expr] [where] ['<=>' expr] [';'] (+;)
+  stmt      := ID ['(' [sub {',' sub}] ')'] ASSIGN expr ['<=>' expr] [where] ['<=>' expr] [';'] (+;)
+  sub       := ID | expr   (+ an expr reading a tensor: a scatter, `O(I(i), d) += ...`)
              | lhs {',' lhs} TUPLE expr {',' expr} [where] [';']      (+ tuple reductions)
   TUPLE     := 'argmax=!' | 'argmin=!' | 'welford=!' | 'expsum=!'       (monoids.py)
   ASSIGN    := '=' | '+=' | '*=' | 'max=' | 'min=' | '+=!' | '*=!' | 'max=!' | 'min=!'
@@ -204,7 +205,7 @@ class _Parser:
         if name.text in dtypes.BY_NAME:
             raise LangError(f"'{name.text}' is a type name and cannot be written", name.loc)
         self.not_reserved(self.advance(), "a tensor name")
-        indices = self.lhs_indices(name)
+        indices, subscripts = self.lhs_subscripts(name)
         more = []  # a tuple reduction's further components: `a(n), b(n) argmax=! ...`
         while self.tok.is_op(","):
             self.advance()
@@ -217,6 +218,10 @@ class _Parser:
         init = op.endswith("!")
         rhs = self.expr()
         if op in TUPLE_OPS or more:
+            if subscripts:
+                raise LangError("a tuple reduction cannot write through a data-dependent "
+                                "subscript (a scatter); write each component in its own "
+                                "statement", name.loc)
             rhs = self.tuple_rhs(name, indices, more, optok, rhs)
         self.skip_equivalent()
         where: list = []
@@ -235,8 +240,29 @@ class _Parser:
                     (c.read,) if isinstance(c, ExistsClause) else \
                     (c.value,) if isinstance(c, LetClause) else ():
                 self.check_depth(e)
+        for e in subscripts:
+            self.check_depth(e)
         return Stmt(name.text, tuple(indices), op.rstrip("!"), init, rhs, tuple(where),
-                    loc=name.loc, tensors=tuple(t.text for t, _ in more))
+                    loc=name.loc, tensors=tuple(t.text for t, _ in more),
+                    subscripts=tuple(subscripts))
+
+    def lhs_subscripts(self, name: Token) -> tuple[list[str], list[Expr]]:
+        """(indices, ()) for plain index variables; ((), every subscript as an
+        expression) when one of them calls something (a tensor read, checked as
+        a scatter by check_scatter.py). Other expressions are refused."""
+        if not self.tok.is_op("("):
+            return [], []
+        start = self.pos
+        self.advance()
+        try:
+            subs = self.comma_list(self.expr, ")")
+        except LangError:  # not expressions: plain indices, or their error
+            subs = []
+        if any(isinstance(x, Call) for e in subs for x in _walk(e)):
+            check_rank(name, len(subs))
+            return [], subs
+        self.pos = start
+        return self.lhs_indices(name), []
 
     def lhs_indices(self, name: Token) -> list[str]:
         if not self.tok.is_op("("):
@@ -416,6 +442,14 @@ class _Parser:
             return Call(t.text, args, loc=t.loc)
         self.error("an expression")
 
+
+
+def _walk(e: Expr):
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(children(x))
 
 
 def continues_chain(parent: Expr, k: int, child: Expr) -> bool:

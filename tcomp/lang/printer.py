@@ -92,7 +92,8 @@ def clause_to_text(c) -> str:
 
 
 def stmt_to_text(s: Stmt) -> str:
-    sub = f"({', '.join(s.indices)})" if s.indices else ""
+    sub = f"({', '.join(s.indices)})" if s.indices else \
+        f"({', '.join(expr_to_text(e) for e in s.subscripts)})" if s.subscripts else ""
     lhs = ", ".join(t + sub for t in s.all_tensors)
     rhs = ", ".join(expr_to_text(v) for v in s.rhs.items) if isinstance(s.rhs, Values) \
         else expr_to_text(s.rhs)

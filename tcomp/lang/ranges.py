@@ -76,13 +76,23 @@ def infer_ranges(stmt: Stmt, spatial: tuple[str, ...], reduce: tuple[str, ...],
     for c in stmt.where:
         if isinstance(c, ExistsClause):
             reads += [x for x in _walk(c.read, lets) if isinstance(x, Read)]
+    for c in stmt.where:  # a ragged range's bounds (check_ragged.py) bound the indices they read
+        if isinstance(c, RangeClause):
+            reads += [x for e in (c.lo, c.hi) for x in _walk(e, lets) if isinstance(x, Read)]
+    for e in stmt.subscripts:  # a scatter's (check_scatter.py): its reads bound indices too
+        reads += [x for x in _walk(e, lets) if isinstance(x, Read)]
     for r in reads:
         shape = shapes[r.tensor]
         for sub, dim in zip(r.args, shape):
             aff = _affine(sub, indices, lets)
             if aff is not None and aff[0]:
                 constraints.append((aff[0], aff[1], dim, r))
-    if lhs_shape is not None:
+    if lhs_shape is not None and stmt.subscripts:  # a scatter's affine subscripts
+        for sub, dim in zip(stmt.subscripts, lhs_shape):
+            aff = _affine(sub, indices, lets)
+            if aff is not None and aff[0]:
+                constraints.append((aff[0], aff[1], dim, None))
+    elif lhs_shape is not None:
         for v, dim in zip(stmt.indices, lhs_shape):
             constraints.append(({v: 1}, sympy.Integer(0), dim, None))
 

@@ -22,7 +22,7 @@ stages are computed at which loop; its methods `nest`, `loop`, `region` and
 from __future__ import annotations
 
 from ..errors import LoweringError
-from . import hopper_gemm, hopper_plan, interface, ir
+from . import hopper_gemm, hopper_plan, interface, ir, ragged_loops
 from .attach import attach, region
 from .construct import ident, lang_sub
 from .context import KernelCtx
@@ -115,7 +115,10 @@ class Builder:
                                 f"root; use compute_at to place it inside a loop of a stage "
                                 f"that reads it")
         check_global_storage_order(stage, st)
+        if st.definition.ragged:
+            ragged_loops.check(stage, st)
         domain = {v: (self.lsize(lo), self.lsize(lang_sub(hi, lo)))
+                  if v not in st.definition.ragged else ragged_loops.placeholder(v)
                   for v, (lo, hi) in st.definition.ranges.items()}
         body = self.nest(stage, domain, ctx, store_offsets=None)
         grid, block = launch_dims(body, stage)

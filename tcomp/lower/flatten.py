@@ -143,7 +143,7 @@ class _Flatten(Rewriter):
 
     def stmt_Store(self, s: ir.Store) -> ir.Stmt:
         idx, v = self.exprs(s.indices), self.expr(s.value)
-        return ir.Store(s.buffer, (self.flat(s.buffer, idx),), v, loc=s.loc)
+        return ir.Store(s.buffer, (self.flat(s.buffer, idx),), v, loc=s.loc, atomic=s.atomic)
 
 
 def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:

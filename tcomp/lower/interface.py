@@ -31,7 +31,7 @@ def zero_fill(op, temps) -> frozenset[str]:
 def _needs_zero(op, name: str) -> bool:
     t = op.tensor(name)
     first = next(st for st in op.statements if name in st.tensors)
-    if first.continues:
+    if first.continues or first.scatter:
         return True
     try:
         for v, dim in zip(first.spatial, t.shape):

@@ -121,11 +121,28 @@ class Stmt:
 
 @dataclass(frozen=True)
 class Store(Stmt):
+    """`buffer[indices] = value`; with `atomic` ('+', 'max', 'min'), the atomic
+    update `buffer[indices] = buffer[indices] atomic value` instead (a
+    scatter's, lower/scatter_store.py: the threads that run it may hit one
+    element together)."""
     buffer: str
     indices: tuple[Expr, ...]
     value: Expr
     # The comprehension statement this store computes (for messages); not part of equality.
     loc: object = field(default=None, compare=False, repr=False, kw_only=True)
+    # (part of equality, not of the hash: a plain and an atomic store of one element
+    # hash alike, which keeps the hash of every store as it was)
+    atomic: str | None = field(default=None, kw_only=True, hash=False)
+
+
+@dataclass(frozen=True)
+class IndexCheck(Stmt):
+    """A data-dependent subscript's range check: `0 <= value < extent`, else
+    the run stops with an error naming `what` (the sim: a SimError; CUDA: the
+    kernel traps). Before a scatter's store (lower/scatter_store.py)."""
+    value: Expr
+    extent: Expr
+    what: str
 
 
 @dataclass(frozen=True)

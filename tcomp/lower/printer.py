@@ -57,7 +57,12 @@ def stmt(s: ir.Stmt, indent: int = 0) -> list[str]:
     if isinstance(s, ir.Seq):
         return [line for x in s.stmts for line in stmt(x, indent)]
     if isinstance(s, ir.Store):
-        return [f"{pad}{s.buffer}[{', '.join(expr(i) for i in s.indices)}] = {expr(s.value)}"]
+        op, value = "=", expr(s.value)
+        if s.atomic is not None:  # a scatter's atomic update (lower/scatter_store.py)
+            op, value = f"{s.atomic}=", f"{value}  @atomic"
+        return [f"{pad}{s.buffer}[{', '.join(expr(i) for i in s.indices)}] {op} {value}"]
+    if isinstance(s, ir.IndexCheck):
+        return [f"{pad}check 0 <= {expr(s.value)} < {expr(s.extent)}  # {s.what}"]
     if isinstance(s, ir.For):
         lo = expr(s.lo)
         hi = expr(s.extent) if lo == "0" else f"{lo} + {expr(s.extent, PREC['+'])}"

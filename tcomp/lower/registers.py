@@ -370,4 +370,4 @@ class _Compact(Rewriter):
             idx = self.slot(s.buffer, s.indices)
         elif idx is s.indices and value is s.value:
             return s
-        return ir.Store(s.buffer, idx, value, loc=s.loc)
+        return ir.Store(s.buffer, idx, value, loc=s.loc, atomic=s.atomic)

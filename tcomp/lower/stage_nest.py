@@ -14,12 +14,14 @@ from __future__ import annotations
 from ..errors import LoweringError, ScheduleError
 from ..arch import threads
 from ..schedule.stage import SplitRel
-from . import ir
+from . import ir, ragged_loops
 from .construct import add, conj, ident, mul, sub
 from .context import StageLoops
 from .loops import for_loop
 from .reduction import init_nest, register_accumulation
+from .rewriter import substitute
 from .scan import scan_loop
+from .scatter_store import scatter_store
 from .tuple_nest import tuple_accumulation
 from .simplify import simplify_expr
 from .stages import effective_reads, stage_loc
@@ -207,10 +209,14 @@ class StageNest:
 
     # ------------------------------------------------------------ loops
     def build(self) -> ir.Stmt:
+        if self.d.ragged:  # the placeholders of ragged bounds, read at the point
+            return substitute(self.leaf_loop(0), ragged_loops.bounds(self.d, self.tr, self.sg))
         return self.leaf_loop(0)
 
     def leaf_loop(self, i: int) -> ir.Stmt:
         st, d = self.st, self.d
+        if d.scatter and i == len(st.leaves):  # a plain or atomic update (scatter_store.py)
+            return scatter_store(self)
         if d.monoid is not None and i == self.first_red:
             if not self.registers:
                 raise LoweringError(f"stage '{self.stage}' computes a tuple reduction "

@@ -22,7 +22,8 @@ def _stage_def(st) -> StageDef:
     ranges = {r.var: (r.lo, r.hi) for r in st.ranges}
     return StageDef(st.tensor, st.spatial, st.reduce, ranges, st.rhs, st.reduce_op,
                     not st.continues, st.acc_dtype, st.lets, st.stmt.tensors, st.monoid,
-                    st.component_accs, st.ordered, st.independent)
+                    st.component_accs, st.ordered, st.independent, st.scatter,
+                    tuple(st.ragged))
 
 
 class Schedule:

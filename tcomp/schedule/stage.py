@@ -52,6 +52,12 @@ class StageDef:
     # outermost first, and the spatial indices its reads of its own tensor leave unchanged.
     ordered: tuple[str, ...] = ()
     independent: tuple[str, ...] = ()
+    # A scatter (lang/check_scatter.py): its left-hand-side subscripts, language
+    # expressions over its indices (all of them `spatial`), else ().
+    scatter: tuple = ()
+    # The reduction indices whose range reads a tensor (lang/check_ragged.py): their
+    # `ranges` entries are language expressions of the spatial indices and reads.
+    ragged: tuple[str, ...] = ()
 
     @property
     def tensors(self) -> tuple[str, ...]:
@@ -60,7 +66,8 @@ class StageDef:
     def reads(self) -> set[str]:
         from ..lang.ast import Read, walk
         out = set()
-        for e in [self.rhs, *self.lets.values()]:
+        bounds = [e for v in self.ragged for e in self.ranges[v]]
+        for e in [self.rhs, *self.lets.values(), *self.scatter, *bounds]:
             out |= {x.tensor for x in walk(e) if isinstance(x, Read)}
         return out
 

@@ -32,6 +32,10 @@ WHY = {
 
 def refuse(st, primitive: str) -> None:
     """ScheduleError when stage state `st` computes a tuple reduction."""
+    from .ragged_stages import refuse as refuse_ragged
+    from .scatter_stages import refuse as refuse_scatter
+    refuse_scatter(st, primitive)  # (the same primitives ask: scatter_stages.py,
+    refuse_ragged(st, primitive)  # ragged_stages.py)
     d = st.definition
     if getattr(d, "monoid", None) is None:
         return

@@ -335,7 +335,7 @@ class _RowMajor(Rewriter):
 
     def stmt_Store(self, s: ir.Store) -> ir.Stmt:
         return ir.Store(s.buffer, self._flat(s.buffer, self.exprs(s.indices)),
-                        self.expr(s.value), loc=s.loc)
+                        self.expr(s.value), loc=s.loc, atomic=s.atomic)
 
     @staticmethod
     def failed(s) -> bool:

@@ -71,6 +71,8 @@ def work_of(op: Op, sizes: Mapping[str, int]) -> int:
     for st in op.statements:
         n = 1
         for r in st.ranges:
+            if r.var in st.ragged:  # its extent is data: counted as one (a lower bound)
+                continue
             n *= max(0, eval_int(r.hi, sizes) - eval_int(r.lo, sizes))
         iters += n
     elems = 0
@@ -91,7 +93,7 @@ def _nonempty(op: Op, sizes: Mapping[str, int]) -> set:
                 out.add((t.name, i))
     for j, st in enumerate(op.statements):
         for r in st.ranges:
-            if eval_int(r.hi, sizes) > eval_int(r.lo, sizes):
+            if r.var not in st.ragged and eval_int(r.hi, sizes) > eval_int(r.lo, sizes):
                 out.add((j, r.var))
     return out
 

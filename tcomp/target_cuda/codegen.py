@@ -25,7 +25,7 @@ from ..lower.printer import ATOM, BITWISE, PREC, UNARY
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
-from . import casts, sm90_ops, warp_ops
+from . import atomics, casts, sm90_ops, warp_ops
 from .names import cuda_name
 from .shared_layout import shared_layout
 from .ctypes_table import CTYPE, F32, PRELUDE, STATIC_SMEM_LIMIT, ctype  # noqa: F401
@@ -213,6 +213,9 @@ class _Kernel:
             if s.buffer in self.packed:
                 raise CudaError(f"codegen: element {s.buffer}[...] of a 16-bit fragment is "
                                 f"written outside a tensor-core intrinsic")
+            if s.atomic is not None:
+                atomics.emit_store(self, s, d)
+                return
             self.emit(f"{self.name(s.buffer)}[{self.expr(s.indices[0])}] = "
                       f"{self.expr(s.value)};", d)
         elif isinstance(s, ir.For):
@@ -266,6 +269,8 @@ class _Kernel:
             self.stmt(s.body, d)  # declared at the top of the kernel (see source())
         elif isinstance(s, ir.Specialize):
             sm90_ops.emit_specialize(self, s, d)
+        elif isinstance(s, ir.IndexCheck):
+            atomics.emit_check(self, s, d)
         else:  # an intrinsic statement: its emitter in target_cuda/intrinsics.py
             entry = intrinsics.of(s)
             if entry is None or entry.name not in EMIT:
@@ -468,6 +473,9 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
     if "bfloat16" in uses or _mentions(prog, "bfloat16"):
         parts.append("#include <cuda_bf16.h>")
     parts.append(PRELUDE)
+    helpers = atomics.prelude(prog)
+    if helpers:
+        parts.append(helpers)
     calls = [x.call for k in prog.kernels for x in walk_stmts(k.body) if isinstance(x, ir.Evaluate)]
     used = {c.fn for c in calls}
     if sm90_ops.uses_sm90(used) or any(k.tensor_maps for k in prog.kernels):

@@ -64,6 +64,7 @@ from .intrinsics import RULES
 from .mbarriers import Barriers
 from .memory import Local, Memory, Shared
 from .races import GlobalRaces
+from .data_dependent import ScatterOps, per_thread_bounds
 from .tasks import compile_specialize
 from .tma import ProxyState, async_buffers, finish_block, uses_sm90
 
@@ -116,7 +117,7 @@ def _compiled(k: ir.Kernel) -> "_Launch":
     return launch
 
 
-class _Launch(Memory, Expressions):
+class _Launch(Memory, ScatterOps, Expressions):
     """A kernel compiled to closures (holding no reference to the kernel, so
     that the cache entry dies with it), and the state of the run in progress."""
 
@@ -168,6 +169,9 @@ class _Launch(Memory, Expressions):
     def _run(self, env, sizes):
         self.globals = env
         self.scope = {n: np.int64(v) for n, v in sizes.items()}
+        # New sizes: no invariant value of the last run (the grid's own, when that
+        # run was an empty launch that never started a batch) may be reused.
+        self.batch = object()
         grid = [int(g(self.scope, None)) for g in self.grid_fns]
         self.grid = grid
         self.block = tuple(int(b(self.scope, None)) for b in self.block_fns)
@@ -311,10 +315,14 @@ class _Launch(Memory, Expressions):
     def _s_For(self, s):
         lo, ext, body, var = (self.compile_expr(s.lo), self.compile_expr(s.extent),
                               self._scoped(s.var, False, s.body), s.var)
+        per_thread = per_thread_bounds(s)  # a ragged loop's (data_dependent.py)
 
         def loop(env, mask):
-            a = self._block_uniform(lo(env, mask), mask, s, s.lo)
-            n = self._block_uniform(ext(env, mask), mask, s, s.extent)
+            if per_thread:
+                a, n = lo(env, mask), ext(env, mask)
+            else:
+                a = self._block_uniform(lo(env, mask), mask, s, s.lo)
+                n = self._block_uniform(ext(env, mask), mask, s, s.extent)
             old = env.get(var, _UNSET)
             if np.ndim(a) == 0 and np.ndim(n) == 0:
                 for i in range(int(a), int(a) + max(int(n), 0)):
@@ -415,8 +423,8 @@ class _Launch(Memory, Expressions):
         where = f" (computing the statement at {s.loc})" if s.loc is not None else ""
         idx = [self.compile_expr(i) for i in s.indices]
         value = self.compile_expr(s.value)
-        key = None
-        if all(isinstance(i, ir.Imm) for i in s.indices):
+        key, atomic = None, s.atomic
+        if all(isinstance(i, ir.Imm) for i in s.indices) and atomic is None:
             key = self.const_offset(name, tuple(int(i.value) for i in s.indices))
 
         def store(env, mask):
@@ -439,7 +447,9 @@ class _Launch(Memory, Expressions):
             data = dest.data if h is not None else dest
             if v.dtype != data.dtype:
                 v = npfuncs.convert(v, data.dtype)
-            if type(h) is Local:
+            if atomic is not None:
+                self.atomic_global(name, h, off, v, mask, atomic)
+            elif type(h) is Local:
                 self.store_local(h, off, scalar, v, mask)
             elif h is not None:
                 self.store_shared(name, h, off, v, mask)

@@ -94,8 +94,7 @@ PARSE_ERRORS = [
      "'float' is a type name and cannot be written", 1, 28),
     ("type-name-lhs-index", one("B(float) = 1.0 where float in 0:N"),
      "type name 'float' cannot be an index variable", 1, 30),
-    ("lhs-subscript-read", one("B(A(i)) = A(i)"),
-     "left-hand side subscripts must be plain index variables", 1, 30),
+    # (`B(A(i)) = ...` is a scatter since issue 27: tests/errors/test_scatter_errors.py)
     ("lhs-subscript-sum", one("B(i + 1) = A(i)"),
      "left-hand side subscripts must be plain index variables", 1, 30),
     ("lhs-subscript-const", "def f(float(N) A) -> (B) {\n  B(i, 0) = A(i)\n}",
@@ -258,8 +257,9 @@ PARSE_ERRORS = [
      "a range bound must be an integer expression", 1, 53),
     ("where-modulo-bound", one("B(i) = A(i) where i in 0:N % 2"),
      "a range bound may use only size variables, integers, + - * / and min/max", 1, 55),
-    ("where-read-bound", one("B(i) = A(i) where i in 0:A(0)"),
-     "a range bound may use only size variables, integers, + - * / and min/max", 1, 53),
+    ("where-read-bound", one("B(i) = A(i) where i in 0:A(0)"),  # (ragged: issue 27)
+     "the range of 'i' reads a tensor (a ragged range), but 'i' is on the left-hand side: only "
+     "a reduction index may be ragged (the shape of 'B' cannot depend on data)", 1, 46),
     ("where-builtin-bound", one("B(i) = A(i) where i in 0:exp(N)"),
      "a range bound may use only size variables, integers, + - * / and min/max", 1, 53),
     ("where-division-by-zero", one("B(i) = A(i) where i in 0:N / (N - N)"),

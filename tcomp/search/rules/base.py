@@ -40,7 +40,9 @@ class Context:
 def extents_of(schedule, sizes) -> dict:
     out = {}
     for name, st in schedule.states.items():
+        # (a ragged range's extent is data: taken as 1, so no rule splits or binds it)
         out[name] = {v: max(0, eval_int(hi, sizes) - eval_int(lo, sizes))
+                     if v not in st.definition.ragged else 1
                      for v, (lo, hi) in st.definition.ranges.items()}
     return out
 

@@ -1,0 +1,67 @@
+"""The sim's part of scatters (lower/scatter_store.py) and ragged loops
+(lower/ragged_loops.py): the range check of a data-dependent subscript and
+atomic updates of global tensors, as a mixin of the executor's `_Launch` (it
+uses the launch's lanes, masks and messages); which loops run per thread."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SimError
+from ..lower import ir
+from ..lower.rewriter import walk_stmts
+
+# Statements a thread runs alone (no barrier, collective or asynchronous operation).
+_THREAD_LOCAL = (ir.Seq, ir.Let, ir.For, ir.If, ir.Store, ir.Alloc, ir.IndexCheck)
+
+
+def per_thread_bounds(s: ir.For) -> bool:
+    """Whether loop `s` may run a trip count of its own in each thread: bounds read
+    from memory (a ragged loop) and a body with nothing threads do together, as
+    on the GPU. (Other bounds that differ between threads are refused: no
+    lowering makes them.)"""
+    return any(isinstance(x, ir.Load) for e in (s.lo, s.extent) for x in ir.walk_expr(e)) and \
+        all(type(x) in _THREAD_LOCAL for x in walk_stmts(s.body))
+
+
+class ScatterOps:
+    def _s_IndexCheck(self, s):
+        """A scatter's data-dependent subscript, checked on the active lanes."""
+        value, extent = self.compile_expr(s.value), self.compile_expr(s.extent)
+
+        def check(env, mask):
+            v = np.broadcast_to(np.asarray(value(env, mask), np.int64), (self.L,))
+            n = int(extent(env, mask))
+            bad = (v < 0) | (v >= n)
+            if mask is not None:
+                bad = bad & mask
+            if bad.any():
+                lane = int(np.argmax(bad))
+                raise SimError(f"kernel {self.kname}: {s.what} = {int(v[lane])} is outside "
+                               f"0:{n} in block {self._block(lane)}, thread "
+                               f"{self._thread(lane)}")
+        return check
+
+
+    def atomic_global(self, name, h, off, vals, mask, op):
+        """The active lanes' atomic updates `name[off] op= vals`, each one
+        rounded in the tensor's type, lanes hitting one element all counted
+        (np.add.at); a scatter's (lower/scatter_store.py). Atomics order
+        themselves, so no race is recorded between them. (`h`: a buffer of the
+        launch's own, which no atomic updates.)"""
+        if h is not None:
+            raise SimError(f"kernel {self.kname}: an atomic update of {h.scope} buffer "
+                           f"'{name}' (atomics update global tensors only)")
+        flat = np.broadcast_to(np.asarray(off, np.int64), (self.L,))
+        vals = np.broadcast_to(vals, (self.L,))
+        if mask is not None:
+            lanes = np.flatnonzero(mask)
+            flat, vals = flat[lanes], vals[lanes]
+        data = self.flat_globals[name]
+        if op in ("max", "min") and data.dtype.kind == "f":
+            f = np.fmax if op == "max" else np.fmin
+        elif data.dtype.kind == "f" or op == "+":
+            f = {"+": np.add, "max": np.maximum, "min": np.minimum}[op]
+        else:
+            f = {"max": np.maximum, "min": np.minimum}[op]
+        with np.errstate(over="ignore"):
+            f.at(data, flat, vals.astype(data.dtype, copy=False))
