@@ -121,6 +121,8 @@ def choose(op: Op, sizes: dict | None = None, target: str = "cuda", *, records=N
     if records is not None:
         got = _from_records(op, at, target, records, remarks)
         if got is not None and usable(got, "the best record"):
+            remarks.append(f"auto_schedule: the best record of {records} chosen (tuning records "
+                           f"win over the estimate)")
             return _done(AutoChoice(got, "records", "records", None, 1, at, remarks=remarks), t0)
 
     space = Space(op, at, "cuda" if target == "cuda" else "sim")
