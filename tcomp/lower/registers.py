@@ -115,6 +115,17 @@ class _Scan:
         self.twice: set[str] = set()
         self.accesses: dict[str, list[_Access]] = {}
         self.opaque: set[str] = set()  # buffers behind an intrinsic's reference
+        self._known = (None, {})  # (a `lets` dict, its known values): see known()
+
+    def known(self, lets: dict) -> dict:
+        """The let variables of `lets` with a known value -> that value. Kept
+        for the last `lets` asked about: every access in a scope asks with the
+        same dict (a scope's dict is made once and never changed after), and
+        building it again for each made this pass quadratic in the lets of an
+        unrolled register tile."""
+        if self._known[0] is not lets:
+            self._known = (lets, {v: e for v, e in lets.items() if e is not None})
+        return self._known[1]
 
     def stmt(self, s: ir.Stmt, lets: dict, lanes: dict):
         """`lets`: let variable -> its value (thread-invariant variables
@@ -129,7 +140,7 @@ class _Scan:
             return
         if isinstance(s, ir.Let):
             self.exprs((s.value,), lets, lanes)
-            value = substitute(s.value, {v: e for v, e in lets.items() if e is not None})
+            value = substitute(s.value, self.known(lets))
             ok = all(_is_invariant(v, self.sizes) or v in self.copies
                      for v in ir.free_vars(value)) and not any(
                 isinstance(x, ir.Load) for x in ir.walk_expr(value))
@@ -188,8 +199,9 @@ class _Scan:
         if any(v is None for v in (_const(n) for n in buf.shape)):
             return _Access(kind, indices, None)
         flat, stride = Linear(), 1
+        known = self.known(lets)
         for i, n in reversed(list(zip(indices, buf.shape))):
-            i = substitute(i, {v: e for v, e in lets.items() if e is not None})
+            i = substitute(i, known)
             flat = flat.add(self.simp.linear(i).scale(stride))
             stride *= int(n.value)
         offset, lane_terms, copy_terms = Linear(), [], []

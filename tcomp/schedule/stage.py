@@ -64,12 +64,19 @@ class StageDef:
         return (self.tensor,) + self.components
 
     def reads(self) -> set[str]:
-        from ..lang.ast import Read, walk
-        out = set()
-        bounds = [e for v in self.ragged for e in self.ranges[v]]
-        for e in [self.rhs, *self.lets.values(), *self.scatter, *bounds]:
-            out |= {x.tensor for x in walk(e) if isinstance(x, Read)}
-        return out
+        """The tensors the statement reads (a new set each call). Worked out
+        once per definition and kept on it (a definition is immutable; the
+        lowering of one search candidate asked some 200 times)."""
+        got = self.__dict__.get("_reads")
+        if got is None:
+            from ..lang.ast import Read, walk
+            out = set()
+            bounds = [e for v in self.ragged for e in self.ranges[v]]
+            for e in [self.rhs, *self.lets.values(), *self.scatter, *bounds]:
+                out |= {x.tensor for x in walk(e) if isinstance(x, Read)}
+            got = frozenset(out)
+            object.__setattr__(self, "_reads", got)
+        return set(got)
 
 
 @dataclass(frozen=True)

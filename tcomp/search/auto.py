@@ -45,7 +45,7 @@ import numpy as np
 from ..errors import TcompError
 from ..lang.op import Op
 from ..schedule import Schedule
-from .auto_specialize import specialized
+from .auto_specialize import Lowerings, specialized
 from .identity import sizes_text, small_sizes
 from .oracle import OracleError, compare, make_case, seed_of
 
@@ -111,15 +111,18 @@ def choose(op: Op, sizes: dict | None = None, target: str = "cuda", *, records=N
         remarks.append(f"auto_schedule: sizes {sizes_text(assumed)} assumed for the choice "
                        f"(not given); pass sizes= for a schedule fitted to your shapes")
     checker = _Checker(op, at) if check else None
+    lowerings = Lowerings()  # at the caller's sizes: _lowers, then the specialisation's
 
     def usable(s: Schedule, what: str) -> bool:
-        if assumed and not _lowers(s, given, what, remarks):
+        if assumed and not _lowers(s, given, what, remarks, lowerings):
             return False
         return checker is None or checker.ok(s, what, remarks)
 
     if records is not None:
         got = _from_records(op, at, target, records, remarks)
         if got is not None and usable(got, "the best record"):
+            remarks.append(f"auto_schedule: the best record of {records} chosen (tuning records "
+                           f"win over the estimate)")
             return _done(AutoChoice(got, "records", "records", None, 1, at, remarks=remarks), t0)
 
     space = Space(op, at, "cuda" if target == "cuda" else "sim")
@@ -137,7 +140,7 @@ def choose(op: Op, sizes: dict | None = None, target: str = "cuda", *, records=N
             remarks.append(f"auto_schedule: {cand.sketch} chosen from {len(ranked)} candidates "
                            f"by the analytic estimate ({ms:.4g} ms at {sizes_text(at)})")
             if specialize and assumed:
-                spec = specialized(s, given, list(assumed), remarks)
+                spec = specialized(s, given, list(assumed), remarks, lowerings)
                 if spec is not s and (checker is None or checker.variants_ok(spec, remarks)):
                     s = spec
             return _done(AutoChoice(s, src, cand.sketch, ms, len(ranked), at, remarks=remarks), t0)
@@ -173,11 +176,10 @@ def _given_sizes(op: Op, sizes) -> dict:
     return out
 
 
-def _lowers(s: Schedule, given: dict, what: str, remarks: list) -> bool:
+def _lowers(s: Schedule, given: dict, what: str, remarks: list, lowerings: Lowerings) -> bool:
     """Whether `s` lowers at the caller's (partly symbolic) sizes."""
-    from ..build import lower
     try:
-        lower(s, given)
+        lowerings(s, given)
     except TcompError as e:
         remarks.append(f"auto_schedule: {what} passed over: it does not lower at the given "
                        f"sizes ({_first_line(e)})")

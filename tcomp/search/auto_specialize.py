@@ -13,7 +13,10 @@ The condition is found by lowering, not guessed: multiples m of 2, 4, 8 and
 declined vectorize remarks is kept (none kept when no m helps), then each
 size is dropped from the condition where that leaves the count as it is
 (rows M need not be a multiple of 4 for D's vectors). A few lowerings of one
-schedule: tens of milliseconds for a row kernel.
+schedule: tens of milliseconds for a row kernel, seconds for a register-tiled
+GEMM (an unrolled tile at symbolic sizes), so each is done once per choice
+(`Lowerings`: auto_schedule's check that the choice lowers at the caller's
+sizes is the first of them).
 """
 from __future__ import annotations
 
@@ -24,28 +27,58 @@ from ..schedule.directives import Vectorize
 MULTIPLES = (2, 4, 8, 16)
 
 
-def declined_vectors(s: Schedule, given: dict, divisors: dict | None = None) -> int | None:
+class Lowerings:
+    """`lower(s, sizes, divisors=...)` (every pass), each done once: the same
+    directives at the same sizes and divisors give the program (or raise the
+    error) of the first call. Lowering is a function of those three, so this
+    changes nothing but the time; one is kept per auto_schedule call."""
+
+    def __init__(self):
+        self._done: dict = {}
+
+    def __call__(self, s: Schedule, sizes: dict, divisors: dict | None = None):
+        from ..lower.pipeline import lower
+        if s.specializations:  # (a record's schedule with variants: tcomp.lower's own path)
+            from ..build import lower as lower_all
+            return lower_all(s, sizes)
+        key = (s.to_json(), tuple(sorted(sizes.items())), tuple(sorted((divisors or {}).items())))
+        got = self._done.get(key)
+        if got is None:
+            try:
+                got = lower(s, sizes, divisors=divisors)
+            except TcompError as e:
+                got = e
+            self._done[key] = got
+        if isinstance(got, TcompError):
+            raise got
+        return got
+
+
+def declined_vectors(s: Schedule, given: dict, divisors: dict | None = None,
+                     lowerings: Lowerings | None = None) -> int | None:
     """How many vectorize remarks lowering makes at `given` sizes (None: it
     does not lower)."""
-    from ..lower.pipeline import lower
     try:
-        prog = lower(s, given, divisors=divisors)
+        prog = (lowerings or Lowerings())(s, given, divisors)
     except TcompError:
         return None
     return sum(1 for k in prog.kernels for r in k.remarks if r.startswith("vectorize:"))
 
 
-def specialized(s: Schedule, given: dict, symbolic: list, remarks: list) -> Schedule:
+def specialized(s: Schedule, given: dict, symbolic: list, remarks: list,
+                lowerings: Lowerings | None = None) -> Schedule:
     """`s`, or `s` with a variant for the divisibility its vectorized loops
-    need at symbolic sizes (see the module docstring)."""
+    need at symbolic sizes (see the module docstring). `lowerings`: where
+    the lowerings of `s` done so far are kept."""
     if not symbolic or not any(isinstance(d, Vectorize) for d in s.directives):
         return s
-    plain = declined_vectors(s, given)
+    lowerings = lowerings or Lowerings()
+    plain = declined_vectors(s, given, None, lowerings)
     if not plain:
         return s
     best = None  # (declined, m)
     for m in MULTIPLES:
-        n = declined_vectors(s, given, {v: m for v in symbolic})
+        n = declined_vectors(s, given, {v: m for v in symbolic}, lowerings)
         if n is not None and (best is None or n < best[0]):
             best = (n, m)
     if best is None or best[0] >= plain:
@@ -54,7 +87,7 @@ def specialized(s: Schedule, given: dict, symbolic: list, remarks: list) -> Sche
     need = list(symbolic)
     for v in symbolic:
         rest = [x for x in need if x != v]
-        if rest and declined_vectors(s, given, {x: m for x in rest}) == declined:
+        if rest and declined_vectors(s, given, {x: m for x in rest}, lowerings) == declined:
             need = rest
     cond = " and ".join(f"{v} % {m} == 0" for v in need)
     general = Schedule(s.op)

@@ -89,15 +89,19 @@ class Invalid:
 def validate(op, candidate, sizes: dict, target: str = "cuda", limits=None,
              full: bool = False):
     """Valid or Invalid (see the module docstring). `candidate` is a
-    Candidate or the JSON text of a schedule; `full`: lower through every
-    pass (default: up to ANALYSIS_UNTIL, with that pass's checks)."""
+    Candidate, the JSON text of a schedule, or a Schedule of `op` (lowered
+    as it is, not replayed); `full`: lower through every pass (default: up
+    to ANALYSIS_UNTIL, with that pass's checks)."""
     from .rules import Limits
     limits = limits or Limits()
-    text = candidate if isinstance(candidate, str) else candidate.schedule
-    try:
-        s = Schedule.from_json(op, text)
-    except TcompError as e:
-        return Invalid("schedule" if isinstance(e, ScheduleError) else "error", str(e))
+    if isinstance(candidate, Schedule) and candidate.op is op:
+        s = candidate
+    else:
+        text = candidate if isinstance(candidate, str) else candidate.schedule
+        try:
+            s = Schedule.from_json(op, text)
+        except TcompError as e:
+            return Invalid("schedule" if isinstance(e, ScheduleError) else "error", str(e))
     until = None if full else ANALYSIS_UNTIL
     try:
         prog = lower(s, sizes, until=until)

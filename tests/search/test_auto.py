@@ -132,6 +132,9 @@ def test_records_win_over_the_estimate(tmp_path):
     assert c.schedule.to_json() == tcomp.search.best(str(path), op, sizes, "sim").to_json()
     assert res.schedule is not None
     k = tcomp.build(op, target="sim", sizes=sizes, records=str(path))
+    # the kernel's remarks say what was chosen, records included (they said nothing)
+    assert k.remarks[0] == (f"auto_schedule: the best record of {path} chosen (tuning records "
+                            f"win over the estimate)"), k.remarks
     arrays = _inputs(op, sizes)
     np.testing.assert_allclose(k(*arrays), tcomp.evaluate(op, *arrays), rtol=1e-6)
 

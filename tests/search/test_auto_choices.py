@@ -1,0 +1,63 @@
+"""auto_schedule's choice, pinned: for the fused GEMMs of test_fused_rules
+(GEMM + bias + activation, SwiGLU, a GEMM with an in-place epilogue), add +
+RMSNorm and the GEMM of docs/schedules.md, the schedule chosen (its sketch,
+its estimate and a hash of its directives) is the one written below. Work
+that makes the choice faster (search/space.py, validate.py, auto.py, the
+lowering passes) must leave it unchanged; a change that means to change it
+(a rule, the estimate) rewrites the table: `python3 -m tests.search.test_auto_choices`
+prints it. The sim check is left out (check=False): it passes over a
+candidate only when a schedule is wrong, which test_auto.py covers."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+import tcomp
+from tcomp.search import auto
+from tests.bench.common import S
+from tests.search.test_auto import MM, SOFTMAX
+from tests.search.test_fused_rules import ADD_RMSNORM, GBG, GBG_CHAIN, IN_PLACE, SWIGLU
+
+G = {"M": 1024, "N": 1024, "K": 1024}
+CASES = {  # name -> (source, sizes, target)
+    "gemm+bias+gelu": (GBG, G, "cuda"),
+    "gemm+bias+leaky chain": (GBG_CHAIN, G, "cuda"),
+    "gemm+bias+gelu bf16 tensor cores": (S.TC_GEMM_GELU, G, "cuda"),
+    "swiglu": (SWIGLU, G, "cuda"),
+    "gemm in-place scale": (IN_PLACE, G, "sim"),
+    "add+rmsnorm": (ADD_RMSNORM, {"N": 4096, "D": 4096}, "sim"),
+    "softmax": (SOFTMAX, {"N": 512, "D": 1024}, "cuda"),
+    "mm (docs/schedules.md)": (MM, {"M": 4096, "N": 4096, "K": 4096}, "cuda"),
+}
+
+# name -> (sketch, estimate in ms to 6 digits, sha256 of Schedule.to_json() (first 16 hex))
+CHOSEN = {
+    'gemm+bias+gelu': ('D:simt_epilogue', '0.0638529', '28276f73672552f8'),
+    'gemm+bias+leaky chain': ('D:simt_epilogue', '0.0501696', '96535f8391b0d286'),
+    'gemm+bias+gelu bf16 tensor cores': ('D:tc_epilogue', '0.0161174', '4363f0d934b59bc3'),
+    'swiglu': ('O:simt_epilogue', '0.208052', 'e91747e7e2a8664e'),
+    'gemm in-place scale': ('P.1:simt_epilogue', '0.085035', '5dda106acb45be62'),
+    'add+rmsnorm': ('Y:row_regs', '0.0712124', '43228af4c0efd4e3'),
+    'softmax': ('O:row_regs', '0.00427027', '81f12ef0bc3da4f1'),
+    'mm (docs/schedules.md)': ('C:simt_tile', '8.14683', 'cab9823e4b1b3e70'),
+}
+
+
+def choice(name: str) -> tuple[str, str, str]:
+    src, sizes, target = CASES[name]
+    c = auto.choose(tcomp.op(src), sizes, target, check=False)
+    digest = hashlib.sha256(c.schedule.to_json().encode()).hexdigest()[:16]
+    return c.sketch, f"{c.estimate_ms:.6g}", digest
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_choice_is_the_pinned_one(name):
+    assert choice(name) == CHOSEN[name], (
+        f"auto_schedule's choice for {name} changed; if that is meant, rewrite CHOSEN with "
+        f"`python3 -m tests.search.test_auto_choices`")
+
+
+if __name__ == "__main__":
+    for n in CASES:
+        print(f"    {n!r}: {choice(n)!r},")
