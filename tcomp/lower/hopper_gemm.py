@@ -75,6 +75,9 @@ class GemmPlan:
     Z: ir.Expr | None = None
     a_batched: bool = False
     b_batched: bool = False
+    # a consumer keeps one slot's wgmma in flight while it issues the next slot's (wgmma_wait(1),
+    # the previous slot handed back); False: it waits for each slot's wgmma (wgmma_wait(0))
+    mma_overlap: bool = True
     # an elementwise epilogue: epilogue(row, col, acc) -> the value stored at the global
     # (row, col) from the float32 accumulator `acc` (None: acc cast to `out`); `loads`: the
     # global buffers it reads (kernel parameters), read only where (row, col) is in range
@@ -237,13 +240,23 @@ def consumer(p: GemmPlan):
         a_ref, b_ref = _operand_refs(p, sl)
         mmas.append(call(f"wgmma_m64n{n}k16_{sfx}", ref("acc", sl * regs), a_ref, b_ref,
                          ir.Select(first, c(1), c(0), I32), c(int(p.a_mn)), c(int(p.b_mn))))
+    if p.mma_overlap:
+        # the slot's wgmma stay in flight while the next slot's are issued: wait for all but
+        # the newest group, then hand back the slot of the group that completed (the
+        # previous one); the tile's last slot after the loop
+        prev = ref("empty", b("%", b("-", v("it"), 1), p.stages))
+        release = ir.seq(call("wgmma_wait", c(1)),
+                         ir.If(b(">", v("kb"), 0, dtypes.bool_),
+                               one_thread(call("mbarrier_arrive", prev))))
+    else:
+        release = ir.seq(call("wgmma_wait", c(0)),
+                         one_thread(call("mbarrier_arrive", ref("empty", v("slot")))))
     step = ring_slot(p, ir.seq(
         call("mbarrier_wait", ref("full", v("slot")), v("parity")),
         call("wgmma_fence"),
         serial("kk", p.bk // 16, ir.seq(*mmas), kind="unroll"),
         call("wgmma_commit"),
-        call("wgmma_wait", c(0)),
-        one_thread(call("mbarrier_arrive", ref("empty", v("slot"))))))
+        release))
     # the accumulator layout of wgmma m64nNk16 (arch/fragments.py, from the PTX ISA's
     # "Matrix fragments for wgmma"): register i of the warpgroup's thread t at (row, col)
     # of the 64 x bn slab; the chunk j's registers are j * chunk / 2 .. (j + 1) * chunk / 2 - 1
@@ -284,6 +297,12 @@ def consumer(p: GemmPlan):
     if isinstance(p.K, ir.Imm) and p.K.value > 0:
         zeros = None
     mainloop = serial("kb", v("k_tiles"), step)
+    if p.mma_overlap:
+        last = ref("empty", b("%", b("+", b("*", v("t"), v("k_tiles")), b("-", v("k_tiles"), 1)),
+                              p.stages))
+        mainloop = ir.seq(mainloop, call("wgmma_wait", c(0)),
+                          ir.If(b(">", v("k_tiles"), 0, dtypes.bool_),
+                                one_thread(call("mbarrier_arrive", last))))
     if p.pingpong:
         # the consumers' mainloops in tile order: consumer w's u-th tile (tile 2u + w)
         # starts when the other's mainloop of tile 2u + w - 1 is done (the `turn` barrier

