@@ -46,6 +46,7 @@ from ..errors import TcompError
 from ..lang.op import Op
 from ..schedule import Schedule
 from .auto_specialize import Lowerings, specialized
+from .rules.base import limits_for
 from .identity import sizes_text, small_sizes
 from .oracle import OracleError, compare, make_case, seed_of
 
@@ -125,7 +126,7 @@ def choose(op: Op, sizes: dict | None = None, target: str = "cuda", *, records=N
                            f"win over the estimate)")
             return _done(AutoChoice(got, "records", "records", None, 1, at, remarks=remarks), t0)
 
-    space = Space(op, at, "cuda" if target == "cuda" else "sim")
+    space = Space(op, at, "cuda" if target.startswith("cuda") else "sim", limits_for(target))
     rng = np.random.default_rng(seed if seed is not None else seed_of(op, at))
     pool = space.generate(candidates, rng)
     default = space.default()

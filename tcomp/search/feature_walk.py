@@ -153,6 +153,10 @@ class _Walk:
         if fn in _MMA_FLOPS:
             self.c["mma"] += w
             self.c["mma_flops"] += w * _MMA_FLOPS[fn] / 32  # per thread: the warp's share
+        elif fn.startswith("wgmma_m64n"):  # a warpgroup's 64 x N x 16 (the Hopper GEMM)
+            n = int(fn[len("wgmma_m64n"):].split("k")[0])
+            self.c["mma"] += w
+            self.c["mma_flops"] += w * 2 * 64 * n * 16 / 128  # per thread: its share
         elif fn.startswith("ldmatrix_x"):
             count = int(fn[len("ldmatrix_x")])
             self.c["ldmatrix"] += w

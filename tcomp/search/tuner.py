@@ -68,6 +68,7 @@ import numpy as np
 from ..lang.op import Op
 from ..schedule import Schedule
 from .model import CostModel
+from .rules.base import limits_for
 from .space import Candidate, SearchError, Space
 from .trials import Progress, Trial, TuneResult
 
@@ -106,7 +107,7 @@ def tune(op, sizes: dict, trials: int = 200, records=None, target: str = "cuda",
     elif not isinstance(model, CostModel):
         raise SearchError(f"tune: model must be a CostModel or a backend name, got "
                           f"{type(model).__name__}")
-    space = Space(op, sizes, "sim" if not timed else "cuda", limits)
+    space = Space(op, sizes, "sim" if not timed else "cuda", limits_for(target, limits))
     sizes = space.sizes
     recs = Records(records) if records is not None else None
     own_runner = runner is None

@@ -77,7 +77,7 @@ def test_auto_schedule_puts_a_batched_half_product_on_tensor_cores():
     """tcomp.auto_schedule (no measuring) picks a tensor-core plan for the
     fp16 bmm, and it computes the product."""
     op = tcomp.op(BMM16)
-    sizes = {"NB": 2, "M": 64, "N": 64, "K": 64}
+    sizes = {"NB": 4, "M": 128, "N": 128, "K": 64}
     s = tcomp.auto_schedule(op, sizes=sizes)
     assert '"Tensorize"' in s.to_json()
     xs = inputs_for(op, sizes)

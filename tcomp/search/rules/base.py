@@ -21,6 +21,24 @@ class Limits:
     arch: str = "sm_90a"  # what candidates are built for: the Hopper rules need sm_90a (wgmma)
 
 
+def limits_for(target: str, limits: "Limits | None" = None) -> "Limits":
+    """The limits of a search for `target`: `limits` when given; else an
+    H200's, with the architecture the candidates are built for: "cuda:<arch>"
+    names it, "cuda" is the local GPU's (sm_90a without one: the CUDA target
+    then builds for sm_90a), "sim" runs every mechanism (sm_90a)."""
+    if limits is not None:
+        return limits
+    import dataclasses
+    arch = "sm_90a"
+    if target.startswith("cuda:"):
+        arch = target.split(":", 1)[1]
+    elif target == "cuda":
+        from ...target_cuda import cuda_api
+        if cuda_api.have_device():
+            arch = cuda_api.device().arch
+    return dataclasses.replace(Limits(), arch=arch)
+
+
 @dataclass
 class Context:
     """What the rules read: the op, its stage graph, every stage's loop
