@@ -10,7 +10,8 @@ from ..arch import threads
 from ..schedule.primitives import consumes
 from . import ir
 from .bounds import region as bounding_box
-from .construct import add, ident, lang_sub, sub
+from .construct import add, conj, ident, lang_sub, sub
+from .ir_walk import free_vars
 from .context import View
 from .legality import check_cover, check_global_storage_order
 from .printer import expr as show
@@ -68,6 +69,9 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
             vary[tmp] = (ir.const(0), simplify_expr(sub(qdom[v][1], ir.const(1))))
         Translator(index, qd.lets, b.size, collect)(qd.rhs)
     reg = bounding_box(reads, vary) if reads else None
+    if (reg is not None and pst.scope == "global"
+            and any(threads.is_thread(t) for t in pst.bind.values())):
+        reg = _fixed_width(reg, reads, vary, pname, cname, cst, level, info, b)
     if any(pd.tensor in b.reads(r) for q, _ in list(siblings) + deeper for r in b.nested(q)):
         # a stage computed inside one of them (a cache at its loops) reads it over
         # a region not known here: the whole tensor, computed each time (correct;
@@ -77,15 +81,61 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
     for v in pd.reduce:
         lo, hi = pd.ranges[v]
         domain[v] = (b.lsize(lo), b.lsize(lang_sub(hi, lo)))
+    deeper = {info.loopvar[leaf] for leaf in cst.leaves[level + 1:]}
+    in_range = conj([c for c in info.in_range if not free_vars(c) & deeper])
     for k, v in enumerate(pd.spatial):
         lo, hi = pd.ranges[v]
         if reg is not None:
             base = reg[k][0]
             width = simplify_expr(add(sub(reg[k][1], reg[k][0]), ir.const(1)))
+            if in_range is not None and _loads(base, width):
+                # A data-dependent region (a gather `O(X(i))`) read where the consumer's
+                # indices are out of range (an imperfect split's tail) would load out of
+                # bounds: the producer computes element `lo` there (seed 1 pair 4220).
+                base = ir.Select(in_range, base, b.lsize(lo), ir.int32)
+                if _loads(width):
+                    width = ir.Select(in_range, width, ir.const(0), ir.int32)
         else:
             base, width = b.lsize(lo), b.lsize(lang_sub(hi, lo))
         domain[v] = (base, width)
     return domain
+
+
+def _loads(*exprs) -> bool:
+    return any(isinstance(x, ir.Load) for e in exprs for x in ir.walk_expr(e))
+
+
+def _fixed_width(reg, reads, vary, pname, cname, cst, level, info, b):
+    """A producer that binds a loop to a thread needs a region whose extent
+    does not change from one iteration of the consumer's enclosing loops to
+    the next: a thread loop's extent is the block's, fixed at launch. Where
+    the region's width moves with a serial loop of the consumer at or
+    outside the attach point (`O(0) + O(m)` read under a split of `m`: width
+    `2 * m_o + 2`), the region is widened over that loop's whole range (the
+    same elements, computed again); a width that moves with a block or thread
+    loop, or with a loop outside the consumer, is refused. Before: a block
+    extent naming a loop variable (issue 22's fuzzer, seed 1 pair 3854)."""
+    sizes = set(b.op.size_vars)
+    widths = [simplify_expr(sub(hi, lo)) for lo, hi in reg]
+    moving = set().union(*(free_vars(w) for w in widths)) - sizes - set(vary)
+    if not moving:
+        return reg
+    serial = {info.loopvar[leaf]: leaf for j, leaf in enumerate(cst.leaves[:level + 1])
+              if leaf not in cst.bind}
+    fixed = sorted(moving - set(serial))
+    if fixed:
+        tags = {info.loopvar[leaf]: cst.bind[leaf] for leaf in cst.leaves if leaf in cst.bind}
+        why = f", bound to {tags[fixed[0]]}" if fixed[0] in tags else ""
+        raise LoweringError(f"stage '{pname}' binds a loop to a thread and is computed at "
+                            f"'{cname}.{cst.leaves[level]}', where the region it must compute "
+                            f"changes size with loop variable '{fixed[0]}'{why} (extent "
+                            f"{' x '.join(show(add(w, ir.const(1))) for w in widths)}); a "
+                            f"thread loop's extent is fixed at launch: compute '{pname}' at a "
+                            f"loop where its region has a fixed size, or do not bind its loops")
+    vary = dict(vary)
+    for var in moving:
+        vary[var] = (ir.const(0), simplify_expr(sub(info.ext[serial[var]], ir.const(1))))
+    return bounding_box(reads, vary)
 
 
 def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None):

@@ -128,6 +128,7 @@ class StageNest:
         else:
             guards += [("spatial", c) for c in clamps]
 
+        in_range = tuple(c for _, c in guards)
         self.loc = stage_loc(b.sched, stage)
         self.tr = Translator(index, d.lets, b.size, lambda t, a, dt: b.read(t, a, dt, ctx))
         self.out_dtype = out_dtype = b.sched.tensors[d.tensor][0]
@@ -175,7 +176,7 @@ class StageNest:
                                 f"in {acc_dt}")
 
         self.acc_name = ctx.fresh(f"{ident(d.tensor)}_acc", prefix) if registers else None
-        self.info = StageLoops(loopvar, ext, domain, index, ctx)
+        self.info = StageLoops(loopvar, ext, domain, index, ctx, in_range)
 
         self.cross = cross = [l for l in reduce_leaves if l in st.bind]
         if cross and not registers:
