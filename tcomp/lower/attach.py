@@ -15,6 +15,7 @@ from .ir_walk import free_vars
 from .context import View
 from .legality import check_cover, check_global_storage_order
 from .printer import expr as show
+from .rewriter import Rewriter
 from .simplify import simplify_expr
 from .stages import inlined_definition
 from .translate import Translator
@@ -101,6 +102,31 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
     return domain
 
 
+class _ViewLoads(Rewriter):
+    def __init__(self, views, skip):
+        self.views, self.skip = views, skip
+
+    def expr_Load(self, e):
+        e = self.generic(e)
+        v = self.views.get(e.buffer)
+        if v is None or e.buffer == self.skip:
+            return e
+        return ir.Load(v.buffer, v.subscripts(e.indices), e.dtype)
+
+
+def _through_views(domain: dict, views: dict, skip: str) -> dict:
+    """A region's bounds may load a tensor (a gather's subscript, `V(G(j))`) at its
+    absolute indices; where that tensor is read through a buffer computed at an
+    enclosing loop or earlier at this one (a shared copy of G), the load goes through
+    its view, as the consumer's own read of it does. Before: `G_shared[j]` of a
+    one-element copy, read out of bounds (issue 22's long fuzz run, seed 2 pair 7167)."""
+    if not any(_loads(*d) for d in domain.values()):
+        return domain
+    r = _ViewLoads(views, skip)
+    return {v: (simplify_expr(r.expr(lo)), simplify_expr(r.expr(n)))
+            for v, (lo, n) in domain.items()}
+
+
 def _loads(*exprs) -> bool:
     return any(isinstance(x, ir.Load) for e in exprs for x in ir.walk_expr(e))
 
@@ -126,12 +152,13 @@ def _fixed_width(reg, reads, vary, pname, cname, cst, level, info, b):
     if fixed:
         tags = {info.loopvar[leaf]: cst.bind[leaf] for leaf in cst.leaves if leaf in cst.bind}
         why = f", bound to {tags[fixed[0]]}" if fixed[0] in tags else ""
+        extent = " x ".join(show(simplify_expr(add(w, ir.const(1)))) for w in widths)
         raise LoweringError(f"stage '{pname}' binds a loop to a thread and is computed at "
                             f"'{cname}.{cst.leaves[level]}', where the region it must compute "
                             f"changes size with loop variable '{fixed[0]}'{why} (extent "
-                            f"{' x '.join(show(add(w, ir.const(1))) for w in widths)}); a "
-                            f"thread loop's extent is fixed at launch: compute '{pname}' at a "
-                            f"loop where its region has a fixed size, or do not bind its loops")
+                            f"{extent}); a thread loop's extent is fixed at launch: compute "
+                            f"'{pname}' at a loop where its region has a fixed size, or do not "
+                            f"bind its loops")
     vary = dict(vary)
     for var in moving:
         vary[var] = (ir.const(0), simplify_expr(sub(info.ext[serial[var]], ir.const(1))))
@@ -146,6 +173,7 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
     messages). `b`: the Builder."""
     pst = b.sched.states[pname]
     pd = pst.definition
+    domain = _through_views(domain, ctx.views, pd.tensor)
     offsets = [domain[v][0] for v in pd.spatial]
     allocs = []
     store_offsets = None
@@ -180,7 +208,7 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
     else:
         check_global_storage_order(pname, pst)
         if pd.tensor in {t.name for t in b.op.outputs}:
-            check_cover(b.sched, pname, set())
+            check_cover(b.sched, pname, set(), b.sizes)
     prod = b.nest(pname, domain, ctx, store_offsets)
     return allocs, prod
 

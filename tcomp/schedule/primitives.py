@@ -133,15 +133,16 @@ class Stage(ComputePrimitives, StoragePrimitives):
                                 f"binding, and bind one of its parts")
 
     def _not_pipelined(self, name: str, ax, p: str) -> None:
-        """A pipelined loop stays serial: its iterations take turns in the ring of
+        """A pipelined loop is not bound: its iterations take turns in the ring of
         shared buffers. Bound to threads, each thread indexed the ring by its own
         index while one thread filled it, and read what no thread wrote (long fuzz
-        run of issue 22, seed 1 pair 4617); `pipeline` already refused the other order."""
+        run of issue 22, seed 1 pair 4617); `pipeline` already refused the other
+        order. (Unrolled by a factor, a pipelined loop stays a loop: allowed.)"""
         stages = self._s.pipeline.get(name)
         if stages is not None:
             raise ScheduleError(f"{p}: axis {ax!r} is pipelined ({stages} stages) and must "
-                                f"stay a serial loop; {p} another loop, or pipeline a loop "
-                                f"that stays serial")
+                                f"stay a loop; {p} another loop, or pipeline a loop that is "
+                                f"not bound")
 
     def tile(self, x: Axis, y: Axis, x_factor: int, y_factor: int):
         """Split two loops and reorder them into tiles.
@@ -375,7 +376,6 @@ class Stage(ComputePrimitives, StoragePrimitives):
             factor = as_int(factor)  # a NumPy integer too, recorded as a plain int (JSON)
         if name in s.bind or name in s.vectorize:
             raise ScheduleError(f"{p}: axis {ax!r} is already bound or vectorized")
-        self._not_pipelined(name, ax, p)
         if name in s.unroll:
             raise ScheduleError(f"{p}: axis {ax!r} is already unrolled (an axis takes one "
                                 f"unroll: leave out the second call, or give the first the "
@@ -404,7 +404,6 @@ class Stage(ComputePrimitives, StoragePrimitives):
                                 f"loop {ax!r}, which therefore cannot be vectorized")
         if name in s.bind or name in s.unroll:
             raise ScheduleError(f"{p}: axis {ax!r} is already bound or unrolled")
-        self._not_pipelined(name, ax, p)
         from .extents import constant_extent
         ext = constant_extent(s, name)
         if ext is None:

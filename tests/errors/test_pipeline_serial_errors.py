@@ -1,7 +1,7 @@
 """Issue 22's long fuzz run (seed 1 pair 4617): a pipelined loop bound to a thread
 afterwards. Every thread indexed the ring of shared buffers by its own index while
 thread 0 filled it, and the sim read shared memory no thread wrote. `pipeline` refused a
-bound loop; bind, unroll and vectorize now refuse a pipelined one."""
+bound loop; bind now refuses a pipelined one."""
 import json
 
 import pytest
@@ -9,12 +9,11 @@ import pytest
 import tcomp
 
 OP = tcomp.op("def f(float(N) X) -> (C) { C max=! X(j) + X(0) }")
-ROWS = tcomp.op("def g(float(M, N) X) -> (C) { C(i, j) = X(i, j) * 2 }")
 
 
 def msg(p, ax, stages=3):
-    return (f"{p}: axis {ax} is pipelined ({stages} stages) and must stay a serial loop; "
-            f"{p} another loop, or pipeline a loop that stays serial")
+    return (f"{p}: axis {ax} is pipelined ({stages} stages) and must stay a loop; "
+            f"{p} another loop, or pipeline a loop that is not bound")
 
 
 @pytest.mark.parametrize("stages", [2, 3])
@@ -27,20 +26,6 @@ def test_a_pipelined_loop_is_not_bound(stages):
         C.bind(j, "threadIdx.y")
     assert str(e.value) == msg("bind", "Axis(C.j, reduce)", stages)
     assert C.leaf_axes == (j,) and s.to_json() == tcomp.Schedule.from_json(OP, s.to_json()).to_json()
-
-
-def test_a_pipelined_loop_is_not_unrolled_or_vectorized():
-    s = tcomp.Schedule(ROWS)
-    C = s["C"]
-    _, j = C.axes
-    jo, ji = C.split(j, 4)
-    C.pipeline(ji)
-    with pytest.raises(tcomp.ScheduleError) as e:
-        C.unroll(ji)
-    assert str(e.value) == msg("unroll", "Axis(C.j_i)", 2)
-    with pytest.raises(tcomp.ScheduleError) as e:
-        C.vectorize(ji)
-    assert str(e.value) == msg("vectorize", "Axis(C.j_i)", 2)
 
 
 def test_the_fuzz_finding_s_schedule_is_refused_when_replayed():

@@ -69,3 +69,54 @@ def test_a_gathered_region_is_not_read_in_a_split_tail(scope, sizes):
     body = src[src.index("for (int i_i"):src.index("C[i_o * 2 + i_i] =")]
     assert body.count("G[") == len(re.findall(
         r"i_o \* 2 \+ i_i < (?:3|N) \? tc_floormod<int>\(G\[i_o \* 2 \+ i_i\]", body)) > 0
+
+
+def test_a_copy_of_a_partly_written_local_buffer_copies_the_written_part():
+    """Seed 2 pair 5097: cache_write(local) of a statement `where t in 1:N`, then a global
+    cache_read of that local buffer: the copy covered the whole shape and read row 0 of
+    the registers, which nothing wrote (the sim: "read of local O_local before any
+    write"). The copy covers what the buffer's one writer writes."""
+    op = tcomp.op("""def f(float(N) B) -> (O) {
+    O(i, j) = B(i) + j where i in 0:N, j in 0:N
+    O(t, j) = B(j) * 2 where t in 1:N
+}""")
+    s = schedule(op, d("CacheWrite", "O.1", scope="local"),
+                 dict(kind="CacheRead", tensor="O_local", scope="global", readers=["O.1"]),
+                 d("ComputeAt", "O.1.local", target="O_local.global", axis="ax0"))
+    for n in (1, 3):
+        B = np.arange(1, n + 1, dtype=np.float32)
+        np.testing.assert_array_equal(tcomp.build(s, "sim", sizes={"N": n})(B),
+                                      tcomp.evaluate(op, B))
+
+
+def test_a_producer_continued_by_its_host_in_other_threads_is_fenced():
+    """Seed 2 pair 6848: O computed at a loop of `O(i, j) += 1`, which binds j to
+    threadIdx.y. Thread 0 wrote O, every thread then continued its own element: no
+    barrier between (the sim: "missing barrier"; the GPU: a race), because the host
+    does not read O, it continues it. A later writer of the tensor counts as a reader."""
+    op = tcomp.op("""def f(float(N) B) -> (O) {
+    O(t, k) = B(k) where t in 0:1
+    O(i, j) += 1
+}""")
+    s = schedule(op, d("Bind", "O.1", axis="j", tag="threadIdx.y"),
+                 d("ComputeAt", "O", target="O.1", axis="i"))
+    B = np.arange(1, 3, dtype=np.float32)
+    k = tcomp.build(s, "sim", sizes={"N": 2})
+    np.testing.assert_array_equal(k(B), tcomp.evaluate(op, B))
+    assert str(k.program).count("barrier()") == 2
+
+
+def test_a_region_that_loads_through_a_shared_copy_reads_the_copy_s_indices():
+    """Seed 2 pair 7167: V(G(j) % M) with shared copies of G and V computed at the same
+    loop: V's region, `G(j) % M`, loaded the one-element copy of G at its absolute index
+    j (the sim: "read of G_shared[1] out of bounds"). It loads through the copy's view."""
+    op = tcomp.op("def f(float(M) V, int32(N) G) -> (S) { S() max=! V(G(j) % M) }")
+    s = schedule(op, d("Rfactor", "S", axis="j"),
+                 dict(kind="CacheRead", tensor="G", scope="shared", readers=["S.rf"]),
+                 dict(kind="CacheRead", tensor="V", scope="shared", readers=["S.rf"]),
+                 d("ComputeAt", "G.shared", target="S.rf", axis="j"),
+                 d("ComputeAt", "V.shared", target="S.rf", axis="j"))
+    V, G = np.array([5, 7, 6], dtype=np.float32), np.array([1, 0, 2, 1], dtype=np.int32)
+    for sizes in (None, {"N": 4, "M": 3}):
+        np.testing.assert_array_equal(tcomp.build(s, "sim", sizes=sizes)(V, G),
+                                      tcomp.evaluate(op, V, G))
