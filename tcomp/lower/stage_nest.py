@@ -301,7 +301,7 @@ def _origins(st, name: str) -> set[str]:
 def _check_same_dimension(stage, st, leaf, tag, q, qs, loopvar) -> None:
     """A local stage's loop bound to threadIdx.T leaves thread T the part of the buffer
     along the dimensions that loop derives from; its reader must bind threadIdx.T to a
-    loop of the index it reads those dimensions at. Another index there (a local copy
+    loop of an index it reads those dimensions at. Other indices only (a local copy
     of A bound along A's columns, read as A(k, i) by a reader binding k) read registers
     no thread wrote (issue 22's long fuzz run, seed 2 pair 5388)."""
     from ..lang.ast import Index, Read, walk
@@ -314,9 +314,10 @@ def _check_same_dimension(stage, st, leaf, tag, q, qs, loopvar) -> None:
             if not (isinstance(r, Read) and r.tensor == st.tensor):
                 continue
             for k in dims:
-                a = r.args[k] if k < len(r.args) else None
-                if isinstance(a, Index) and a.name in _origins(qs, qleaf):
-                    continue
+                used = {x.name for x in walk(r.args[k]) if isinstance(x, Index)} \
+                    if k < len(r.args) else set()
+                if used & _origins(qs, qleaf):
+                    continue  # (registers.py checks the offsets: `X(n, d + 1)`)
                 raise ScheduleError(
                     f"stage '{stage}' (local scope: registers of one thread) binds its loop "
                     f"'{loopvar.get(leaf, leaf)}' ({leaf}) to {tag}, along dimension {k} of "
