@@ -34,9 +34,10 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
         if t == pd.tensor:
             reads.append(args)
         inlined = inlined_definition(b.sched, t)
-        if inlined is not None:  # its reads happen here too
-            Translator(dict(zip(inlined.spatial, args)), inlined.lets, b.size,
-                       collect)(inlined.rhs)
+        if inlined is not None:  # its reads happen here too, and its value is read
+            # (not a load of a tensor that has no buffer: seed 3 pair 608 crashed on one)
+            return Translator(dict(zip(inlined.spatial, args)), inlined.lets, b.size,
+                              collect)(inlined.rhs)
         return ir.Load(t, args, dt)
     Translator(info.index, cst.definition.lets, b.size, collect)(cst.definition.rhs)
     if not consumes(b.sched, cname, pd.tensor):

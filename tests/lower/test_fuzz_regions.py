@@ -120,3 +120,19 @@ def test_a_region_that_loads_through_a_shared_copy_reads_the_copy_s_indices():
     for sizes in (None, {"N": 4, "M": 3}):
         np.testing.assert_array_equal(tcomp.build(s, "sim", sizes=sizes)(V, G),
                                       tcomp.evaluate(op, V, G))
+
+
+def test_a_region_that_reads_an_inlined_copy_reads_its_value():
+    """Seed 3 pair 608: the region of O read at C's loop, `G_local(i) % M`, read a local
+    copy of G that was then inlined; the region's bound loaded `G_local`, which has no
+    buffer (KeyError from flatten). It reads the inlined value, G(i)."""
+    op = tcomp.op("""def f(int32(N) G, float(M) A) -> (C) {
+    O(j) = A(j) * 2
+    C(i) = O(G(i) % M)
+}""")
+    s = schedule(op, dict(kind="CacheRead", tensor="G", scope="local", readers=["C"]),
+                 d("ComputeInline", "G.local"), d("ComputeAt", "O", target="C", axis="i"))
+    G, A = np.array([2, 0, 1], dtype=np.int32), np.arange(1, 5, dtype=np.float32)
+    for sizes in (None, {"N": 3, "M": 4}):
+        np.testing.assert_array_equal(tcomp.build(s, "sim", sizes=sizes)(G, A),
+                                      tcomp.evaluate(op, G, A))
