@@ -43,7 +43,15 @@ def check_readers(sched, sizes=None):
         for q, qs in states.items():
             if q == p or st.tensor not in effective_reads(sched, q):
                 continue
-            if q in hosts(p) or (qs.attach == ("inline",) and qs.tensor not in outputs):
+            if q in hosts(p)[1:]:
+                # a host of its host reads it outside the loop it is computed in (issue
+                # 22's long fuzz run, seed 3 pairs 3159, 5725, 8902: "variable 'i_o' is
+                # not bound")
+                raise LoweringError(
+                    f"stage '{q}' reads '{st.tensor}', which is computed inside '{host}', a "
+                    f"stage computed inside '{q}': '{q}' reads it outside that stage's loops; "
+                    f"compute '{p}' at a loop of '{q}' instead")
+            if q == host or (qs.attach == ("inline",) and qs.tensor not in outputs):
                 continue  # (an inlined stage reads inside its readers, checked themselves)
             qp = position(q)
             # q must be built inside the same host loops as p, and after it ...

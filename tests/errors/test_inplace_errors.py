@@ -181,3 +181,30 @@ def test_a_stage_computed_in_an_earlier_kernel_than_what_it_reads_is_refused():
     X = np.arange(4, dtype=np.float32).reshape(2, 2)
     for got, want in zip(tcomp.build(s, "sim", sizes={"N": 2})(X), tcomp.evaluate(op, X)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_copy_computed_inside_a_producer_of_its_reader_is_refused():
+    """The long fuzz run of issue 22 (seed 3 pairs 3159, 5725, 8902): a local copy for C
+    computed at a loop of O, which is computed at a loop of C. C read it outside O's
+    loops, where its buffer and the loop variable are gone (the sim: "variable 'i_o' is
+    not bound"). Refused; computed at C's loop, it runs."""
+    op = tcomp.op("""def f(float(N) X, float(N) W) -> (C) {
+    O(i) +=! X(j) where i in 0:N
+    C(t) = O(0) + W(t)
+}""")
+
+    def make(at_o):
+        s = tcomp.Schedule(op)
+        s["O"].compute_at(s["C"], s["C"].axes[0])
+        s["O"].split(s["O"].axes[0], 2)
+        W = s.cache_read("W", "local", [s["C"]])
+        W.compute_at(*((s["O"], s["O"].leaf_axes[0]) if at_o else (s["C"], s["C"].axes[0])))
+        return s
+    with pytest.raises(tcomp.LoweringError) as e:
+        tcomp.build(make(True), "sim", sizes={"N": 3})
+    assert str(e.value) == ("stage 'C' reads 'W_local', which is computed inside 'O', a stage "
+                            "computed inside 'C': 'C' reads it outside that stage's loops; "
+                            "compute 'W.local' at a loop of 'C' instead")
+    X, W = np.arange(3, dtype=np.float32), np.array([5, 6, 7], dtype=np.float32)
+    np.testing.assert_array_equal(tcomp.build(make(False), "sim", sizes={"N": 3})(X, W),
+                                  tcomp.evaluate(op, X, W))
