@@ -104,26 +104,46 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
 
 
 class _ViewLoads(Rewriter):
-    def __init__(self, views, skip):
-        self.views, self.skip = views, skip
+    def __init__(self, views, skip, sched):
+        self.views, self.skip, self.sched = views, skip, sched
 
     def expr_Load(self, e):
         e = self.generic(e)
-        v = self.views.get(e.buffer)
-        if v is None or e.buffer == self.skip:
+        if e.buffer == self.skip:
             return e
-        return ir.Load(v.buffer, v.subscripts(e.indices), e.dtype)
+        v = self.views.get(e.buffer)
+        if v is not None:
+            return ir.Load(v.buffer, v.subscripts(e.indices), e.dtype)
+        src = _copied_from(self.sched, e.buffer)
+        if src is not None:  # a copy not computed yet at this loop: its source
+            return self.expr_Load(ir.Load(src, e.indices, e.dtype))
+        return e
 
 
-def _through_views(domain: dict, views: dict, skip: str) -> dict:
+def _copied_from(sched, tensor: str) -> str | None:
+    """The tensor a shared or local cache_read copy `tensor` copies, else None."""
+    from ..lang.ast import Index, Read
+    writers = [st for st in sched.states.values() if st.tensor == tensor]
+    if len(writers) != 1 or writers[0].origin != "cache_read" or writers[0].scope == "global":
+        return None
+    d = writers[0].definition
+    r = d.rhs
+    if isinstance(r, Read) and tuple(a.name for a in r.args if isinstance(a, Index)) == d.spatial:
+        return r.tensor
+    return None
+
+
+def _through_views(domain: dict, views: dict, skip: str, sched=None) -> dict:
     """A region's bounds may load a tensor (a gather's subscript, `V(G(j))`) at its
     absolute indices; where that tensor is read through a buffer computed at an
     enclosing loop or earlier at this one (a shared copy of G), the load goes through
     its view, as the consumer's own read of it does. Before: `G_shared[j]` of a
-    one-element copy, read out of bounds (issue 22's long fuzz run, seed 2 pair 7167)."""
+    one-element copy, read out of bounds (issue 22's long fuzz run, seed 2 pair 7167).
+    A copy computed later at this loop is not written yet: the load reads its source
+    (seed 3 pairs 4427, 7709, 7780: shared memory no thread wrote)."""
     if not any(_loads(*d) for d in domain.values()):
         return domain
-    r = _ViewLoads(views, skip)
+    r = _ViewLoads(views, skip, sched)
     return {v: (simplify_expr(r.expr(lo)), simplify_expr(r.expr(n)))
             for v, (lo, n) in domain.items()}
 
@@ -174,7 +194,7 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
     messages). `b`: the Builder."""
     pst = b.sched.states[pname]
     pd = pst.definition
-    domain = _through_views(domain, ctx.views, pd.tensor)
+    domain = _through_views(domain, ctx.views, pd.tensor, b.sched)
     offsets = [domain[v][0] for v in pd.spatial]
     allocs = []
     store_offsets = None

@@ -136,3 +136,18 @@ def test_a_region_that_reads_an_inlined_copy_reads_its_value():
     for sizes in (None, {"N": 3, "M": 4}):
         np.testing.assert_array_equal(tcomp.build(s, "sim", sizes=sizes)(G, A),
                                       tcomp.evaluate(op, G, A))
+
+
+@pytest.mark.parametrize("scope", [None, "shared"])
+def test_a_region_that_loads_a_copy_computed_after_it_reads_the_source(scope):
+    """Seed 3 pairs 4427, 7709, 7780: O's region at C's loop, `G(i) % M`, loaded the shared
+    copy of G computed at the same loop but after O, so not written yet (the sim: "read
+    of shared G_shared[0] that no thread wrote"). It reads G itself there."""
+    s = schedule(GATHER, d("ComputeAt", "O", target="C", axis="i"),
+                 *([d("SetScope", "O", scope=scope)] if scope else []),
+                 dict(kind="CacheRead", tensor="G", scope="shared", readers=["C"]),
+                 d("ComputeAt", "G.shared", target="C", axis="i"))
+    G, A = np.array([2, 0, 1], dtype=np.int32), np.arange(1, 5, dtype=np.float32)
+    for sizes in (None, {"N": 3, "M": 4}):
+        np.testing.assert_array_equal(tcomp.build(s, "sim", sizes=sizes)(G, A),
+                                      tcomp.evaluate(GATHER, G, A))
