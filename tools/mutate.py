@@ -1,4 +1,4 @@
-"""A small mutation-testing run over tcomp's lowering, sim target and CUDA codegen.
+"""A small mutation-testing run over tcomp's lowering, sim target, CUDA codegen and checkers.
 
 Why our own script rather than mutmut: we want a deterministic *sample* of
 mutants (a seed, N per module) that fits a short run on a shared 2-core
@@ -64,7 +64,10 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = sorted(
     [p for p in (ROOT / "tcomp" / "lower").glob("*.py") if p.name != "__init__.py"]
     + [p for p in (ROOT / "tcomp" / "target_sim").glob("*.py") if p.name != "__init__.py"]
-    + [ROOT / "tcomp" / "target_cuda" / "codegen.py", ROOT / "tcomp" / "target_cuda" / "allreduce.py"])
+    + [ROOT / "tcomp" / "target_cuda" / "codegen.py", ROOT / "tcomp" / "target_cuda" / "allreduce.py"]
+    # the checkers (issue 22): the language's checks, the schedule primitives, the IR verifier
+    + list((ROOT / "tcomp" / "lang").glob("check*.py"))
+    + [p for p in (ROOT / "tcomp" / "schedule").glob("*.py") if p.name != "__init__.py"])
 
 _PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
            "-k", "not gpu"]
@@ -75,14 +78,22 @@ _PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-p"
 _CUDA = ["tests/target_cuda/test_codegen_vectors.py", "tests/target_cuda/test_lang_programs_cuda.py",
          "tests/target_cuda/test_index_width.py", "tests/target_cuda/test_inplace_cuda.py",
          "tests/target_cuda/test_schedules_compile.py", "tests/target_cuda/test_allreduce.py"]
-SUBSETS = {"lower": ["tests/lower"], "target_sim": ["tests/lower"], "cuda": _CUDA}
+# checkers: the error tests (every refusal's text), the stage API and thread checks, the
+# language's goldens and literals, the sim's and verifier's catches, the fuzz regressions
+_CHECKERS = ["tests/errors", "tests/schedule/test_stage_api.py", "tests/schedule/test_threads.py",
+             "tests/lang/test_golden.py", "tests/lang/test_literals.py",
+             "tests/lower/test_sim_catches.py", "tests/lower/test_thread_rebinds.py",
+             "tests/lower/test_fuzz_regions.py"]
+SUBSETS = {"lower": ["tests/lower"], "target_sim": ["tests/lower"], "cuda": _CUDA,
+           "checkers": _CHECKERS}
 # --wide: the rest of the CPU suite most likely to see each module (the full
 # suite, several minutes per mutant, does not fit a habitual run on this box).
 _REST_CUDA = ["tests/target_cuda", "tests/bench", "tests/test_cli.py"]
 _REST_LOWER = ["tests/target_cuda/test_adversarial_cuda.py", "tests/target_cuda/test_vector_alignment.py",
                "tests/target_cuda/test_allreduce.py", "tests/bench", "tests/errors", "tests/lang",
                "tests/schedule"]
-WIDE = {"lower": _REST_LOWER, "target_sim": _REST_LOWER, "cuda": _REST_CUDA}
+WIDE = {"lower": _REST_LOWER, "target_sim": _REST_LOWER, "cuda": _REST_CUDA,
+        "checkers": ["tests/lang", "tests/schedule", "tests/lower", "tests/fuzz"]}
 
 _STRING_SWAPS = {
     "threadIdx.x": "threadIdx.y", "threadIdx.y": "threadIdx.x", "threadIdx.z": "threadIdx.y",
@@ -115,6 +126,8 @@ class Mutant:
 
 
 def module_of(rel: str) -> str:
+    if rel.startswith(("tcomp/lang/check", "tcomp/schedule/")) or rel == "tcomp/lower/verify.py":
+        return "checkers"
     if rel.startswith("tcomp/lower/"):
         return "lower"
     if rel.startswith("tcomp/target_sim/"):
@@ -245,10 +258,10 @@ def all_mutants() -> list[Mutant]:
     return muts
 
 
-def sample(muts: list[Mutant], per_module: int, seed: int) -> list[Mutant]:
+def sample(muts: list[Mutant], per_module: int, seed: int, modules=None) -> list[Mutant]:
     """Deterministic: a seeded shuffle per module, the first N of each, interleaved."""
     chosen = []
-    for mod in SUBSETS:
+    for mod in modules or SUBSETS:
         pool = sorted((m for m in muts if m.module == mod), key=lambda m: m.id)
         random.Random(f"{seed}:{mod}").shuffle(pool)
         chosen.append(pool[:per_module])
@@ -338,6 +351,8 @@ def main(argv=None) -> int:
     ap.add_argument("--wide", action="store_true", help="re-run fast-subset survivors under the wide suite")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th sampled mutant from i")
     ap.add_argument("--baseline", action="store_true", help="time the unmutated subsets")
+    ap.add_argument("--modules", help="comma-separated modules to sample (default: all of "
+                    f"{', '.join(SUBSETS)})")
     ap.add_argument("--retry-timeouts", action="store_true",
                     help="run again the mutants whose last result is a timeout (on a loaded "
                          "machine a slow test run is not a kill; give a larger --timeout)")
@@ -360,13 +375,14 @@ def main(argv=None) -> int:
 
     repo = _copy_repo()
     try:
+        modules = a.modules.split(",") if a.modules else list(SUBSETS)
         if a.baseline:
-            for mod, tests in SUBSETS.items():
+            for mod, tests in ((m, SUBSETS[m]) for m in modules):
                 st, dt, msg = run_tests(repo, tests, a.timeout * 3)
                 print(f"{mod}: {st} in {dt:.1f}s  {msg}", flush=True)
             return 0
         done = load(a.out)
-        todo = sample(muts, a.per_module, a.seed)
+        todo = sample(muts, a.per_module, a.seed, modules)
         if a.wide:
             fast = {k[0]: r for k, r in done.items() if k[1] == "fast"}
             todo = [m for m in muts if fast.get(m.id, {}).get("status") == "survived"]

@@ -72,6 +72,8 @@ def _tgamma(v):
     except (ValueError, OverflowError):
         if v == 0:
             return math.copysign(math.inf, v)
+        if v == -math.inf:  # (C: a domain error; math.floor(-inf) would raise)
+            return math.nan
         return math.nan if v < 0 and v == math.floor(v) else math.inf
 
 

@@ -10,10 +10,12 @@ from ..arch import threads
 from ..schedule.primitives import consumes
 from . import ir
 from .bounds import region as bounding_box
-from .construct import add, ident, lang_sub, sub
+from .construct import add, conj, ident, lang_sub, sub
+from .ir_walk import free_vars
 from .context import View
 from .legality import check_cover, check_global_storage_order
 from .printer import expr as show
+from .rewriter import Rewriter
 from .simplify import simplify_expr
 from .stages import inlined_definition
 from .translate import Translator
@@ -32,9 +34,10 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
         if t == pd.tensor:
             reads.append(args)
         inlined = inlined_definition(b.sched, t)
-        if inlined is not None:  # its reads happen here too
-            Translator(dict(zip(inlined.spatial, args)), inlined.lets, b.size,
-                       collect)(inlined.rhs)
+        if inlined is not None:  # its reads happen here too, and its value is read
+            # (not a load of a tensor that has no buffer: seed 3 pair 608 crashed on one)
+            return Translator(dict(zip(inlined.spatial, args)), inlined.lets, b.size,
+                              collect)(inlined.rhs)
         return ir.Load(t, args, dt)
     Translator(info.index, cst.definition.lets, b.size, collect)(cst.definition.rhs)
     if not consumes(b.sched, cname, pd.tensor):
@@ -68,6 +71,9 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
             vary[tmp] = (ir.const(0), simplify_expr(sub(qdom[v][1], ir.const(1))))
         Translator(index, qd.lets, b.size, collect)(qd.rhs)
     reg = bounding_box(reads, vary) if reads else None
+    if (reg is not None and pst.scope == "global"
+            and any(threads.is_thread(t) for t in pst.bind.values())):
+        reg = _fixed_width(reg, reads, vary, pname, cname, cst, level, info, b)
     if any(pd.tensor in b.reads(r) for q, _ in list(siblings) + deeper for r in b.nested(q)):
         # a stage computed inside one of them (a cache at its loops) reads it over
         # a region not known here: the whole tensor, computed each time (correct;
@@ -77,15 +83,107 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
     for v in pd.reduce:
         lo, hi = pd.ranges[v]
         domain[v] = (b.lsize(lo), b.lsize(lang_sub(hi, lo)))
+    deeper = {info.loopvar[leaf] for leaf in cst.leaves[level + 1:]}
+    in_range = conj([c for c in info.in_range if not free_vars(c) & deeper])
     for k, v in enumerate(pd.spatial):
         lo, hi = pd.ranges[v]
         if reg is not None:
             base = reg[k][0]
             width = simplify_expr(add(sub(reg[k][1], reg[k][0]), ir.const(1)))
+            if in_range is not None and _loads(base, width):
+                # A data-dependent region (a gather `O(X(i))`) read where the consumer's
+                # indices are out of range (an imperfect split's tail) would load out of
+                # bounds: the producer computes element `lo` there (seed 1 pair 4220).
+                base = ir.Select(in_range, base, b.lsize(lo), ir.int32)
+                if _loads(width):
+                    width = ir.Select(in_range, width, ir.const(0), ir.int32)
         else:
             base, width = b.lsize(lo), b.lsize(lang_sub(hi, lo))
         domain[v] = (base, width)
     return domain
+
+
+class _ViewLoads(Rewriter):
+    def __init__(self, views, skip, sched):
+        self.views, self.skip, self.sched = views, skip, sched
+
+    def expr_Load(self, e):
+        e = self.generic(e)
+        if e.buffer == self.skip:
+            return e
+        v = self.views.get(e.buffer)
+        if v is not None:
+            return ir.Load(v.buffer, v.subscripts(e.indices), e.dtype)
+        src = _copied_from(self.sched, e.buffer)
+        if src is not None:  # a copy not computed yet at this loop: its source
+            return self.expr_Load(ir.Load(src, e.indices, e.dtype))
+        return e
+
+
+def _copied_from(sched, tensor: str) -> str | None:
+    """The tensor a shared or local cache_read copy `tensor` copies, else None."""
+    from ..lang.ast import Index, Read
+    writers = [st for st in sched.states.values() if st.tensor == tensor]
+    if len(writers) != 1 or writers[0].origin != "cache_read" or writers[0].scope == "global":
+        return None
+    d = writers[0].definition
+    r = d.rhs
+    if isinstance(r, Read) and tuple(a.name for a in r.args if isinstance(a, Index)) == d.spatial:
+        return r.tensor
+    return None
+
+
+def _through_views(domain: dict, views: dict, skip: str, sched=None) -> dict:
+    """A region's bounds may load a tensor (a gather's subscript, `V(G(j))`) at its
+    absolute indices; where that tensor is read through a buffer computed at an
+    enclosing loop or earlier at this one (a shared copy of G), the load goes through
+    its view, as the consumer's own read of it does. Before: `G_shared[j]` of a
+    one-element copy, read out of bounds (issue 22's long fuzz run, seed 2 pair 7167).
+    A copy computed later at this loop is not written yet: the load reads its source
+    (seed 3 pairs 4427, 7709, 7780: shared memory no thread wrote)."""
+    if not any(_loads(*d) for d in domain.values()):
+        return domain
+    r = _ViewLoads(views, skip, sched)
+    return {v: (simplify_expr(r.expr(lo)), simplify_expr(r.expr(n)))
+            for v, (lo, n) in domain.items()}
+
+
+def _loads(*exprs) -> bool:
+    return any(isinstance(x, ir.Load) for e in exprs for x in ir.walk_expr(e))
+
+
+def _fixed_width(reg, reads, vary, pname, cname, cst, level, info, b):
+    """A producer that binds a loop to a thread needs a region whose extent
+    does not change from one iteration of the consumer's enclosing loops to
+    the next: a thread loop's extent is the block's, fixed at launch. Where
+    the region's width moves with a serial loop of the consumer at or
+    outside the attach point (`O(0) + O(m)` read under a split of `m`: width
+    `2 * m_o + 2`), the region is widened over that loop's whole range (the
+    same elements, computed again); a width that moves with a block or thread
+    loop, or with a loop outside the consumer, is refused. Before: a block
+    extent naming a loop variable (issue 22's fuzzer, seed 1 pair 3854)."""
+    sizes = set(b.op.size_vars)
+    widths = [simplify_expr(sub(hi, lo)) for lo, hi in reg]
+    moving = set().union(*(free_vars(w) for w in widths)) - sizes - set(vary)
+    if not moving:
+        return reg
+    serial = {info.loopvar[leaf]: leaf for j, leaf in enumerate(cst.leaves[:level + 1])
+              if leaf not in cst.bind}
+    fixed = sorted(moving - set(serial))
+    if fixed:
+        tags = {info.loopvar[leaf]: cst.bind[leaf] for leaf in cst.leaves if leaf in cst.bind}
+        why = f", bound to {tags[fixed[0]]}" if fixed[0] in tags else ""
+        extent = " x ".join(show(simplify_expr(add(w, ir.const(1)))) for w in widths)
+        raise LoweringError(f"stage '{pname}' binds a loop to a thread and is computed at "
+                            f"'{cname}.{cst.leaves[level]}', where the region it must compute "
+                            f"changes size with loop variable '{fixed[0]}'{why} (extent "
+                            f"{extent}); a thread loop's extent is fixed at launch: compute "
+                            f"'{pname}' at a loop where its region has a fixed size, or do not "
+                            f"bind its loops")
+    vary = dict(vary)
+    for var in moving:
+        vary[var] = (ir.const(0), simplify_expr(sub(info.ext[serial[var]], ir.const(1))))
+    return bounding_box(reads, vary)
 
 
 def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None):
@@ -96,6 +194,7 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
     messages). `b`: the Builder."""
     pst = b.sched.states[pname]
     pd = pst.definition
+    domain = _through_views(domain, ctx.views, pd.tensor, b.sched)
     offsets = [domain[v][0] for v in pd.spatial]
     allocs = []
     store_offsets = None
@@ -130,7 +229,7 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
     else:
         check_global_storage_order(pname, pst)
         if pd.tensor in {t.name for t in b.op.outputs}:
-            check_cover(b.sched, pname, set())
+            check_cover(b.sched, pname, set(), b.sizes)
     prod = b.nest(pname, domain, ctx, store_offsets)
     return allocs, prod
 

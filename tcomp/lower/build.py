@@ -28,7 +28,7 @@ from .construct import ident, lang_sub
 from .context import KernelCtx
 from .kernel_params import kernel_params
 from .launch import launch_dims
-from .legality import check_global_storage_order, check_readers
+from .legality import check_global_storage_order, check_producers, check_readers
 from .loops import leaf_loop
 from .simplify import simplify_expr
 from .stage_nest import StageNest
@@ -87,7 +87,8 @@ class Builder:
             if scope == "global":
                 bufs.append(ir.Buffer(name, dtype, tuple(self.lsize(d) for d in shape), "global",
                                       roles.get(name, "temp")))
-        check_readers(self.sched)
+        check_readers(self.sched, self.sizes)
+        check_producers(self.sched)
         kernels = []
         for n, st in self.sched.states.items():
             inline_output = st.attach == ("inline",) and st.tensor in roles

@@ -18,6 +18,10 @@ class StageLoops:
     domain: dict
     index: dict
     ctx: "KernelCtx"
+    # the conditions under which the stage's indices are in its ranges (an imperfect
+    # split's guard, a region's clamps): attach.py evaluates a data-dependent region
+    # (a gather's subscript) only where they hold
+    in_range: tuple = ()
 
 
 @dataclass

@@ -46,13 +46,15 @@ def placed(b, p, prod: ir.Stmt, info) -> ir.Stmt:
     inside thread loops it does not use is computed by one thread where it
     accumulates in memory (`one_thread`), and one that other stages read is
     fenced by barriers (other threads of the block may read what it wrote,
-    and may still be reading the previous iteration's values; an output no
-    stage reads, a sibling of its target, needs none)."""
+    and may still be reading the previous iteration's values, or update it; an
+    output no stage reads or writes again, a sibling of its target, needs none)."""
     st = b.sched.states[p]
     if st.scope != "global":
         return prod
     prod = one_thread(prod, info.ctx.thread_loops)
-    if b.sched.readers(st.tensor):
+    # (another statement writing the tensor is a reader too: `O(i, j) += 1` continues
+    # what the producer wrote, in other threads; seed 2 pair 6848 raced there)
+    if b.sched.readers(st.tensor) or len(b.sched.writers(st.tensor)) > 1:
         prod = ir.seq(ir.Barrier(), prod, ir.Barrier())
     return prod
 

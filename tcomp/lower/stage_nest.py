@@ -131,6 +131,7 @@ class StageNest:
         else:
             guards += [("spatial", c) for c in clamps]
 
+        in_range = tuple(c for _, c in guards)
         self.loc = stage_loc(b.sched, stage)
         self.tr = Translator(index, d.lets, b.size, lambda t, a, dt: b.read(t, a, dt, ctx))
         self.out_dtype = out_dtype = b.sched.tensors[d.tensor][0]
@@ -178,7 +179,7 @@ class StageNest:
                                 f"in {acc_dt}")
 
         self.acc_name = ctx.fresh(f"{ident(d.tensor)}_acc", prefix) if registers else None
-        self.info = StageLoops(loopvar, ext, domain, index, ctx)
+        self.info = StageLoops(loopvar, ext, domain, index, ctx, in_range)
 
         self.cross = cross = [l for l in reduce_leaves if l in st.bind]
         if cross and not registers:
@@ -285,6 +286,7 @@ def _check_local_binds(stage: str, st, loopvar: dict, b) -> None:
             continue
         for q in readers:
             if tag in states[q].bind.values():
+                _check_same_dimension(stage, st, leaf, tag, q, states[q], loopvar)
                 continue
             raise ScheduleError(
                 f"stage '{stage}' (local scope: registers of one thread) binds its loop "
@@ -293,3 +295,43 @@ def _check_local_binds(stage: str, st, loopvar: dict, b) -> None:
                 f"Leave the loops of '{stage}' serial (unroll them), bind a loop of '{q}' to "
                 f"{tag} too, or give '{stage}' shared scope (a cooperative stage covering "
                 f"every thread)")
+
+
+def _origins(st, name: str) -> set[str]:
+    """The index variables of stage state `st` that loop `name` derives from."""
+    for r in reversed(st.relations):
+        if isinstance(r, SplitRel) and name in (r.outer, r.inner):
+            return _origins(st, r.parent)
+        if not isinstance(r, SplitRel) and name == r.fused:
+            return _origins(st, r.outer) | _origins(st, r.inner)
+    return {name}
+
+
+def _check_same_dimension(stage, st, leaf, tag, q, qs, loopvar) -> None:
+    """A local stage's loop bound to threadIdx.T leaves thread T the part of the buffer
+    along the dimensions that loop derives from; its reader must bind threadIdx.T to a
+    loop of an index it reads those dimensions at. Other indices only (a local copy
+    of A bound along A's columns, read as A(k, i) by a reader binding k) read registers
+    no thread wrote (issue 22's long fuzz run, seed 2 pair 5388)."""
+    from ..lang.ast import Index, Read, walk
+    dims = [st.definition.spatial.index(v) for v in _origins(st, leaf)
+            if v in st.definition.spatial]
+    (qleaf,) = [x for x, t in qs.bind.items() if t == tag]
+    qd = qs.definition
+    for e in [qd.rhs, *qd.lets.values()]:
+        for r in walk(e):
+            if not (isinstance(r, Read) and r.tensor == st.tensor):
+                continue
+            for k in dims:
+                used = {x.name for x in walk(r.args[k]) if isinstance(x, Index)} \
+                    if k < len(r.args) else set()
+                if used & _origins(qs, qleaf):
+                    continue  # (registers.py checks the offsets: `X(n, d + 1)`)
+                raise ScheduleError(
+                    f"stage '{stage}' (local scope: registers of one thread) binds its loop "
+                    f"'{loopvar.get(leaf, leaf)}' ({leaf}) to {tag}, along dimension {k} of "
+                    f"'{st.tensor}', but its reader '{q}' binds {tag} to '{qleaf}', not to the "
+                    f"index it reads that dimension at: each of its threads would read "
+                    f"registers no thread wrote. Bind the loops of '{stage}' and '{q}' along "
+                    f"the same dimension, leave the loops of '{stage}' serial, or give it "
+                    f"shared scope")

@@ -134,6 +134,18 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
             raise ScheduleError(f"{p}: axis '{name}' is bound to {tag}; split it before "
                                 f"binding, and bind one of its parts")
 
+    def _not_pipelined(self, name: str, ax, p: str) -> None:
+        """A pipelined loop is not bound: its iterations take turns in the ring of
+        shared buffers. Bound to threads, each thread indexed the ring by its own
+        index while one thread filled it, and read what no thread wrote (long fuzz
+        run of issue 22, seed 1 pair 4617); `pipeline` already refused the other
+        order. (Unrolled by a factor, a pipelined loop stays a loop: allowed.)"""
+        stages = self._s.pipeline.get(name)
+        if stages is not None:
+            raise ScheduleError(f"{p}: axis {ax!r} is pipelined ({stages} stages) and must "
+                                f"stay a loop; {p} another loop, or pipeline a loop that is "
+                                f"not bound")
+
     def tile(self, x: Axis, y: Axis, x_factor: int, y_factor: int):
         """Split two loops and reorder them into tiles.
 
@@ -288,6 +300,7 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
             raise ScheduleError(f"{p}: axis {ax!r} is already bound to {s.bind[name]}")
         if name in s.unroll or name in s.vectorize:
             raise ScheduleError(f"{p}: axis {ax!r} is unrolled/vectorized and cannot be bound")
+        self._not_pipelined(name, ax, p)
         for other, t in s.bind.items():
             if t == tag:
                 raise ScheduleError(f"{p}: {tag} is already bound to axis '{other}' of stage "

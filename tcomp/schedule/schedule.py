@@ -253,6 +253,7 @@ class Schedule:
         from ..lang import dtypes
         from ..lang.ast import Const
         ranges = {v: (Const(0, dtypes.int32), dim) for v, dim in zip(vars_, shape)}
+        ranges = _written_part(self, tensor, vars_) or ranges
         rhs = Read(tensor, tuple(Index(v, dtypes.int32) for v in vars_), dtype)
         definition = StageDef(buf, vars_, (), ranges, rhs, None, True, dtype.compute)
         name = f"{tensor}.{buf[len(tensor) + 1:]}"
@@ -347,3 +348,21 @@ def _rename_reads(d: StageDef, old: str, new: str) -> StageDef:
 
 
 from .primitives import Stage  # noqa: E402  (Stage needs Schedule's helpers above)
+
+
+def _written_part(sched, tensor: str, vars_) -> dict | None:
+    """The ranges a copy of a local or shared tensor covers: what its one writer
+    writes (a cache_write buffer of a statement `where t in 1:N`). The rest of it
+    holds nothing, and copying all of it read registers no thread wrote (issue 22's
+    long fuzz run, seed 2 pair 5097). None: the whole shape."""
+    from ..lang.ast import Index, walk
+    writers = sched.writers(tensor)
+    if sched.tensors[tensor][2] == "global" or len(writers) != 1:
+        return None
+    wd = sched.states[writers[0]].definition
+    if len(wd.spatial) != len(vars_):
+        return None
+    ranges = [wd.ranges[v] for v in wd.spatial]
+    if any(isinstance(x, Index) for r in ranges for e in r for x in walk(e)):
+        return None
+    return dict(zip(vars_, ranges))

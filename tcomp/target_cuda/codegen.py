@@ -193,6 +193,8 @@ class _Kernel:
         if e.fn == "abs":
             if dt.is_float:
                 return f"{'fabsf' if f32 else 'fabs'}({args[0]})"
+            if dt.kind in "ub":  # (abs of an unsigned int is ambiguous in CUDA: seed 3 pair 2314)
+                return f"({args[0]})"
             return f"{'llabs' if dt.bits == 64 else 'abs'}({args[0]})"
         if e.fn == "rcbrt" and not f32:
             return f"rcbrt({args[0]})"

@@ -5,6 +5,7 @@ inside a stage that overwrites it. Each message is asserted, and a refused
 primitive leaves the schedule unchanged."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import tcomp
@@ -124,3 +125,86 @@ def test_an_output_computed_at_a_reader_of_its_diagonal_is_refused():
     assert str(e.value) == ("stage 'C' writes output 'C' but is computed inside 'O', and 'O' "
                             "does not read all of it: part of the output could stay unwritten "
                             "(compute it at root instead)")
+
+
+@pytest.mark.parametrize("sizes", [{"N": 1}, None])
+def test_an_output_computed_in_a_loop_that_may_not_run_is_refused(sizes):
+    """The long fuzz run of issue 22 (seed 2 pair 1528): an output computed inside its
+    reader's loop `where i in 1:N` was never computed at N = 1 (zeros on the sim). A
+    range that may be empty, at the sizes bound or at 1, is refused; 0:N is not."""
+    op = tcomp.op("""def f(float(N) A) -> (S, O) {
+    S() = A(0) * 2
+    O(i) = S() + A(i) where i in 1:N
+}""")
+    s = tcomp.Schedule(op)
+    s["S"].compute_at(s["O"], s["O"].axes[0])
+    with pytest.raises(tcomp.LoweringError) as e:
+        tcomp.build(s, "sim", sizes=sizes)
+    assert str(e.value) == ("stage 'S' writes output 'S' but is computed inside 'O', and 'O' "
+                            "reads it inside its loop over 'i', which may run no iteration "
+                            "(i in 1:N): the output could stay unwritten (compute it at root "
+                            "instead)")
+    ok = tcomp.op("""def g(float(N) A) -> (S, O) {
+    S() = A(0) * 2
+    O(i) = S() + A(i)
+}""")
+    s = tcomp.Schedule(ok)
+    s["S"].compute_at(s["O"], s["O"].axes[0])
+    A = np.arange(1, 4, dtype=np.float32)
+    for got, want in zip(tcomp.build(s, "sim", sizes=sizes and {"N": 3})(A),
+                         tcomp.evaluate(ok, A)):
+        np.testing.assert_array_equal(got, want)
+    s = tcomp.Schedule(op)  # bound where the range runs: legal
+    s["S"].compute_at(s["O"], s["O"].axes[0])
+    for got, want in zip(tcomp.build(s, "sim", sizes={"N": 3})(A), tcomp.evaluate(op, A)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_stage_computed_in_an_earlier_kernel_than_what_it_reads_is_refused():
+    """The long fuzz run of issue 22 (seed 2 pair 3277): after rfactor, `P` computed at a
+    loop of `T` (a sibling: an earlier statement) ran in T's kernel and read `P_rf`, whose
+    kernel ran after it: P came out zero on the sim and the GPU. Refused; computing the
+    rfactor stage inside P as well is legal and right."""
+    op = tcomp.op("""def f(float(N, N) X) -> (T, P) {
+    T(i) = X(i, 0) * 2
+    P(j) +=! X(j, k) * X(k, j)
+}""")
+    s = tcomp.Schedule(op)
+    s["P"].rfactor(s["P"].reduce_axes[0])
+    s["P"].compute_at(s["T"], s["T"].axes[0])
+    with pytest.raises(tcomp.LoweringError) as e:
+        tcomp.build(s, "sim", sizes={"N": 2})
+    assert str(e.value) == ("stage 'P' is computed in the kernel of 'T' (compute_at), but "
+                            "reads 'P_rf', which stage 'P.rf' computes in a later kernel, of "
+                            "'P.rf'; compute 'P.rf' at a loop of 'P', or compute 'P' at root")
+    s["P.rf"].compute_at(s["P"], s["P"].axes[0])
+    X = np.arange(4, dtype=np.float32).reshape(2, 2)
+    for got, want in zip(tcomp.build(s, "sim", sizes={"N": 2})(X), tcomp.evaluate(op, X)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_copy_computed_inside_a_producer_of_its_reader_is_refused():
+    """The long fuzz run of issue 22 (seed 3 pairs 3159, 5725, 8902): a local copy for C
+    computed at a loop of O, which is computed at a loop of C. C read it outside O's
+    loops, where its buffer and the loop variable are gone (the sim: "variable 'i_o' is
+    not bound"). Refused; computed at C's loop, it runs."""
+    op = tcomp.op("""def f(float(N) X, float(N) W) -> (C) {
+    O(i) +=! X(j) where i in 0:N
+    C(t) = O(0) + W(t)
+}""")
+
+    def make(at_o):
+        s = tcomp.Schedule(op)
+        s["O"].compute_at(s["C"], s["C"].axes[0])
+        s["O"].split(s["O"].axes[0], 2)
+        W = s.cache_read("W", "local", [s["C"]])
+        W.compute_at(*((s["O"], s["O"].leaf_axes[0]) if at_o else (s["C"], s["C"].axes[0])))
+        return s
+    with pytest.raises(tcomp.LoweringError) as e:
+        tcomp.build(make(True), "sim", sizes={"N": 3})
+    assert str(e.value) == ("stage 'C' reads 'W_local', which is computed inside 'O', a stage "
+                            "computed inside 'C': 'C' reads it outside that stage's loops; "
+                            "compute 'W.local' at a loop of 'C' instead")
+    X, W = np.arange(3, dtype=np.float32), np.array([5, 6, 7], dtype=np.float32)
+    np.testing.assert_array_equal(tcomp.build(make(False), "sim", sizes={"N": 3})(X, W),
+                                  tcomp.evaluate(op, X, W))

@@ -45,3 +45,34 @@ def test_a_local_stage_whose_reader_binds_the_same_thread_inside_still_runs():
     k = tcomp.build(s, "sim", sizes={"K": 3, "M": 4})
     np.testing.assert_array_equal(k(x), tcomp.evaluate(op, x))
     tcomp.build(s, "cuda", sizes={"K": 3, "M": 4})  # and compiles
+
+
+def _column_copy(axis):
+    op = tcomp.op("def f(float(N, N) A) -> (S) { S(i) +=! A(k, i) }")
+    s = tcomp.Schedule(op)
+    S = s["S"]
+    local = s.cache_read("A", "local", [S])
+    S.bind(S.reduce_axes[0], "threadIdx.x")
+    _, inner = local.split(local.axes[axis], 3)
+    local.bind(inner, "threadIdx.x")
+    local.compute_at(S, S.axes[0])
+    return op, s
+
+
+def test_a_local_stage_bound_along_another_dimension_than_its_reader_is_refused():
+    """Seed 2 pair 5388: the reader binds threadIdx.x to k, which reads A's dimension 0,
+    and the local copy bound threadIdx.x along dimension 1: the tag check passed, and the
+    threads read registers no thread wrote. Bound along dimension 0, it runs."""
+    op, s = _column_copy(1)
+    with pytest.raises(tcomp.ScheduleError) as e:
+        tcomp.build(s, "sim", sizes={"N": 3})
+    assert str(e.value) == (
+        "stage 'A.local' (local scope: registers of one thread) binds its loop 'ax1_i' (ax1_i) "
+        "to threadIdx.x, along dimension 1 of 'A_local', but its reader 'S' binds threadIdx.x "
+        "to 'k', not to the index it reads that dimension at: each of its threads would read "
+        "registers no thread wrote. Bind the loops of 'A.local' and 'S' along the same "
+        "dimension, leave the loops of 'A.local' serial, or give it shared scope")
+    op, s = _column_copy(0)
+    A = np.arange(9, dtype=np.float32).reshape(3, 3)
+    np.testing.assert_array_equal(tcomp.build(s, "sim", sizes={"N": 3})(A),
+                                  tcomp.evaluate(op, A))

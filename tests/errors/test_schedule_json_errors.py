@@ -50,6 +50,9 @@ def test_deeply_nested_json(op, text):
     ({"stage": "O"}, "directive 1 has no \"kind\" (kinds: Split, "),
     ({"kind": 3, "stage": "O"}, "directive 1 has a kind that is not a string (integer 3) "),
     ({"kind": "E" * 100}, "directive 1 has an unknown kind '" + "E" * 37 + "...' (kinds: "),
+    # 40 characters are shown whole, 41 are cut (mutant 0dd62f3797 of the checkers' run)
+    ({"kind": "E" * 40}, "directive 1 has an unknown kind '" + "E" * 40 + "' (kinds: "),
+    ({"kind": "E" * 41}, "directive 1 has an unknown kind '" + "E" * 37 + "...' (kinds: "),
     (dict(SPLIT, x=1), "directive 1 (Split) has an unknown field 'x' (a Split has stage, axis, "
                        "factor, nparts)"),
     (dict(SPLIT, factor="4"), "directive 1 (Split) field 'factor' must be an integer or null, "

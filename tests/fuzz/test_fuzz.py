@@ -65,3 +65,25 @@ def test_plain_names_pass_every_hygiene_schedule():
              "x": "i", "y": "j", "L": "a"}
     for sch in hygiene.SCHEDULES:
         assert hygiene.check(plain, sch) == [], sch
+
+
+def test_an_output_s_tolerance_is_the_loosest_type_it_is_computed_in():
+    """Seed 2 pair 2148: a float64 output of `pow(cos(k), x)` computes cos in float32,
+    where NumPy and the C library differ in the last bit: the oracle's float64
+    tolerance (1e-12) reported a wrong answer. Casts of exact inputs do not loosen it."""
+    import numpy as np
+    import tcomp
+    from .oracle import RTOL, compare, output_rtols
+    op = tcomp.op("""def f(double(N) A, half(N) H) -> (O, P, Q, R) {
+    O(k) = pow(cos(k), A(k))
+    P(k) = A(k) * 2
+    T(k) = H(k) * 2
+    Q(k) = float64(T(k)) + A(k)
+    R(k) = float64(H(k)) + A(k)
+}""")
+    assert output_rtols(op) == {"O": RTOL["float32"], "P": RTOL["float64"],
+                                "Q": RTOL["float16"], "R": RTOL["float64"]}
+    want = tuple(np.full(2, -2.4029980871653884) for _ in range(4))
+    got = (np.full(2, -2.402997915074876),) + want[1:]
+    assert compare(op, got, want) is None
+    assert "output P (float64) differs" in compare(op, want[:1] + got[:1] + want[2:], want)

@@ -461,3 +461,16 @@ def test_sum_of_products_with_infinities_is_not_factored():
     assert np.isnan(sim[0]) and sim[1] == got[1]
     mm = tcomp.op("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }")
     assert np.isnan(tcomp.evaluate(mm, np.float32([[np.inf, 1]]), np.float32([[1], [-np.inf]])))
+
+
+def test_tgamma_of_infinities_and_poles():
+    """tgamma(-inf) raised OverflowError from evaluate (math.floor(-inf) on the pole
+    check; found by test_printing_keeps_the_meaning). C's tgamma: -inf and negative
+    integers are domain errors (NaN), +-0 gives +-inf, +inf gives +inf."""
+    import numpy as np
+    import tcomp
+    op = tcomp.op("def g(float(N) X) -> (O) { O(i) = tgamma(X(i)) }")
+    X = np.array([-np.inf, np.inf, -2.0, 0.0, -0.0, 3.0], dtype=np.float32)
+    got = tcomp.evaluate(op, X)
+    np.testing.assert_array_equal(got, np.array([np.nan, np.inf, np.nan, np.inf, -np.inf, 2.0],
+                                                dtype=np.float32))
