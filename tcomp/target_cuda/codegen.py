@@ -227,8 +227,12 @@ class _Kernel:
             v = self.name(s.var)
             lo = self.expr(s.lo)
             zero = isinstance(s.lo, ir.Imm) and s.lo.value == 0
-            end = self.expr(s.extent) if zero else self.expr(ir.Bin("+", s.lo, s.extent,
-                                                                    s.lo.dtype))
+            # the bound is the right operand of `<`: bracketed unless it binds tighter (a
+            # ternary extent, a ragged loop's `guard ? Off[b + 1] - Off[b] : 0`, would
+            # otherwise read `(v < guard) ? ...`)
+            bound = PREC["<"] + 1
+            end = self.expr(s.extent, bound) if zero else self.expr(
+                ir.Bin("+", s.lo, s.extent, s.lo.dtype), bound)
             if s.kind in ("unroll", "vectorize"):
                 self.emit("#pragma unroll", d)
             elif s.unroll_by:
