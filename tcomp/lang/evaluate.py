@@ -111,7 +111,8 @@ def _run(op: Op, st: Statement, env: dict, sizes: dict):
     out = env[st.tensor]
     nsp = len(st.spatial)
     if st.scatter:
-        _run_scatter(st, env, sizes, box)
+        from .evaluate_scatter import run_scatter
+        run_scatter(st, env, sizes, box)
         return
     for v, lo, hi in box[:nsp]:
         if lo < 0 and hi > lo:
@@ -159,56 +160,6 @@ def _run_ordered(st: Statement, env: dict, sizes: dict, box):
             prior = out[region].astype(st.acc_dtype.numpy)
             result = _combine(st.reduce_op, prior, result)
         out[region] = npfuncs.convert(result, out.dtype)
-
-
-def _run_scatter(st: Statement, env: dict, sizes: dict, box):
-    """A scatter (lang/check_scatter.py): every point of the box writes
-    `O(subscripts) op= rhs`; duplicates combine as `np.add.at` does (`=`: the
-    last point in index order wins). Boxes larger than CHUNK run in parts along
-    the outermost index, in order."""
-    extents = [hi - lo for _, lo, hi in box]
-    if 0 in extents:
-        return
-    if int(np.prod(extents, dtype=np.int64)) > CHUNK and extents[0] > 1:
-        v, lo, hi = box[0]
-        mid = lo + (hi - lo) // 2
-        _run_scatter(st, env, sizes, [(v, lo, mid)] + box[1:])
-        _run_scatter(st, env, sizes, [(v, mid, hi)] + box[1:])
-        return
-    out = env[st.tensor]
-    ev = _Eval(st, env, sizes, [v for v, _, _ in box])
-    ev.box = {v: (lo, hi) for v, lo, hi in box}
-    shape = tuple(extents)
-    vals = np.broadcast_to(ev.ev(st.rhs, None), shape).astype(st.acc_dtype.numpy).reshape(-1)
-    subs = []
-    for k, (e, n) in enumerate(zip(st.scatter, out.shape)):
-        sub = np.broadcast_to(np.asarray(ev.ev(e, None), np.int64), shape)
-        bad = (sub < 0) | (sub >= n)
-        if bad.any():
-            pos = np.argwhere(bad)[0]
-            at = ", ".join(f"{v}={lo + int(p)}" for (v, lo, _), p in zip(box, pos))
-            lhs = ", ".join(expr_to_text(x) for x in st.scatter)
-            raise LangError(f"scatter into '{st.tensor}({lhs})': subscript {expr_to_text(e)} = "
-                            f"{int(sub[tuple(pos)])} is outside dimension {k} of "
-                            f"'{st.tensor}' (extent {n}) when {at}", e.loc or st.stmt.loc)
-        subs.append(sub.reshape(-1))
-    flat = np.ravel_multi_index(subs, out.shape) if out.ndim else np.zeros(vals.shape, np.int64)
-    target = out.reshape(-1)
-    if st.reduce_op is None:  # `=`: the last writer of each element, in index order
-        uniq, first = np.unique(flat[::-1], return_index=True)
-        target[uniq] = npfuncs.convert(vals[::-1][first], out.dtype)
-        return
-    # Each update rounds to the tensor's type, as an atomic does (float16/bfloat16
-    # too: their scatter sums depend on the order of the points; here index order).
-    op = st.reduce_op
-    if op in ("max", "min") and out.dtype.kind == "f":
-        f = np.fmax if op == "max" else np.fmin
-    elif out.dtype.kind == "b":
-        f = np.logical_or if op in ("+", "max") else np.logical_and
-    else:
-        f = {"+": np.add, "*": np.multiply, "max": np.maximum, "min": np.minimum}[op]
-    with np.errstate(over="ignore"):
-        f.at(target, flat, npfuncs.convert(vals, out.dtype))
 
 
 def _run_tuple(st: Statement, env: dict, sizes: dict, box):

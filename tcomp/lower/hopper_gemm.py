@@ -89,11 +89,6 @@ class GemmPlan:
         """Columns per TMA store of the epilogue: one 128-byte swizzled row."""
         return 128 // (self.out.bits // 8)
 
-    @property
-    def smem_bytes(self) -> int:
-        ring = self.stages * (self.bm + self.bn) * self.bk * self.dtype.bits // 8
-        return ring + self.consumers * 64 * 128 + 2 * self.stages * 8
-
 
 # ------------------------------------------------------------------ IR helpers
 def c(v):

@@ -284,26 +284,6 @@ class _Kernel:
                 raise CudaError(f"codegen: cannot emit {what}")
             EMIT[entry.name](self, s, d)
 
-    def role_body(self, r: ir.Role, index: str, d: int) -> None:
-        """A role's body with its warpgroup index `var` defined (sm90_ops)."""
-        v = self.name(r.var)
-        if any(isinstance(x, ir.Var) and x.name == r.var for x in ir.walk(r.body)):
-            self.emit(f"const int {v} = {index};", d)
-        saved = self.simp.enter_loop(r.var, ir.ZERO, ir.const(r.count))
-        self.scopes.append({v})
-        self.stmt(r.body, d)
-        self.scopes.pop()
-        self.simp.restore(r.var, saved)
-
-    def register_budget(self) -> int:
-        """Registers per thread a launch of the kernel's constant block gets
-        at most (65536 per multiprocessor, allocated by 8): a role asking for
-        more takes them (setmaxnreg.inc), one asking for fewer gives back."""
-        const = self.k.const_block()
-        n = const[0] * const[1] * const[2] if const else 1024
-        blocks = max(1, self.k.min_blocks)
-        return min(255, 65536 // (n * blocks) // 8 * 8)
-
     # ----------------------------------------------------------- vectors
     def vector_loop(self, s: ir.For, d: int) -> None:
         """Emit a vectorized loop with the 4/8/16-byte loads and store its
@@ -356,12 +336,16 @@ class _Kernel:
     def buffer_dtype(self, name: str):
         """The element type of the buffer of IR name `name`, or of C++ name
         `name` (an intrinsic emitter sees the printed names: intrinsics.py)."""
+        return self.buffer(name).dtype
+
+    def buffer(self, name: str) -> ir.Buffer:
+        """The buffer (global, or allocated in the kernel) of IR or C++ name `name`."""
         for b in self.prog.buffers:
             if name in (b.name, self.name(b.name)):
-                return b.dtype
+                return b
         for x in walk_stmts(self.k.body):
             if isinstance(x, ir.Alloc) and name in (x.buffer.name, self.name(x.buffer.name)):
-                return x.buffer.dtype
+                return x.buffer
         raise CudaError(f"codegen: unknown buffer '{name}'")
 
     # ----------------------------------------------------------- kernel

@@ -202,13 +202,8 @@ EMIT = {
 def _mn_block_bytes(gen, ref) -> int:
     """The leading byte offset of an MN-major operand: one block (K rows x 64
     columns) of its buffer (..., blocks, K, 64)."""
-    bufs = getattr(gen, "_alloc_buffers", None)
-    if bufs is None:
-        from ..lower.rewriter import walk_stmts
-        bufs = gen._alloc_buffers = {x.buffer.name: x.buffer for x in walk_stmts(gen.k.body)
-                                     if isinstance(x, ir.Alloc)}
-    b = bufs.get(ref.buffer)
-    if b is None or len(b.shape) < 3 or not all(isinstance(d, ir.Imm) for d in b.shape[-2:]):
+    b = gen.buffer(ref.buffer)
+    if len(b.shape) < 3 or not all(isinstance(d, ir.Imm) for d in b.shape[-2:]):
         raise CudaError(f"codegen: an MN-major wgmma operand '{ref.buffer}' must be a shared "
                         f"buffer (..., blocks, K, 64) of constant K")
     return int(b.shape[-2].value) * int(b.shape[-1].value) * b.dtype.bits // 8
@@ -238,8 +233,30 @@ def emit_specialize(gen, s: ir.Specialize, d: int) -> None:
                 else f"{wg} >= {r.first} && {wg} < {r.first + r.count}")
         gen.emit(("if" if i == 0 else "} else if") + f" ({cond}) {{  // role {r.name}", d)
         if r.regs:
-            verb = "inc" if r.regs > gen.register_budget() else "dec"
+            verb = "inc" if r.regs > register_budget(gen.k) else "dec"
             gen.emit(f'asm volatile("setmaxnreg.{verb}.sync.aligned.u32 %0;" :: "n"({r.regs}));',
                      d + 1)
-        gen.role_body(r, f"{wg} - {r.first}", d + 1)
+        role_body(gen, r, f"{wg} - {r.first}", d + 1)
     gen.emit("}", d)
+
+
+def role_body(gen, r: ir.Role, index: str, d: int) -> None:
+    """A role's body with its warpgroup index `var` defined as `index`."""
+    v = gen.name(r.var)
+    if any(isinstance(x, ir.Var) and x.name == r.var for x in ir.walk(r.body)):
+        gen.emit(f"const int {v} = {index};", d)
+    saved = gen.simp.enter_loop(r.var, ir.ZERO, ir.const(r.count))
+    gen.scopes.append({v})
+    gen.stmt(r.body, d)
+    gen.scopes.pop()
+    gen.simp.restore(r.var, saved)
+
+
+def register_budget(k: ir.Kernel) -> int:
+    """Registers per thread a launch of the kernel's constant block gets at
+    most (65536 per multiprocessor, allocated by 8): a role asking for more
+    takes them (setmaxnreg.inc), one asking for fewer gives back."""
+    const = k.const_block()
+    n = const[0] * const[1] * const[2] if const else 1024
+    blocks = max(1, k.min_blocks)
+    return min(255, 65536 // (n * blocks) // 8 * 8)

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import SimError
 from ..lower import ir
+from ..lower.printer import expr as expr_text
 from ..lower.rewriter import walk_stmts
 
 # Statements a thread runs alone (no barrier, collective or asynchronous operation).
@@ -65,3 +66,20 @@ class ScatterOps:
             f = {"max": np.maximum, "min": np.minimum}[op]
         with np.errstate(over="ignore"):
             f.at(data, flat, vals.astype(data.dtype, copy=False))
+
+    def _block_uniform(self, v, mask, s, e):
+        """A loop bound: one value per block (a scalar if all blocks agree)."""
+        if np.ndim(v) == 0:
+            return v
+        m = np.ones(self.L, bool) if mask is None else mask
+        vals = v[m]
+        if not vals.size or (vals == vals[0]).all():
+            return vals[0] if vals.size else np.int32(0)
+        rows, active = v.reshape(self.nb, self.T), m.reshape(self.nb, self.T)
+        first = rows[np.arange(self.nb), np.argmax(active, axis=1)]
+        if (active & (rows != first[:, None])).any():
+            b = int(np.argmax((active & (rows != first[:, None])).any(axis=1)))
+            raise SimError(f"kernel {self.kname}: bounds of loop '{s.var}' differ between "
+                           f"threads ({expr_text(e)}) of block "
+                           f"{self._block_of(self.first_block + b)}")
+        return np.repeat(first, self.T)

@@ -341,23 +341,6 @@ class _Launch(Memory, ScatterOps, Expressions):
             _restore(env, var, old)
         return loop
 
-    def _block_uniform(self, v, mask, s, e):
-        """A loop bound: one value per block (a scalar if all blocks agree)."""
-        if np.ndim(v) == 0:
-            return v
-        m = np.ones(self.L, bool) if mask is None else mask
-        vals = v[m]
-        if not vals.size or (vals == vals[0]).all():
-            return vals[0] if vals.size else np.int32(0)
-        rows, active = v.reshape(self.nb, self.T), m.reshape(self.nb, self.T)
-        first = rows[np.arange(self.nb), np.argmax(active, axis=1)]
-        if (active & (rows != first[:, None])).any():
-            b = int(np.argmax((active & (rows != first[:, None])).any(axis=1)))
-            raise SimError(f"kernel {self.kname}: bounds of loop '{s.var}' differ between "
-                           f"threads ({expr_text(e)}) of block "
-                           f"{self._block_of(self.first_block + b)}")
-        return np.repeat(first, self.T)
-
     def _s_If(self, s):
         cond, then = self.compile_expr(s.cond), self.compile_stmt(s.then)
         else_ = self.compile_stmt(s.else_) if s.else_ is not None else None
