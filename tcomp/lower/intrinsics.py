@@ -180,6 +180,18 @@ for _op, _name in SCAN_OPS.items():
             Operand("threads", dtypes=("int32",))),
         effects=frozenset({"reads", "writes", "block_collective"}), noun="block scan"))
 
+# Quad reductions: the four consecutive lanes 4g .. 4g + 3 of a warp (the threads that share
+# a row of an mma.sync / wgmma accumulator) combine a float32 register; each gets the result
+# (two butterfly shuffles, __shfl_xor_sync with lane masks 1 and 2)
+QUAD_OPS = {"max": "quad_max", "+": "quad_sum"}
+for _op, _name in QUAD_OPS.items():
+    register(Intrinsic(
+        _name, f"combine a float32 register with '{_op}' over the 4 lanes of each quad of the "
+               f"warp (lanes 4g .. 4g + 3); each of them gets the result",
+        operands=(Operand("value", ref=True, access=READWRITE, scopes=("local",),
+                          dtypes=("float32",)),),
+        effects=frozenset({"reads", "writes", "warp_collective"}), noun="quad reduction"))
+
 # Tensor cores (layouts: warp_layouts.py; lowering: tensor_cores.py). Fragments
 # are per-lane registers; every lane of the warp executes these together.
 _16BIT = ("bfloat16", "float16")

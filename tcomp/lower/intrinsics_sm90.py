@@ -116,3 +116,19 @@ for _sfx, _dt in WGMMA_DTYPES.items():
                 Operand("trans_b", dtypes=_I32)],
                {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
                noun="wgmma", feature=ARCH_SPECIFIC)
+# wgmma with A in registers (the "RS" form): A is the warpgroup's 64 x 16 tile held as 8
+# 16-bit values per thread from `a` on, in the layout of arch/fragments.py's WGMMA_A_K16 (which
+# is the layout of a 16-column slice of the accumulators: attention's P = softmax(S) feeds
+# P . V without leaving the registers); B from shared memory as above
+for _sfx, _dt in WGMMA_DTYPES.items():
+    for _n in WGMMA_N:
+        _entry(f"wgmma_rs_m64n{_n}k16_{_sfx}",
+               f"D(64x{_n}, float32) = A(64x16, {_dt}, registers) . B({_n}x16, {_dt})^T + "
+               f"scale_d * D; A as 8 values per thread in the wgmma A-fragment layout, B in "
+               f"shared memory (128-byte swizzle), K-major or MN-major where trans_b is 1",
+               [Operand("d", ref=True, access=READWRITE, scopes=("local",), dtypes=("float32",)),
+                Operand("a", ref=True, scopes=("local",), dtypes=(_dt,)),
+                Operand("b", ref=True, scopes=("shared",), dtypes=(_dt,)),
+                Operand("scale_d", dtypes=_I32), Operand("trans_b", dtypes=_I32)],
+               {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
+               noun="wgmma", feature=ARCH_SPECIFIC)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..lang import dtypes
 from ..lower import ir
 from . import sm90_ops, warp_ops
 from .allreduce import emit_allreduce
@@ -28,8 +29,20 @@ def _call(gen, s, d: int) -> None:
     gen.vector_buffers = {ir_name.get(n, n) for n in gen.vector_buffers}
 
 
+def _quad(gen, s, d: int) -> None:
+    """Two butterfly shuffles over the lanes of a quad (every lane of the warp takes part)."""
+    r = s.call.args[0]
+    x = gen.expr(ir.Load(r.buffer, r.indices, dtypes.float32))
+    comb = "fmaxf({x}, {y})" if s.call.fn == "quad_max" else "{x} + {y}"
+    for lane_mask in (1, 2):
+        gen.emit(f"{x} = " + comb.format(x=x, y=f"__shfl_xor_sync(0xffffffffu, {x}, {lane_mask})")
+                 + ";", d)
+
+
 EMIT = {
     "barrier": _barrier,
+    "quad_max": _quad,
+    "quad_sum": _quad,
     "allreduce": emit_allreduce,
     "mma_m16n8k16": _call,
     **{f"ldmatrix_x{n}{t}": _call for n in (1, 2, 4) for t in ("", "_trans")},

@@ -88,6 +88,32 @@ _DESC_MN = r"""__device__ __forceinline__ unsigned long long tc_wgmma_desc_mn(co
 """
 
 
+_WGMMA_RS = r"""__device__ __forceinline__ void tc_{fn}(float* d, const void* a,
+                                                          const void* b, int scale_d{lbo_param}) {{
+  const unsigned* ar = reinterpret_cast<const unsigned*>(a);
+  unsigned long long db = {desc_b};
+  asm volatile("{{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %{s}, 0;\n\t"
+               "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
+               "{{{regs}}}, {{%{a0}, %{a1}, %{a2}, %{a3}}}, %{db}, p, 1, 1, {tb};\n\t}}"
+               : {outs}
+               : "r"(ar[0]), "r"(ar[1]), "r"(ar[2]), "r"(ar[3]), "l"(db), "r"(scale_d));
+}}
+"""
+
+
+def wgmma_rs_function(n: int, ptx_type: str = "bf16", trans_b: int = 0) -> str:
+    """The device function issuing wgmma m64n{n}k16 with A in registers: the
+    thread's 8 16-bit A values as four 32-bit registers (pairs in order)."""
+    count = n // 2
+    return _WGMMA_RS.format(
+        fn=f"wgmma_rs_m64n{n}k16_{ptx_type}" + ("_t1" if trans_b else ""), n=n, t=ptx_type,
+        regs=", ".join(f"%{i}" for i in range(count)),
+        outs=", ".join(f'"+f"(d[{i}])' for i in range(count)),
+        a0=count, a1=count + 1, a2=count + 2, a3=count + 3, db=count + 4, s=count + 5,
+        tb=trans_b, lbo_param=", unsigned lbo_b" if trans_b else "",
+        desc_b="tc_wgmma_desc_mn(b, lbo_b)" if trans_b else "tc_wgmma_desc(b)")
+
+
 def wgmma_name(n: int, ptx_type: str = "bf16", trans_a: int = 0, trans_b: int = 0) -> str:
     """The device function of wgmma m64n{n}k16 on `ptx_type` inputs with the
     operands' major orders (K-major: 0; MN-major: 1): tc_<name>."""
@@ -120,16 +146,25 @@ def _wgmma_variant(call) -> tuple[int, str, int, int]:
     return n, fn.rsplit("_", 1)[1], ta, tb
 
 
+def _wgmma_rs_variant(call) -> tuple[int, str, int]:
+    n = int(call.fn.split("m64n")[1].split("k")[0])
+    tb = call.args[4]
+    return n, call.fn.rsplit("_", 1)[1], int(tb.value) if isinstance(tb, ir.Imm) else 0
+
+
 def prelude(used: set[str], calls=()) -> str:
     """The prelude for a program whose intrinsics are `used` (registry names);
     `calls`: its wgmma calls (one device function per shape, type and major
     orders)."""
     parts = [PRELUDE]
     variants = sorted({_wgmma_variant(c) for c in calls if c.fn.startswith("wgmma_m64n")})
-    if any(ta or tb for _, _, ta, tb in variants):
+    rs = sorted({_wgmma_rs_variant(c) for c in calls if c.fn.startswith("wgmma_rs_")})
+    if any(ta or tb for _, _, ta, tb in variants) or any(tb for _, _, tb in rs):
         parts.append(_DESC_MN)
     for v in variants:
         parts.append(wgmma_function(*v))
+    for v in rs:
+        parts.append(wgmma_rs_function(*v))
     return "".join(parts)
 
 
@@ -219,9 +254,19 @@ def _emit_wgmma(gen, s, d):
     gen.emit(f"tc_{wgmma_name(n, t, ta, tb)}({', '.join(args)});", d)
 
 
+def _emit_wgmma_rs(gen, s, d):
+    a = s.call.args
+    n, t, tb = _wgmma_rs_variant(s.call)
+    args = [_ref(gen, a[0]), _ref(gen, a[1]), _ref(gen, a[2]), gen.expr(a[3])]
+    if tb:
+        args.append(str(_mn_block_bytes(gen, a[2])))
+    gen.emit(f"tc_wgmma_rs_m64n{n}k16_{t}{'_t1' if tb else ''}({', '.join(args)});", d)
+
+
 for _sfx in ("bf16", "f16"):
     for _n in (64, 128, 256):
         EMIT[f"wgmma_m64n{_n}k16_{_sfx}"] = _emit_wgmma
+        EMIT[f"wgmma_rs_m64n{_n}k16_{_sfx}"] = _emit_wgmma_rs
 
 
 def emit_specialize(gen, s: ir.Specialize, d: int) -> None:

@@ -70,6 +70,8 @@ RULES = {
     "barrier": _barrier,
     "allreduce": _allreduce,
     "mma_m16n8k16": _warp,
+    "quad_max": _warp,
+    "quad_sum": _warp,
     **{f"ldmatrix_x{n}{t}": _warp for n in (1, 2, 4) for t in ("", "_trans")},
     "cp_async": _async,
     "cp_async_commit": _async,

@@ -34,6 +34,8 @@ def compile_call(launch, call: ir.Call):
         return _ldmatrix(launch, call)
     if fn == "mma_m16n8k16":
         return _mma(launch, call)
+    if fn in ("quad_max", "quad_sum"):
+        return _quad(launch, call)
     return None
 
 
@@ -104,6 +106,24 @@ def _write_regs(h, off, vals, lanes):
     else:
         h.data[lanes, off:off + n] = vals[lanes]
         h.written[lanes, off:off + n] = True
+
+
+def _quad(launch, call: ir.Call):
+    """quad_max / quad_sum: the register combined over lanes 4g .. 4g + 3 (max
+    as fmaxf: a NaN loses to a number, as on the GPU), every lane of the quad
+    getting the result."""
+    fn = call.fn
+    name, idx = _ref(launch, call.args[0], f"{fn} operand")
+
+    def run(env, mask):
+        warps = _warps(launch, mask, fn)
+        h, off = _reg_offset(launch, name, idx, env, 1, fn)
+        lanes = _active_lanes(warps)
+        vals = _read_regs(launch, h, off, 1, lanes, fn)[:, 0].reshape(-1, 4)
+        r = np.fmax.reduce(vals, axis=1) if fn == "quad_max" else \
+            (vals[:, 0] + vals[:, 1]) + (vals[:, 2] + vals[:, 3])
+        _write_regs(h, off, np.repeat(r.astype(h.data.dtype), 4)[:, None], lanes)
+    return run
 
 
 def _active_lanes(warps):

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arch.fragments import wgmma_d
+from ..arch.fragments import WGMMA_A_K16, wgmma_d
 from ..errors import SimError
 from ..lang import dtypes
 from ..lower import ir
@@ -109,12 +109,42 @@ def _operand(ex, name, where, rows, fn, what, dtype, mn_major):
     return h, f
 
 
+_A_ROW, _A_COL = WGMMA_A_K16.table()
+
+
+def _register_a(ex, fn, a_ref, idx, env, mask, lanes, dtype, flat):
+    """A in registers (wgmma_rs_*): the warpgroup's 8 values per thread from
+    `a_ref` on, placed by the WGMMA_A_K16 layout into a 64 x 16 matrix."""
+    h = ex.mem.get(a_ref.buffer)
+    if type(h) is not Local or h.buf.dtype != dtype:
+        raise SimError(f"kernel {ex.kname}: {fn} operand A '{a_ref.buffer}' must be {dtype} "
+                       f"registers (a local buffer) allocated here")
+    off = flat(a_ref.buffer, h, idx, env, mask, lanes)
+    if off < 0 or off + 8 > h.size:
+        raise SimError(f"kernel {ex.kname}: {fn} operand A {a_ref.buffer}[{off}:{off + 8}] "
+                       f"outside its {h.size} registers")
+    if not h.written[lanes, off:off + 8].all():
+        raise SimError(f"kernel {ex.kname}: {fn} reads A registers {a_ref.buffer}[{off}:"
+                       f"{off + 8}] before every thread of the warpgroup wrote them")
+    if h.pending is not None and (h.pending[lanes, off:off + 8] > 0).any():
+        raise SimError(f"kernel {ex.kname}: {fn} reads A registers {a_ref.buffer}[{off}:"
+                       f"{off + 8}] that a wgmma in flight writes")
+    a = np.zeros((64, 16))
+    a[_A_ROW, _A_COL] = h.data[lanes, off:off + 8].astype(np.float64)
+    return a
+
+
 def _mma(ex, s):
     fn = s.call.fn
     n = int(fn.split("m64n")[1].split("k")[0])
     regs = n // 2
     dtype = dtypes.float16 if fn.endswith("_f16") else dtypes.bfloat16
-    d_ref, a_ref, b_ref, scale, trans_a, trans_b = s.call.args
+    rs = fn.startswith("wgmma_rs_")
+    if rs:
+        d_ref, a_ref, b_ref, scale, trans_b = s.call.args
+        trans_a = ir.Imm(0, dtypes.int32)
+    else:
+        d_ref, a_ref, b_ref, scale, trans_a, trans_b = s.call.args
     trans = []
     for t, w in ((trans_a, "trans_a"), (trans_b, "trans_b")):
         if not isinstance(t, ir.Imm) or int(t.value) not in (0, 1):
@@ -145,14 +175,17 @@ def _mma(ex, s):
             if off < 0 or off + regs > hd.size:
                 raise SimError(f"kernel {ex.kname}: {fn} accumulators {d_ref.buffer}[{off}:"
                                f"{off + regs}] outside its {hd.size} registers")
-            ha, fa = _operand(ex, a_ref.buffer, lambda h: flat(a_ref.buffer, h, idx[1], env,
-                                                               mask, lanes), 64, fn, "A",
-                                dtype, trans[0])
+            if rs:
+                a = _register_a(ex, fn, a_ref, idx[1], env, mask, lanes, dtype, flat)
+            else:
+                ha, fa = _operand(ex, a_ref.buffer, lambda h: flat(a_ref.buffer, h, idx[1], env,
+                                                                   mask, lanes), 64, fn, "A",
+                                    dtype, trans[0])
+                a = ha.fdata[fa].astype(np.float64).reshape(64, 16)
             hb, fb = _operand(ex, b_ref.buffer, lambda h: flat(b_ref.buffer, h, idx[2], env,
                                                                mask, lanes), n, fn, "B",
                                 dtype, trans[1])
             acc = uniform(ex, scale_f(env, mask), lanes, f"{fn}'s scale_d") != 0
-            a = ha.fdata[fa].astype(np.float64).reshape(64, 16)
             b = hb.fdata[fb].astype(np.float64).reshape(n, 16)
             dm = a @ b.T
             if acc:
@@ -167,10 +200,19 @@ def _mma(ex, s):
             hd.pending[lanes, off:off + regs] += 1
             hd.pending_data[lanes, off:off + regs] = out
             hd.full.difference_update(range(off, off + regs))
-            for h, f in ((ha, fa), (hb, fb)):
+            shared = ((hb, fb),) if rs else ((ha, fa), (hb, fb))
+            for h, f in shared:
                 h.proxy.stamp_reads(sync, f, INFLIGHT)
-            sync.wgmma.setdefault(wg, Queue()).open.append(
-                (hd, off, regs, lanes, out, ((ha, fa), (hb, fb))))
+            q = sync.wgmma.setdefault(wg, Queue())
+            q.open.append((hd, off, regs, lanes, out, shared))
+            if rs:  # the A registers are read until the wait: not to be written before it
+                ha = ex.mem.get(a_ref.buffer)
+                aoff = flat(a_ref.buffer, ha, idx[1], env, mask, lanes)
+                if ha.pending is None:
+                    ha.pending = np.zeros(ha.data.shape, np.int32)
+                    ha.pending_data = np.zeros_like(ha.data)
+                ha.pending[lanes, aoff:aoff + 8] += 1
+                q.open.append((ha, aoff, 8, lanes, None, ()))
     return mma
 
 
@@ -211,6 +253,8 @@ def _wait(ex, s):
             while q is not None and len(q.committed) > keep:
                 for hd, off, regs, lanes, out, reads in q.committed.pop(0):
                     hd.pending[lanes, off:off + regs] -= 1
+                    if out is None:  # A registers read by a wgmma_rs: released
+                        continue
                     hd.data[lanes, off:off + regs] = out
                     hd.written[lanes, off:off + regs] = True
                     for h, f in reads:
@@ -238,5 +282,6 @@ def pending_registers(ex, name, h, off, lanes, what: str) -> None:
 
 
 RULES = {"wgmma_fence": _fence, "wgmma_commit": _commit,
-         **{f"wgmma_m64n{n}k16_{t}": _mma for n in (64, 128, 256) for t in ("bf16", "f16")}}
+         **{f"wgmma{rs}_m64n{n}k16_{t}": _mma for n in (64, 128, 256) for t in ("bf16", "f16")
+            for rs in ("", "_rs")}}
 BLOCKING = {"wgmma_wait": _wait}

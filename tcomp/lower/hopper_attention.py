@@ -1,0 +1,285 @@
+"""FlashAttention on Hopper as Kernel IR, from a plan: for each of Z
+(batch x heads) matrices, O(i, e) = sum_j softmax_j(scale * Q(i, :) . K(j, :))
+V(j, e), Q (Z, S, D), K (Z, T, D), V (Z, T, E), O (Z, S, E) in bfloat16 or
+float16, float32 softmax and accumulation; optionally causal (key j masked
+for query i where j > i).
+
+The kernel is online softmax (schedule/online_softmax.py's rewrite, as
+FlashAttention computes it) on the Hopper pieces of hopper_gemm.py:
+
+* one block per (128-row query tile, matrix z): blockIdx.x the tile,
+  blockIdx.y the matrix;
+* a producer warpgroup (registers given back) whose one thread loads the
+  query tile once (TMA, 128-byte swizzle, boxes of 64 columns), then each
+  key block's K and V tiles (bn rows) into a ring of `stages` slots with
+  their own full/empty mbarriers (V's load overlaps the consumers' Q.K^T);
+* two consumer warpgroups, 64 query rows each. Per key block: S = Q.K^T by
+  wgmma m64n{bn}k16 from shared memory (K-major both); the keys past T, and
+  above the diagonal when causal, set to -inf (only in blocks that reach
+  them); the running row max over the quad of threads that share a row
+  (quad_max), the rescaling factor exp2((m_old - m_new) scale log2 e) applied
+  to the running sum and to O's accumulators, P = exp2(S scale log2 e -
+  m_new scale log2 e) in 16-bit registers; then O += P.V by wgmma with A in
+  registers (wgmma_rs: the accumulator layout of a 16-column slice of S is
+  the A-fragment layout, arch/fragments.py, so P is S's registers cast, no
+  data movement) and V read MN-major;
+* causal: the key blocks past the query tile's last row are not visited;
+* the epilogue: O divided by the row's sum (quad_sum of the threads' partial
+  sums), converted to the output type in 128-byte chunks of a swizzled
+  staging tile, stored by TMA (rows past S are not written). A row whose
+  keys are all masked is 0 / 0 = NaN, as tcomp.evaluate gives.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..arch.fragments import wgmma_d
+from ..lang import dtypes
+from . import ir
+from .hopper_gemm import TID, WARPGROUP, b, c, call, ceil_div, let, one_thread, ref, serial, v
+from .layout_exprs import IR as LAYOUT_IR
+
+F32, I32, U64 = dtypes.float32, dtypes.int32, dtypes.uint64
+BOOL = dtypes.bool_
+BOX = 64  # columns per TMA box (128 bytes of 16-bit values)
+NEG_INF = ir.Imm(float("-inf"), F32)
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    name: str
+    q: str
+    k: str
+    v: str
+    o: str
+    dtype: dtypes.DType  # Q's, K's, V's
+    out: dtypes.DType  # O's
+    Z: ir.Expr
+    S: ir.Expr  # queries
+    T: ir.Expr  # keys
+    D: int  # Q's and K's head dimension
+    E: int  # V's and O's
+    sizes: tuple[str, ...]
+    scale: float  # the scores' factor (1 / sqrt(D) in attention)
+    causal: bool = False
+    bm: int = 128  # query rows per block: 64 per consumer warpgroup
+    bn: int = 128  # keys per block
+    stages: int = 2
+    producer_regs: int = 24
+    consumer_regs: int = 240
+
+    @property
+    def consumers(self) -> int:
+        return self.bm // 64
+
+    @property
+    def chunk(self) -> int:
+        return 128 // (self.out.bits // 8)
+
+
+def _f(x):
+    return ir.Imm(float(x), F32)
+
+
+def fb(op, x, y):
+    return ir.Bin(op, x, y, F32)
+
+
+def _loc(buf, i):
+    return ir.Load(buf, (i if isinstance(i, ir.Expr) else c(i),), F32)
+
+
+def _put(buf, i, value):
+    return ir.Store(buf, (i if isinstance(i, ir.Expr) else c(i),), value)
+
+
+def _row_of(i):
+    """Which of the thread's two rows register i of an accumulator is on
+    (wgmma_d: row g + 8 ((i / 2) % 2))."""
+    return b("%", b("/", i, 2), 2)
+
+
+def _blocks(p: AttentionPlan):
+    """The key blocks the tile visits: all, or (causal) those up to its last row."""
+    every = ceil_div(p.T, p.bn)
+    if not p.causal:
+        return every
+    return b("min", every, b("+", b("/", b("+", v("m0"), p.bm - 1), p.bn), 1))
+
+
+def _ring(p: AttentionPlan, body):
+    return let("slot", b("%", v("jb"), p.stages),
+           let("parity", b("%", b("/", v("jb"), p.stages), 2), body))
+
+
+def producer(p: AttentionPlan):
+    item = p.dtype.bits // 8
+    q = ir.seq(call("mbarrier_expect_tx", ref("q_full", 0), c(p.bm * p.D * item)),
+               *[call("tma_load_3d", ref("Q_s", j, 0, 0), v("tmQ", U64), ref("q_full", 0),
+                      v("z"), v("m0"), c(j * BOX)) for j in range(p.D // BOX)])
+
+    def tiles(buf, tmap, full, empty, width):
+        return ir.seq(
+            call("mbarrier_wait", ref(empty, v("slot")), b("^", v("parity"), 1)),
+            call("mbarrier_expect_tx", ref(full, v("slot")), c(p.bn * width * item)),
+            *[call("tma_load_3d", ref(buf, v("slot"), j, 0, 0), v(tmap, U64),
+                   ref(full, v("slot")), v("z"), b("*", v("jb"), p.bn), c(j * BOX))
+              for j in range(width // BOX)])
+    kv = serial("jb", v("n_blocks"), _ring(p, ir.seq(
+        tiles("K_s", "tmK", "k_full", "k_empty", p.D),
+        tiles("V_s", "tmV", "v_full", "v_empty", p.E))))
+    return ir.Role("p", "producer", 0, 1, p.producer_regs, one_thread(ir.seq(q, kv)))
+
+
+def _scores(p: AttentionPlan, sfx: str):
+    """S = Q . K^T for the slot's key block (D / 16 k16 steps)."""
+    mmas = [call(f"wgmma_m64n{p.bn}k16_{sfx}", ref("S_acc", 0),
+                 ref("Q_s", kk // 4, b("*", v("w"), 64), (kk % 4) * 16),
+                 ref("K_s", v("slot"), kk // 4, 0, (kk % 4) * 16),
+                 c(int(kk > 0)), c(0), c(0)) for kk in range(p.D // 16)]
+    return ir.seq(call("wgmma_fence"), *mmas, call("wgmma_commit"), call("wgmma_wait", c(0)))
+
+
+def _mask(p: AttentionPlan):
+    """Keys past T (and above the diagonal, causal) to -inf, in the blocks that reach them."""
+    row, col = wgmma_d(p.bn).coords(b("%", TID, WARPGROUP), v("i"), ops=LAYOUT_IR)
+    gcol = b("+", b("*", v("jb"), p.bn), col)
+    grow = b("+", b("+", v("m0"), b("*", v("w"), 64)), row)
+    out = b(">=", gcol, p.T, BOOL)
+    last = b("-", b("*", b("+", v("jb"), 1), p.bn), 1)  # the block's last key
+    reach = b(">", b("+", last, 1), p.T, BOOL)
+    if p.causal:
+        out = b("||", out, b(">", gcol, grow, BOOL), BOOL)
+        reach = b("||", reach, b(">", last, b("+", v("m0"), b("*", v("w"), 64)), BOOL), BOOL)
+    body = _put("S_acc", v("i"), ir.Select(out, NEG_INF, _loc("S_acc", v("i")), F32))
+    return ir.If(reach, serial("i", p.bn // 2, body, kind="unroll"))
+
+
+def _softmax(p: AttentionPlan):
+    """The online softmax of the block's scores: new row maxima, the rescaling
+    of the running sums and of O, P in 16-bit registers."""
+    sl2 = _f(p.scale * math.log2(math.e))
+    i, h = v("i"), v("h")
+    rmax = serial("i", p.bn // 2, _put("mx", _row_of(i), fb("max", _loc("mx", _row_of(i)),
+                                                           _loc("S_acc", i))), kind="unroll")
+    per_row = serial("h", 2, ir.seq(
+        # a row with every key so far masked keeps shift 0: exp2(-inf - 0) = 0, no NaN
+        _put("shift", h, ir.Select(b("==", _loc("mx", h), NEG_INF, BOOL), _f(0.0),
+                                   fb("*", _loc("mx", h), sl2), F32)),
+        _put("corr", h, ir.Call("exp2", (fb("-", fb("*", _loc("m_run", h), sl2),
+                                            _loc("shift", h)),), F32)),
+        _put("m_run", h, _loc("mx", h)),
+        _put("l_run", h, fb("*", _loc("l_run", h), _loc("corr", h)))), kind="unroll")
+    pe = ir.Call("exp2", (fb("-", fb("*", _loc("S_acc", i), sl2), _loc("shift", _row_of(i))),),
+                 F32)
+    probs = serial("i", p.bn // 2, let("pv", pe, ir.seq(
+        _put("l_run", _row_of(i), fb("+", _loc("l_run", _row_of(i)), v("pv", F32))),
+        ir.Store("P", (i,), ir.Cast(p.dtype, v("pv", F32))))), kind="unroll")
+    rescale = serial("i", p.E // 2, _put("O_acc", i, fb("*", _loc("O_acc", i),
+                                                       _loc("corr", _row_of(i)))), kind="unroll")
+    return ir.seq(
+        serial("h", 2, _put("mx", h, _loc("m_run", h)), kind="unroll"),
+        rmax,
+        call("quad_max", ref("mx", 0)), call("quad_max", ref("mx", 1)),
+        per_row, probs, rescale)
+
+
+def _pv(p: AttentionPlan, sfx: str):
+    mmas = [call(f"wgmma_rs_m64n{p.E}k16_{sfx}", ref("O_acc", 0), ref("P", kk * 8),
+                 ref("V_s", v("slot"), 0, kk * 16, 0), c(1), c(1)) for kk in range(p.bn // 16)]
+    return ir.seq(call("wgmma_fence"), *mmas, call("wgmma_commit"), call("wgmma_wait", c(0)))
+
+
+def _epilogue(p: AttentionPlan):
+    chunk = p.chunk
+    row, col = wgmma_d(p.E).coords(b("%", TID, WARPGROUP), v("i"), ops=LAYOUT_IR)
+    bar_id = b("+", v("w"), 1)
+    i = b("+", b("*", v("j"), chunk // 2), v("i"))
+    put = ir.Store("O_s", (v("w"), row, col),
+                   ir.Cast(p.out, fb("/", _loc("O_acc", i), _loc("l_run", _row_of(v("i"))))))
+    r0 = b("+", v("m0"), b("*", v("w"), 64))
+    return ir.seq(
+        call("quad_sum", ref("l_run", 0)), call("quad_sum", ref("l_run", 1)),
+        serial("j", p.E // chunk, ir.seq(
+            one_thread(call("tma_store_wait", c(0))),
+            call("named_barrier", bar_id, c(WARPGROUP)),
+            serial("i", chunk // 2, put, kind="unroll"),
+            call("fence_proxy_async"),
+            call("named_barrier", bar_id, c(WARPGROUP)),
+            one_thread(ir.seq(
+                call("tma_store_3d", v("tmO", U64), ref("O_s", v("w"), 0, 0), v("z"), r0,
+                     b("*", v("j"), chunk)),
+                call("tma_store_commit")))), kind="unroll"),
+        one_thread(call("tma_store_wait", c(0))))
+
+
+def consumer(p: AttentionPlan):
+    sfx = "bf16" if p.dtype == dtypes.bfloat16 else "f16"
+    h = v("h")
+    init = ir.seq(
+        serial("i", p.E // 2, _put("O_acc", v("i"), _f(0.0)), kind="unroll"),
+        serial("h", 2, ir.seq(_put("m_run", h, NEG_INF), _put("l_run", h, _f(0.0))),
+               kind="unroll"),
+        call("mbarrier_wait", ref("q_full", 0), c(0)))
+    step = _ring(p, ir.seq(
+        call("mbarrier_wait", ref("k_full", v("slot")), v("parity")),
+        _scores(p, sfx),
+        one_thread(call("mbarrier_arrive", ref("k_empty", v("slot")))),
+        _mask(p),
+        _softmax(p),
+        call("mbarrier_wait", ref("v_full", v("slot")), v("parity")),
+        _pv(p, sfx),
+        one_thread(call("mbarrier_arrive", ref("v_empty", v("slot"))))))
+    body = ir.seq(init, serial("jb", v("n_blocks"), step), _epilogue(p))
+    return ir.Role("w", "consumer", 1, p.consumers, p.consumer_regs, body)
+
+
+def kernel(p: AttentionPlan) -> ir.Kernel:
+    S = p.stages
+    inits = [call("mbarrier_init", ref("q_full", 0), c(1))]
+    for s in range(S):
+        for bar, count in (("k_full", 1), ("k_empty", p.consumers), ("v_full", 1),
+                           ("v_empty", p.consumers)):
+            inits.append(call("mbarrier_init", ref(bar, s), c(count)))
+    body = ir.seq(
+        ir.If(b("==", TID, 0, BOOL), ir.seq(*inits, call("fence_mbarrier_init"))),
+        ir.Barrier(),
+        ir.Specialize((producer(p), consumer(p))))
+    body = let("m0", b("*", v("blockIdx.x"), p.bm), let("z", v("blockIdx.y"),
+           let("n_blocks", _blocks(p), body)))
+    sw = ir.Swizzle(128)
+    allocs = [
+        ir.Buffer("Q_s", p.dtype, (c(p.D // BOX), c(p.bm), c(BOX)), "shared", layout=sw),
+        ir.Buffer("K_s", p.dtype, (c(S), c(p.D // BOX), c(p.bn), c(BOX)), "shared", layout=sw),
+        ir.Buffer("V_s", p.dtype, (c(S), c(p.E // BOX), c(p.bn), c(BOX)), "shared", layout=sw),
+        ir.Buffer("O_s", p.out, (c(p.consumers), c(64), c(p.chunk)), "shared", layout=sw),
+        ir.Buffer("q_full", U64, (c(1),), "barrier"),
+        *[ir.Buffer(n, U64, (c(S),), "barrier") for n in ("k_full", "k_empty", "v_full",
+                                                           "v_empty")],
+        ir.Buffer("S_acc", F32, (c(p.bn // 2),), "local"),
+        ir.Buffer("O_acc", F32, (c(p.E // 2),), "local"),
+        ir.Buffer("P", p.dtype, (c(p.bn // 2),), "local"),
+        *[ir.Buffer(n, F32, (c(2),), "local") for n in ("m_run", "l_run", "mx", "shift",
+                                                        "corr")],
+    ]
+    for a in reversed(allocs):
+        body = ir.Alloc(a, body)
+    maps = (ir.TensorMap("tmQ", p.q, (1, p.bm, BOX), 128),
+            ir.TensorMap("tmK", p.k, (1, p.bn, BOX), 128),
+            ir.TensorMap("tmV", p.v, (1, p.bn, BOX), 128),
+            ir.TensorMap("tmO", p.o, (1, 64, p.chunk), 128))
+    grid = (ceil_div(p.S, p.bm), p.Z, c(1))
+    threads = WARPGROUP * (1 + p.consumers)
+    return ir.Kernel(p.name, (), p.sizes, grid, (c(threads), c(1), c(1)), body,
+                     tensor_maps=maps, min_blocks=1, plan=describe(p))
+
+
+def describe(p: AttentionPlan) -> str:
+    return (f"hopper_attention: {p.bm} queries x {p.bn} keys per step, D={p.D}, E={p.E}, "
+            f"{p.stages}-slot TMA ring of K and V, 1 producer ({p.producer_regs} regs) + "
+            f"{p.consumers} consumer warpgroups ({p.consumer_regs} regs), wgmma m64n{p.bn}k16 "
+            f"(Q.K^T, shared) and m64n{p.E}k16 (P.V, P in registers), online softmax in "
+            f"float32 (scale {p.scale:.6g})" + (", causal (blocks past the diagonal skipped)"
+                                                if p.causal else "")
+            + f", TMA-store epilogue ({p.out.name})")
