@@ -86,6 +86,9 @@ def _remainder(a, b):
 
 FUNCS = {
     "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1,
+    # (IR only, not a language builtin: the GPU's ex2.approx.ftz, relative error 2^-22, results
+    # below 2^-126 flushed to 0; the sim computes exp2 exactly)
+    "exp2_approx": np.exp2,
     "exp10": _f64(lambda x: np.power(10.0, x)),
     "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "logb": _logb,
     "sqrt": np.sqrt, "rsqrt": _f64(lambda x: 1.0 / np.sqrt(x)), "cbrt": np.cbrt,

@@ -138,7 +138,7 @@ def _scores(p: AttentionPlan, sfx: str):
                  ref("Q_s", kk // 4, b("*", v("w"), 64), (kk % 4) * 16),
                  ref("K_s", v("slot"), kk // 4, 0, (kk % 4) * 16),
                  c(int(kk > 0)), c(0), c(0)) for kk in range(p.D // 16)]
-    return ir.seq(call("wgmma_fence"), *mmas, call("wgmma_commit"), call("wgmma_wait", c(0)))
+    return ir.seq(call("wgmma_fence"), *mmas, call("wgmma_commit"))
 
 
 def _mask(p: AttentionPlan):
@@ -157,8 +157,9 @@ def _mask(p: AttentionPlan):
 
 
 def _softmax(p: AttentionPlan):
-    """The online softmax of the block's scores: new row maxima, the rescaling
-    of the running sums and of O, P in 16-bit registers."""
+    """The online softmax of the block's scores: the new row maxima, the
+    factors that rescale the running sums (and, later, O), the running sums
+    updated and the probabilities in place of the scores (float32)."""
     sl2 = _f(p.scale * math.log2(math.e))
     i, h = v("i"), v("h")
     rmax = serial("i", p.bn // 2, _put("mx", _row_of(i), fb("max", _loc("mx", _row_of(i)),
@@ -167,28 +168,45 @@ def _softmax(p: AttentionPlan):
         # a row with every key so far masked keeps shift 0: exp2(-inf - 0) = 0, no NaN
         _put("shift", h, ir.Select(b("==", _loc("mx", h), NEG_INF, BOOL), _f(0.0),
                                    fb("*", _loc("mx", h), sl2), F32)),
-        _put("corr", h, ir.Call("exp2", (fb("-", fb("*", _loc("m_run", h), sl2),
+        _put("corr", h, ir.Call("exp2_approx", (fb("-", fb("*", _loc("m_run", h), sl2),
                                             _loc("shift", h)),), F32)),
         _put("m_run", h, _loc("mx", h)),
         _put("l_run", h, fb("*", _loc("l_run", h), _loc("corr", h)))), kind="unroll")
-    pe = ir.Call("exp2", (fb("-", fb("*", _loc("S_acc", i), sl2), _loc("shift", _row_of(i))),),
+    pe = ir.Call("exp2_approx", (fb("-", fb("*", _loc("S_acc", i), sl2), _loc("shift", _row_of(i))),),
                  F32)
     probs = serial("i", p.bn // 2, let("pv", pe, ir.seq(
         _put("l_run", _row_of(i), fb("+", _loc("l_run", _row_of(i)), v("pv", F32))),
-        ir.Store("P", (i,), ir.Cast(p.dtype, v("pv", F32))))), kind="unroll")
-    rescale = serial("i", p.E // 2, _put("O_acc", i, fb("*", _loc("O_acc", i),
-                                                       _loc("corr", _row_of(i)))), kind="unroll")
+        _put("S_acc", i, v("pv", F32)))), kind="unroll")
     return ir.seq(
         serial("h", 2, _put("mx", h, _loc("m_run", h)), kind="unroll"),
         rmax,
         call("quad_max", ref("mx", 0)), call("quad_max", ref("mx", 1)),
-        per_row, probs, rescale)
+        per_row, probs)
 
 
-def _pv(p: AttentionPlan, sfx: str):
+def _rescale(p: AttentionPlan):
+    """O rescaled by the factors of the last softmax (before the P . V that
+    adds that block: no wgmma writes O then)."""
+    i = v("i")
+    return serial("i", p.E // 2, _put("O_acc", i, fb("*", _loc("O_acc", i),
+                                                     _loc("corr", _row_of(i)))), kind="unroll")
+
+
+def _pack(p: AttentionPlan):
+    """The probabilities converted to the 16-bit A operand of P . V: register
+    i of S's accumulator layout is register i of the A fragments (WGMMA_A_K16
+    is a 16-column slice of wgmma_d), so the conversion is a cast in place."""
+    i = v("i")
+    return serial("i", p.bn // 2, ir.Store("P", (i,), ir.Cast(p.dtype, _loc("S_acc", i))),
+                  kind="unroll")
+
+
+def _pv(p: AttentionPlan, sfx: str, slot):
+    """O += P . V for the key block in ring slot `slot` (issued, committed)."""
     mmas = [call(f"wgmma_rs_m64n{p.E}k16_{sfx}", ref("O_acc", 0), ref("P", kk * 8),
-                 ref("V_s", v("slot"), 0, kk * 16, 0), c(1), c(1)) for kk in range(p.bn // 16)]
-    return ir.seq(call("wgmma_fence"), *mmas, call("wgmma_commit"), call("wgmma_wait", c(0)))
+                 ref("V_s", slot, 0, kk * 16, 0), c(1), c(1)) for kk in range(p.bn // 16)]
+    return ir.seq(call("mbarrier_wait", ref("v_full", slot), b("%", b("/", v("pj"), p.stages), 2)),
+                  call("wgmma_fence"), *mmas, call("wgmma_commit"))
 
 
 def _epilogue(p: AttentionPlan):
@@ -215,6 +233,9 @@ def _epilogue(p: AttentionPlan):
 
 
 def consumer(p: AttentionPlan):
+    """Each key block's Q . K^T is issued with the previous block's P . V,
+    and the block's softmax runs while that P . V is in flight (FlashAttention
+    3's overlap within a warpgroup)."""
     sfx = "bf16" if p.dtype == dtypes.bfloat16 else "f16"
     h = v("h")
     init = ir.seq(
@@ -222,16 +243,38 @@ def consumer(p: AttentionPlan):
         serial("h", 2, ir.seq(_put("m_run", h, NEG_INF), _put("l_run", h, _f(0.0))),
                kind="unroll"),
         call("mbarrier_wait", ref("q_full", 0), c(0)))
-    step = _ring(p, ir.seq(
+    release_k = one_thread(call("mbarrier_arrive", ref("k_empty", v("slot"))))
+    pslot = b("%", v("pj"), p.stages)
+    release_v = one_thread(call("mbarrier_arrive", ref("v_empty", pslot)))
+    # block 0's scores and softmax
+    first = let("jb", c(0), _ring(p, ir.seq(
+        call("mbarrier_wait", ref("k_full", v("slot")), v("parity")),
+        _scores(p, sfx), call("wgmma_wait", c(0)), release_k,
+        _mask(p), _softmax(p))))
+    # block jb: the P . V of block jb - 2 completes (the wait at the top of the loop body,
+    # which the CUDA compiler cannot hoist into the softmax of the iteration before), block
+    # jb - 1's probabilities become P and O is rescaled by its factors, then block jb's Q . K^T
+    # and block jb - 1's P . V are issued, and block jb's softmax runs while that P . V is in
+    # flight (wgmma_wait(1): the scores, the older group, are complete)
+    step = _ring(p, let("pj", b("-", v("jb"), 1), ir.seq(
+        call("wgmma_wait", c(0)),
+        ir.If(b(">=", v("jb"), 2, BOOL),
+              let("pj", b("-", v("jb"), 2), release_v)),
+        _pack(p), _rescale(p),
         call("mbarrier_wait", ref("k_full", v("slot")), v("parity")),
         _scores(p, sfx),
-        one_thread(call("mbarrier_arrive", ref("k_empty", v("slot")))),
-        _mask(p),
-        _softmax(p),
-        call("mbarrier_wait", ref("v_full", v("slot")), v("parity")),
-        _pv(p, sfx),
-        one_thread(call("mbarrier_arrive", ref("v_empty", v("slot"))))))
-    body = ir.seq(init, serial("jb", v("n_blocks"), step), _epilogue(p))
+        _pv(p, sfx, pslot),
+        call("wgmma_wait", c(1)),
+        release_k,
+        _mask(p), _softmax(p))))
+    last = let("pj", b("-", v("n_blocks"), 1), ir.seq(
+        call("wgmma_wait", c(0)),
+        ir.If(b(">=", v("n_blocks"), 2, BOOL),
+              let("pj", b("-", v("n_blocks"), 2), release_v)),
+        _pack(p), _rescale(p), _pv(p, sfx, pslot), call("wgmma_wait", c(0)), release_v))
+    loop = ir.If(b(">", v("n_blocks"), 0, BOOL), ir.seq(
+        first, ir.For("jb", c(1), b("-", v("n_blocks"), 1), "serial", step), last))
+    body = ir.seq(init, loop, _epilogue(p))
     return ir.Role("w", "consumer", 1, p.consumers, p.consumer_regs, body)
 
 

@@ -190,6 +190,10 @@ class _Kernel:
             return f"({one} / ({one} + {'expf' if f32 else 'exp'}(-({args[0]}))))"
         if e.fn == "fdivide":
             return f"({args[0]} / {args[1]})"
+        if e.fn == "exp2_approx":  # IR only (attention's softmax): ex2.approx.ftz.f32
+            if not f32:
+                raise CudaError("codegen: exp2_approx is float32 only")
+            return f"tc_exp2_approx({args[0]})"
         if e.fn == "abs":
             if dt.is_float:
                 return f"{'fabsf' if f32 else 'fabs'}({args[0]})"
@@ -463,6 +467,9 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
     if "bfloat16" in uses or _mentions(prog, "bfloat16"):
         parts.append("#include <cuda_bf16.h>")
     parts.append(PRELUDE)
+    if any(isinstance(y, ir.Call) and y.fn == "exp2_approx" for k in prog.kernels
+           for y in ir.walk(k.body)):
+        parts.append(EXP2_APPROX)
     helpers = atomics.prelude(prog)
     if helpers:
         parts.append(helpers)
@@ -480,6 +487,14 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
         smem[k.name] = {"dynamic_smem": dyn,
                         "aligned": sorted(gen.vector_buffers & set(k.buffers))}
     return "\n".join(parts) + "\n", smem
+
+
+EXP2_APPROX = r"""__device__ __forceinline__ float tc_exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+"""
 
 
 def _mentions(prog, name) -> bool:

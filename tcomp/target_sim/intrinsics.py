@@ -66,8 +66,15 @@ def _async(ex, s):
     return async_copy.compile_call(ex, s.call)
 
 
+def _no_op(ex, s):
+    def nothing(env, mask):
+        return None
+    return nothing
+
+
 RULES = {
     "barrier": _barrier,
+    "fence_registers": _no_op,  # a compiler fence: nothing to do on the sim
     "allreduce": _allreduce,
     "mma_m16n8k16": _warp,
     "quad_max": _warp,
