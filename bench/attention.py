@@ -40,7 +40,8 @@ CASES = {  # name -> (dtype, B, H, S, D, causal)
     "bf16_B1_H32_S16384_D128": ("bfloat16", 1, 32, 16384, 128, False),
     "bf16_B1_H32_S16384_D128_causal": ("bfloat16", 1, 32, 16384, 128, True),
 }
-CONFIGS = {"s2": AttentionConfig(stages=2), "s3": AttentionConfig(stages=3)}
+CONFIGS = {"s2": AttentionConfig(stages=2), "s3": AttentionConfig(stages=3),
+           "s2_pp": AttentionConfig(stages=2, pingpong=True)}
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
 TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -44,6 +44,7 @@ class AttentionConfig:
     stages: int = 2
     producer_regs: int = 24
     consumer_regs: int = 240
+    pingpong: bool = False  # the consumers take turns issuing their wgmma (measured: no gain)
 
 
 def attention_program(config: AttentionConfig = AttentionConfig(), sizes: dict | None = None):
@@ -77,7 +78,8 @@ def attention_program(config: AttentionConfig = AttentionConfig(), sizes: dict |
         Z=sym("Z"), S=sym("S"), T=sym("T"), D=sizes["D"], E=sizes["E"],
         sizes=tuple(n for n in ("Z", "S", "T") if n not in sizes), scale=scale,
         causal=config.causal, bn=config.bn, stages=config.stages,
-        producer_regs=config.producer_regs, consumer_regs=config.consumer_regs)
+        producer_regs=config.producer_regs, consumer_regs=config.consumer_regs,
+        pingpong=config.pingpong)
     k = kernel(plan)
     if sizes:
         k = dataclasses.replace(k, body=substitute(k.body, {n: ir.const(val)

@@ -68,6 +68,9 @@ class AttentionPlan:
     stages: int = 2
     producer_regs: int = 24
     consumer_regs: int = 240
+    # the two consumers take turns issuing their wgmma (FlashAttention-3's ping-pong: one's
+    # softmax under the other's products), through named barriers 3 and 4
+    pingpong: bool = True
 
     @property
     def consumers(self) -> int:
@@ -205,8 +208,7 @@ def _pv(p: AttentionPlan, sfx: str, slot):
     """O += P . V for the key block in ring slot `slot` (issued, committed)."""
     mmas = [call(f"wgmma_rs_m64n{p.E}k16_{sfx}", ref("O_acc", 0), ref("P", kk * 8),
                  ref("V_s", slot, 0, kk * 16, 0), c(1), c(1)) for kk in range(p.bn // 16)]
-    return ir.seq(call("mbarrier_wait", ref("v_full", slot), b("%", b("/", v("pj"), p.stages), 2)),
-                  call("wgmma_fence"), *mmas, call("wgmma_commit"))
+    return ir.seq(call("wgmma_fence"), *mmas, call("wgmma_commit"))
 
 
 def _epilogue(p: AttentionPlan):
@@ -232,6 +234,22 @@ def _epilogue(p: AttentionPlan):
         one_thread(call("tma_store_wait", c(0))))
 
 
+TURN = 3  # named barriers TURN + w: consumer w's turn to issue (ids 1, 2: the epilogue's)
+
+
+def _turn(p: AttentionPlan, issue, last: bool = False):
+    """`issue` in consumer w's turn: wait for it, then hand the turn to the
+    other consumer (consumer 1 hands back none after its last issue, so that
+    every arrival is waited for)."""
+    if not p.pingpong:
+        return issue
+    other = b("-", 1, v("w"))
+    give = call("named_barrier_arrive", b("+", other, TURN), c(2 * WARPGROUP))
+    if last:
+        give = ir.If(b("==", v("w"), 0, BOOL), give)
+    return ir.seq(call("named_barrier", b("+", v("w"), TURN), c(2 * WARPGROUP)), issue, give)
+
+
 def consumer(p: AttentionPlan):
     """Each key block's Q . K^T is issued with the previous block's P . V,
     and the block's softmax runs while that P . V is in flight (FlashAttention
@@ -249,7 +267,7 @@ def consumer(p: AttentionPlan):
     # block 0's scores and softmax
     first = let("jb", c(0), _ring(p, ir.seq(
         call("mbarrier_wait", ref("k_full", v("slot")), v("parity")),
-        _scores(p, sfx), call("wgmma_wait", c(0)), release_k,
+        _turn(p, _scores(p, sfx)), call("wgmma_wait", c(0)), release_k,
         _mask(p), _softmax(p))))
     # block jb: the P . V of block jb - 2 completes (the wait at the top of the loop body,
     # which the CUDA compiler cannot hoist into the softmax of the iteration before), block
@@ -262,8 +280,8 @@ def consumer(p: AttentionPlan):
               let("pj", b("-", v("jb"), 2), release_v)),
         _pack(p), _rescale(p),
         call("mbarrier_wait", ref("k_full", v("slot")), v("parity")),
-        _scores(p, sfx),
-        _pv(p, sfx, pslot),
+        call("mbarrier_wait", ref("v_full", pslot), b("%", b("/", v("pj"), p.stages), 2)),
+        _turn(p, ir.seq(_scores(p, sfx), _pv(p, sfx, pslot))),
         call("wgmma_wait", c(1)),
         release_k,
         _mask(p), _softmax(p))))
@@ -271,9 +289,15 @@ def consumer(p: AttentionPlan):
         call("wgmma_wait", c(0)),
         ir.If(b(">=", v("n_blocks"), 2, BOOL),
               let("pj", b("-", v("n_blocks"), 2), release_v)),
-        _pack(p), _rescale(p), _pv(p, sfx, pslot), call("wgmma_wait", c(0)), release_v))
+        _pack(p), _rescale(p),
+        call("mbarrier_wait", ref("v_full", pslot), b("%", b("/", v("pj"), p.stages), 2)),
+        _turn(p, _pv(p, sfx, pslot), last=True), call("wgmma_wait", c(0)), release_v))
+    start = None
+    if p.pingpong:  # consumer 0 issues first
+        start = ir.If(b("==", v("w"), 1, BOOL),
+                      call("named_barrier_arrive", c(TURN), c(2 * WARPGROUP)))
     loop = ir.If(b(">", v("n_blocks"), 0, BOOL), ir.seq(
-        first, ir.For("jb", c(1), b("-", v("n_blocks"), 1), "serial", step), last))
+        start, first, ir.For("jb", c(1), b("-", v("n_blocks"), 1), "serial", step), last))
     body = ir.seq(init, loop, _epilogue(p))
     return ir.Role("w", "consumer", 1, p.consumers, p.consumer_regs, body)
 
@@ -325,4 +349,5 @@ def describe(p: AttentionPlan) -> str:
             f"(Q.K^T, shared) and m64n{p.E}k16 (P.V, P in registers), online softmax in "
             f"float32 (scale {p.scale:.6g})" + (", causal (blocks past the diagonal skipped)"
                                                 if p.causal else "")
+            + (", the consumers taking turns to issue their wgmma" if p.pingpong else "")
             + f", TMA-store epilogue ({p.out.name})")

@@ -192,19 +192,6 @@ for _op, _name in QUAD_OPS.items():
                           dtypes=("float32",)),),
         effects=frozenset({"reads", "writes", "warp_collective"}), noun="quad reduction"))
 
-# A compiler fence on registers (CUTLASS's warpgroup_fence_operand): the CUDA compiler may move
-# register arithmetic across the asm of an asynchronous wait (wgmma_wait), which would undo an
-# overlap the IR asks for; this pins `count` registers from `value` on at this point (their
-# computation before, their uses after). No instruction; nothing on the sim.
-register(Intrinsic(
-    "fence_registers", "keep the computation of `count` registers from `value` on before "
-                       "this point and their uses after it (16-bit values in pairs; no "
-                       "instruction)",
-    operands=(Operand("value", ref=True, access=READWRITE, scopes=("local",),
-                      dtypes=("float32", "bfloat16", "float16")),
-              Operand("count", dtypes=("int32",))),
-    effects=frozenset({"fence"})))
-
 # Tensor cores (layouts: warp_layouts.py; lowering: tensor_cores.py). Fragments
 # are per-lane registers; every lane of the warp executes these together.
 _16BIT = ("bfloat16", "float16")

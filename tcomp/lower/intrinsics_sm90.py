@@ -42,7 +42,7 @@ def _entry(name, description, operands=(), effects=(), noun="", feature=None):
     "tma" (sm_90); wgmma names "wgmma" (sm_90a only)."""
     if feature is None:
         feature = ("mbarrier_tx" if name.startswith(("mbarrier", "fence_mbarrier")) else
-                   "" if name == "named_barrier" else "tma")
+                   "" if name.startswith("named_barrier") else "tma")
     register(Intrinsic(name, description, operands=tuple(operands), effects=frozenset(effects),
                        noun=noun, feature=feature))
 
@@ -70,6 +70,9 @@ _entry("named_barrier", "wait until `count` threads (whole warps) reach barrier 
        "(bar.sync id, count; id 0 is the block's __syncthreads)",
        [Operand("id", dtypes=_I32), Operand("count", dtypes=_I32)], {"blocking"})
 
+_entry("named_barrier_arrive", "arrive at barrier `id` without waiting (bar.arrive id, count): "
+       "the phase completes when `count` threads (whole warps) have arrived or waited",
+       [Operand("id", dtypes=_I32), Operand("count", dtypes=_I32)], ())
 _entry("tma_load_2d", "copy one box of a 2-D tensor map from global to shared memory; "
        "completes on the mbarrier with the box's bytes",
        [Operand("dst", ref=True, access=WRITE, scopes=("shared",)), Operand("map"),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 
 from ..lang import dtypes
-from ..errors import CudaError
 from ..lower import ir
 from . import sm90_ops, warp_ops
 from .allreduce import emit_allreduce
@@ -40,22 +39,8 @@ def _quad(gen, s, d: int) -> None:
                  + ";", d)
 
 
-def _fence_registers(gen, s, d: int) -> None:
-    r, count = s.call.args
-    if not isinstance(count, ir.Imm) or len(r.indices) != 1:
-        raise CudaError("codegen: fence_registers takes a constant count and a 1-D reference")
-    buf = gen.buffer(r.buffer)
-    pairs = buf.dtype.bits == 16  # two 16-bit values per 32-bit register
-    for j in range(0, int(count.value), 2 if pairs else 1):
-        x = gen.expr(ir.Load(r.buffer, (ir.Bin("+", r.indices[0], ir.const(j), dtypes.int32)
-                                        if j else r.indices[0],), buf.dtype))
-        gen.emit(f'asm volatile("" : "+r"(*reinterpret_cast<unsigned*>(&{x})) :: "memory");'
-                 if pairs else f'asm volatile("" : "+f"({x}) :: "memory");', d)
-
-
 EMIT = {
     "barrier": _barrier,
-    "fence_registers": _fence_registers,
     "quad_max": _quad,
     "quad_sum": _quad,
     "allreduce": emit_allreduce,

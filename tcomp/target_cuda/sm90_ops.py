@@ -213,6 +213,9 @@ EMIT = {
                                             '"memory");'),
     "named_barrier": _emit(lambda g, a: f'asm volatile("bar.sync %0, %1;" :: "r"({g.expr(a[0])}), '
                                         f'"r"({g.expr(a[1])}) : "memory");'),
+    "named_barrier_arrive": _emit(lambda g, a: f'asm volatile("bar.arrive %0, %1;" :: '
+                                               f'"r"({g.expr(a[0])}), "r"({g.expr(a[1])}) : '
+                                               f'"memory");'),
     "tma_load_2d": _emit(lambda g, a: f"tc_tma_load_2d({_ref(g, a[0])}, {_map(g, a[1])}, "
                                       f"{_ref(g, a[2])}, {g.expr(a[4])}, {g.expr(a[3])});"),
     "tma_store_2d": _emit(lambda g, a: f"tc_tma_store_2d({_map(g, a[0])}, {_ref(g, a[1])}, "

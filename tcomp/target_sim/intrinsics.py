@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import SimError
 from . import async_copy, mbarriers, scan, tma, warp_ops, wgmma
-from .tasks import lockstep, named_barrier
+from .tasks import lockstep, named_barrier, named_barrier_arrive
 
 
 def _barrier(ex, s):
@@ -66,15 +66,8 @@ def _async(ex, s):
     return async_copy.compile_call(ex, s.call)
 
 
-def _no_op(ex, s):
-    def nothing(env, mask):
-        return None
-    return nothing
-
-
 RULES = {
     "barrier": _barrier,
-    "fence_registers": _no_op,  # a compiler fence: nothing to do on the sim
     "allreduce": _allreduce,
     "mma_m16n8k16": _warp,
     "quad_max": _warp,
@@ -88,5 +81,5 @@ RULES = {
 # Rules of the blocking intrinsics: generators that yield while they wait
 # (tasks.py runs them in a Specialize's tasks; RULES holds their lock-step form).
 BLOCKING = {**mbarriers.BLOCKING, **tma.BLOCKING, **wgmma.BLOCKING,
-            "named_barrier": named_barrier}
+            "named_barrier": named_barrier, "named_barrier_arrive": named_barrier_arrive}
 RULES.update({name: lockstep(rule) for name, rule in BLOCKING.items()})

@@ -258,8 +258,10 @@ class NamedBarrier:
         self.clock = self.done_clock = None
 
 
-def named_barrier(ex, s):
-    """A generator: the running warps arrive; it blocks until `count` have."""
+def named_barrier(ex, s, wait: bool = True):
+    """A generator: the running warps arrive; it blocks until `count` have
+    (`wait`; named_barrier_arrive: they go on, and what they did before
+    happens before what the waiting threads do after the phase)."""
     idf, cntf = (ex.compile_expr(a) for a in s.call.args)
 
     def run(env, mask):
@@ -298,9 +300,16 @@ def named_barrier(ex, s):
             sync.reset_thread_marks(nb.lanes)
             nb.lanes = None
             yield ALWAYS  # the others waiting go on; so does this task, after them
+        elif not wait:
+            return
         else:
             yield Blocked(lambda: nb.generation != gen,
                           lambda: f"named_barrier {bid}: {nb.arrived} of its {count} threads "
                                   f"have arrived")
-        sync.acquire(nb.done_clock)
+        if wait:
+            sync.acquire(nb.done_clock)
     return run
+
+
+def named_barrier_arrive(ex, s):
+    return named_barrier(ex, s, wait=False)

@@ -232,3 +232,15 @@ def test_row_swizzle_without_a_bit_field():
 def test_wgmma_descriptor_swizzle_modes():
     """(the matrix descriptor's bits 62-63: 1 = 128B, 2 = 64B, 3 = 32B)"""
     assert F.WGMMA_SWIZZLE_MODE == {128: 1, 64: 2, 32: 3}
+
+
+@pytest.mark.parametrize("n", [64, 128, 256])
+def test_a_16_column_slice_of_the_accumulators_is_the_register_a_fragment(n):
+    """Attention's P . V takes P = softmax(S) from S's accumulators without
+    moving data: registers 8 kk .. 8 kk + 7 of wgmma_d(n) hold columns 16 kk ..
+    16 kk + 15 in the layout of WGMMA_A_K16 (lower/hopper_attention.py)."""
+    dr, dc = F.wgmma_d(n).table()
+    ar, ac = F.WGMMA_A_K16.table()
+    for kk in range(n // 16):
+        assert (dr[:, 8 * kk:8 * kk + 8] == ar).all()
+        assert (dc[:, 8 * kk:8 * kk + 8] - 16 * kk == ac).all()
