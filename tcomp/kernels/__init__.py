@@ -2,8 +2,11 @@
 (no schedule, no CUDA template): the proofs that the IR, the CUDA target and
 the sim carry a mechanism before schedules reach it.
 
-    gemm_sm90(...)   a warp-specialised TMA + wgmma GEMM for Hopper
+    gemm_sm90(...)        a warp-specialised TMA + wgmma GEMM for Hopper (from its schedule)
+    attention_sm90(...)   FlashAttention's forward pass for Hopper (lower/hopper_attention.py)
 """
+from .attention_sm90 import AttentionConfig, attention_program, attention_sm90
 from .gemm_sm90 import GemmConfig, gemm_sm90, gemm_sm90_program
 
-__all__ = ["GemmConfig", "gemm_sm90", "gemm_sm90_program"]
+__all__ = ["AttentionConfig", "GemmConfig", "attention_program", "attention_sm90", "gemm_sm90",
+           "gemm_sm90_program"]
