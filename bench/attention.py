@@ -4,7 +4,7 @@ the same process. Run on the GPU machine:
 
     PYTHONPATH=. python3 bench/attention.py [--cases all|NAME,...] [--reps 20]
 
-Each case: dtype, B, H, S (= T), D, causal. For each, a float64 check of
+Each case: dtype, B, H, S (= T), D, causal (and the KV heads of grouped-query cases). For each, a float64 check of
 every kernel on a sample of heads and rows (random data), then TFLOP/s (4 B H
 S T D flops, halved when causal) by bench/timing.py (CUDA events, L2 flushed,
 median). Prints one line per kernel and writes $OUT/attention.json when $OUT
@@ -39,40 +39,48 @@ CASES = {  # name -> (dtype, B, H, S, D, causal)
     "bf16_B2_H32_S8192_D128": ("bfloat16", 2, 32, 8192, 128, False),
     "bf16_B1_H32_S16384_D128": ("bfloat16", 1, 32, 16384, 128, False),
     "bf16_B1_H32_S16384_D128_causal": ("bfloat16", 1, 32, 16384, 128, True),
+    # grouped-query: 32 query heads over 8 KV heads (K and V (B, 8, S, D); SDPA's enable_gqa)
+    "bf16_B4_H32_KV8_S4096_D128_gqa": ("bfloat16", 4, 32, 4096, 128, False, 8),
 }
 CONFIGS = {"s2": AttentionConfig(stages=2), "s3": AttentionConfig(stages=3),
-           "s2_pp": AttentionConfig(stages=2, pingpong=True)}
+           "s2_pp": AttentionConfig(stages=2, pingpong=True),
+           "bm192_s2": AttentionConfig(bm=192, stages=2)}
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
 TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def check(O, q, k, v, causal, heads=4, rows=128) -> float:
-    """Max error of O (B, H, S, D) against float64 attention on a sample."""
+    """Max error of O (B, H, S, D) against float64 attention on a sample
+    (K and V with H / g heads: grouped-query)."""
     B, H, S, D = q.shape
+    g = H // k.shape[1]
     worst = 0.0
     g = torch.Generator(device="cpu").manual_seed(1)
     for _ in range(heads):
         b_, h_ = int(torch.randint(B, (1,), generator=g)), int(torch.randint(H, (1,), generator=g))
         idx = torch.randperm(S, generator=g)[:rows].to(q.device)
-        s = (q[b_, h_, idx].double() @ k[b_, h_].double().T) / math.sqrt(D)
+        s = (q[b_, h_, idx].double() @ k[b_, h_ // g].double().T) / math.sqrt(D)
         if causal:
             s = s.masked_fill(torch.arange(k.shape[2], device=q.device)[None, :] > idx[:, None],
                               float("-inf"))
-        ref = torch.softmax(s, dim=-1) @ v[b_, h_].double()
+        ref = torch.softmax(s, dim=-1) @ v[b_, h_ // g].double()
         worst = max(worst, (O[b_, h_, idx].double() - ref).abs().max().item())
     return worst
 
 
 def run(name, configs, reps):
-    dtype, B, H, S, D, causal = CASES[name]
-    q, k, v = (torch.randn(B, H, S, D, device="cuda").to(TORCH[dtype]) for _ in range(3))
+    dtype, B, H, S, D, causal, *kv = CASES[name]
+    hkv = kv[0] if kv else H
+    q = torch.randn(B, H, S, D, device="cuda").to(TORCH[dtype])
+    k, v = (torch.randn(B, hkv, S, D, device="cuda").to(TORCH[dtype]) for _ in range(2))
+    gqa = {"enable_gqa": True} if hkv != H else {}
     flops = 4 * B * H * S * S * D / (2 if causal else 1)
     row = {"case": name, "sdpa": {}, "tcomp": {}}
     for bname, backend in BACKENDS.items():
         try:
             with sdpa_kernel([backend]):
-                fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa
+                fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, **gqa)  # noqa
                 err = check(fn(), q, k, v, causal)
                 t = timed(fn, reps)
             row["sdpa"][bname] = {"tflops": flops / t / 1e9, "ms": t, "err": err}
@@ -81,13 +89,14 @@ def run(name, configs, reps):
         except RuntimeError as e:
             row["sdpa"][bname] = {"error": str(e).splitlines()[0][:200]}
             print(f"{name} sdpa {bname} unavailable: {row['sdpa'][bname]['error']}", flush=True)
-    qz, kz, vz = (x.reshape(B * H, S, D) for x in (q, k, v))
+    qz, kz, vz = q.reshape(B * H, S, D), k.reshape(B * hkv, S, D), v.reshape(B * hkv, S, D)
     best = None
     for cname in configs:
         cfg = CONFIGS[cname]
-        if D == 128 and cfg.stages > 2:  # 3 slots of K and V at D = 128 exceed 227 KiB of shared
+        if D == 128 and (cfg.stages > 2 or cfg.bm > 128):  # over 227 KiB of shared / 160 regs
             continue
-        cfg = AttentionConfig(**{**cfg.__dict__, "causal": causal, "dtype": dtype})
+        cfg = AttentionConfig(**{**cfg.__dict__, "causal": causal, "dtype": dtype,
+                                 "kv_group": H // hkv})
         kern = attention_sm90(cfg, {"D": D, "E": D})
         fn = lambda: kern(qz, kz, vz)  # noqa: E731
         O = fn().reshape(B, H, S, D)

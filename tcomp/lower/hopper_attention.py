@@ -71,6 +71,7 @@ class AttentionPlan:
     # the two consumers take turns issuing their wgmma (FlashAttention-3's ping-pong: one's
     # softmax under the other's products), through named barriers 3 and 4
     pingpong: bool = True
+    kv_group: int = 1  # query matrices per K/V matrix (grouped-query attention: K/V's z / g)
 
     @property
     def consumers(self) -> int:
@@ -122,12 +123,14 @@ def producer(p: AttentionPlan):
                *[call("tma_load_3d", ref("Q_s", j, 0, 0), v("tmQ", U64), ref("q_full", 0),
                       v("z"), v("m0"), c(j * BOX)) for j in range(p.D // BOX)])
 
+    zk = v("z") if p.kv_group == 1 else b("/", v("z"), p.kv_group)
+
     def tiles(buf, tmap, full, empty, width):
         return ir.seq(
             call("mbarrier_wait", ref(empty, v("slot")), b("^", v("parity"), 1)),
             call("mbarrier_expect_tx", ref(full, v("slot")), c(p.bn * width * item)),
             *[call("tma_load_3d", ref(buf, v("slot"), j, 0, 0), v(tmap, U64),
-                   ref(full, v("slot")), v("z"), b("*", v("jb"), p.bn), c(j * BOX))
+                   ref(full, v("slot")), zk, b("*", v("jb"), p.bn), c(j * BOX))
               for j in range(width // BOX)])
     kv = serial("jb", v("n_blocks"), _ring(p, ir.seq(
         tiles("K_s", "tmK", "k_full", "k_empty", p.D),
@@ -234,7 +237,7 @@ def _epilogue(p: AttentionPlan):
         one_thread(call("tma_store_wait", c(0))))
 
 
-TURN = 3  # named barriers TURN + w: consumer w's turn to issue (ids 1, 2: the epilogue's)
+TURN = 4  # named barriers TURN + w: consumer w's turn to issue (ids 1..3: the epilogue's)
 
 
 def _turn(p: AttentionPlan, issue, last: bool = False):
@@ -350,4 +353,5 @@ def describe(p: AttentionPlan) -> str:
             f"float32 (scale {p.scale:.6g})" + (", causal (blocks past the diagonal skipped)"
                                                 if p.causal else "")
             + (", the consumers taking turns to issue their wgmma" if p.pingpong else "")
+            + (f", K and V shared by {p.kv_group} query matrices" if p.kv_group > 1 else "")
             + f", TMA-store epilogue ({p.out.name})")

@@ -39,6 +39,26 @@ def test_sim_matches_evaluate_and_float64(Z, S, T, D, E, causal, dtype):
     assert np.abs(got - reference(Q, K, V, causal)).max() < ATOL
 
 
+def test_three_consumer_warpgroups():
+    Q, K, V = data(1, 250, 200, 64, 64)
+    for causal in (False, True):
+        cfg = AttentionConfig(bm=192, causal=causal)
+        got = attention_sm90(cfg, {"D": 64, "E": 64}, target="sim")(Q, K, V).astype(np.float64)
+        assert np.abs(got - reference(Q, K, V, causal)).max() < ATOL
+
+
+def test_grouped_query_attention():
+    """Four query matrices per K/V matrix (matrix z reads K and V's z / 4)."""
+    Q, _, _ = data(8, 130, 1, 64, 64)
+    _, K, V = data(2, 1, 200, 64, 64, seed=1)
+    cfg = AttentionConfig(kv_group=4, causal=True)
+    got = attention_sm90(cfg, {"D": 64, "E": 64}, target="sim")(Q, K, V).astype(np.float64)
+    want = tcomp.evaluate(tcomp.op(source(causal=True, d=64, kv_group=4)), Q, K, V)
+    assert np.abs(got - want.astype(np.float64)).max() < ATOL
+    rep = lambda x: np.repeat(x, 4, axis=0)  # noqa: E731
+    assert np.abs(got - reference(Q, rep(K), rep(V), True)).max() < ATOL
+
+
 def test_large_scores_and_ping_pong_consumers():
     Q, K, V = data(1, 192, 400, 64, 64, scale=8.0)  # scores of magnitude ~500
     cfg = AttentionConfig(pingpong=True, stages=3)
@@ -78,6 +98,10 @@ def test_sim_reports_p_rewritten_while_its_product_is_in_flight(monkeypatch):
     (AttentionConfig(bn=32), {"D": 64, "E": 64}, "bn = 32; 64 or 128 keys per step"),
     (AttentionConfig(stages=0), {"D": 64, "E": 64}, "stages must be at least 1"),
     (AttentionConfig(dtype="float32"), {"D": 64, "E": 64}, "bfloat16 or float16"),
+    (AttentionConfig(bm=256), {"D": 64, "E": 64}, "128 or 192 queries per block"),
+    (AttentionConfig(kv_group=0), {"D": 64, "E": 64}, "kv_group must be at least 1"),
+    (AttentionConfig(bm=192, pingpong=True), {"D": 64, "E": 64}, "two consumer warpgroups"),
+    (AttentionConfig(bm=192, consumer_regs=200), {"D": 64, "E": 64}, "lower consumer_regs"),
 ])
 def test_errors(cfg, sizes, msg):
     with pytest.raises(tcomp.LoweringError, match=msg):

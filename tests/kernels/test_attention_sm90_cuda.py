@@ -22,16 +22,17 @@ def _ref(q, k, v, causal):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("Z, S, T, D, E, causal, pingpong", [
-    (3, 200, 333, 128, 128, False, False),
-    (2, 300, 300, 64, 64, True, False),
-    (1, 1, 70, 128, 128, False, True),
-    (2, 1000, 1000, 128, 128, True, True),
-    (1, 256, 384, 128, 64, False, False),
+@pytest.mark.parametrize("Z, S, T, D, E, causal, pingpong, bm", [
+    (3, 200, 333, 128, 128, False, False, 128),
+    (2, 300, 300, 64, 64, True, False, 128),
+    (1, 1, 70, 128, 128, False, True, 128),
+    (2, 1000, 1000, 128, 128, True, True, 128),
+    (1, 256, 384, 128, 64, False, False, 128),
+    (2, 500, 500, 64, 64, True, False, 192),
 ])
-def test_gpu_attention_matches_float64(dtype, Z, S, T, D, E, causal, pingpong):
+def test_gpu_attention_matches_float64(dtype, Z, S, T, D, E, causal, pingpong, bm):
     import torch
-    cfg = AttentionConfig(causal=causal, dtype=dtype, pingpong=pingpong)
+    cfg = AttentionConfig(causal=causal, dtype=dtype, pingpong=pingpong, bm=bm)
     k = attention_sm90(cfg, {"D": D, "E": E})
     dt = getattr(torch, dtype)
     q = torch.randn(Z, S, D, device="cuda").to(dt)
@@ -40,3 +41,13 @@ def test_gpu_attention_matches_float64(dtype, Z, S, T, D, E, causal, pingpong):
     O = k(q, kk, v)
     assert O.shape == (Z, S, E) and O.dtype == dt
     assert (O.double() - _ref(q, kk, v, causal)).abs().max().item() < 2e-2
+
+
+def test_gpu_grouped_query_attention():
+    import torch
+    k = attention_sm90(AttentionConfig(kv_group=4), {"D": 128, "E": 128})
+    q = torch.randn(8, 300, 128, device="cuda").bfloat16()
+    kk, v = (torch.randn(2, 257, 128, device="cuda").bfloat16() for _ in range(2))
+    O = k(q, kk, v)
+    want = _ref(q, kk.repeat_interleave(4, 0), v.repeat_interleave(4, 0), False)
+    assert (O.double() - want).abs().max().item() < 2e-2
