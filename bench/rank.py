@@ -15,7 +15,9 @@ random data (relative Frobenius error, by the output's type), and timed
 alternating). A schedule that does not estimate, build, run or pass the check
 is kept with its reason and left out of the ranks; an op gets at most its
 share of `--minutes` (hand schedules first), and the schedules past it are
-skipped with that reason.
+skipped with that reason. A kernel that does not return within HANG_S (a
+deadlock) ends the run with what was measured written, that kernel marked
+HUNG (exit status 3).
 
 Printed: per op, each schedule's estimate and time, then Spearman's rho
 between estimate and time over the hand schedules ("hand", the issue's
@@ -55,8 +57,13 @@ TOL = {"float32": 2e-5, "float64": 1e-12, "float16": 5e-3, "bfloat16": 2e-2}
 
 # ------------------------------------------------------------------ references
 def _erf(x: np.ndarray) -> np.ndarray:
-    """erf in float64 (NumPy has none; math.erf per element, exact to an ulp)."""
-    return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
+    """erf in float64: SciPy's where it is installed, else math.erf per element
+    (NumPy has none; ~150 ns an element)."""
+    try:
+        from scipy.special import erf
+    except ImportError:
+        return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
+    return erf(x)
 
 
 def _gelu(y):
@@ -164,7 +171,7 @@ CASES = {
                       lambda A: np.ascontiguousarray(A.T), {
         f"tile{t},rows{r}": (lambda t=t, r=r: S.transpose({}, t, r))
         for t, r in ((32, 8), (32, 4), (32, 32), (16, 4))}),
-    "gelu": Case(S.GELU, {"N": 1 << 26}, {"N": 1001}, lambda X, w, b: _gelu(X * w + b), {
+    "gelu": Case(S.GELU, {"N": 1 << 24}, {"N": 1001}, lambda X, w, b: _gelu(X * w + b), {
         f"{t}t,vec{v}": (lambda t=t, v=v: S.gelu({}, t, v))
         for t, v in ((256, 4), (256, 1), (128, 2), (1024, 4))}),
     "fma": Case(S.FMA, {"N": 1 << 26}, {"N": 1001}, lambda A, B: A * B + A, {
@@ -345,9 +352,41 @@ def summary(pts: list[Point]) -> dict:
 
 
 # ------------------------------------------------------------------ GPU
-def measure(name: str, pts: list[Point], reps: int, deadline: float, seed: int) -> None:
+HANG_S = 60  # a kernel whose check and timing take longer is taken to hang the GPU
+
+
+class Watchdog:
+    """A kernel that never returns (a deadlocked barrier) would stop the run
+    with nothing written: past HANG_S, `on_hang` writes what was measured,
+    the point marked as hung, and the process exits (status 3)."""
+
+    def __init__(self, on_hang):
+        self.on_hang, self.timer = on_hang, None
+
+    def arm(self, p: Point):
+        import threading
+        self.disarm()
+        self.timer = threading.Timer(HANG_S, self._fire, (p,))
+        self.timer.daemon = True
+        self.timer.start()
+
+    def disarm(self):
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _fire(self, p: Point):
+        p.skipped = f"HUNG: no return within {HANG_S} s (run stopped here; rerun with --only leaving this op out)"
+        try:
+            self.on_hang()
+        finally:
+            os._exit(3)
+
+
+def measure(name: str, pts: list[Point], reps: int, deadline: float, seed: int,
+            watchdog: Watchdog | None = None) -> None:
     """Build, check and time each point of op `name` (in place), until `deadline`
-    (time.monotonic())."""
+    (time.monotonic()); `watchdog` is armed around each kernel's runs."""
     import torch
     from timing import timed
     case = CASES[name]
@@ -367,6 +406,8 @@ def measure(name: str, pts: list[Point], reps: int, deadline: float, seed: int) 
         except TcompError as e:
             p.skipped = f"build: {str(e).splitlines()[0][:300]}"
             continue
+        if watchdog is not None:
+            watchdog.arm(p)
         try:
             with torch.no_grad():
                 got = k(*dev[0])
@@ -387,6 +428,9 @@ def measure(name: str, pts: list[Point], reps: int, deadline: float, seed: int) 
             p.time_ms = timed(call, reps)
         except Exception as e:  # a crash of one kernel must not end the run
             p.skipped = f"run: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        finally:
+            if watchdog is not None:
+                watchdog.disarm()
 
 
 def _to_torch(a: np.ndarray, dtype: str):
@@ -414,10 +458,19 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     share = a.minutes * 60 / len(names)
     allpts = []
+    path = os.path.join(os.environ.get("OUT", "."), "rank.json")
+
+    def write():
+        info = dict(device=torch.cuda.get_device_name(0), torch=torch.__version__,
+                    date=time.strftime("%Y-%m-%d"), args=vars(a), summary=summary(allpts),
+                    points=[p.row() for p in allpts])
+        with open(path, "w") as f:
+            json.dump(info, f, indent=1)
+    watchdog = Watchdog(write)
     for i, name in enumerate(names):
         pts = points(name, a.samples, a.seed)
-        measure(name, pts, a.reps, t0 + share * (i + 1), a.seed)
         allpts += pts
+        measure(name, pts, a.reps, t0 + share * (i + 1), a.seed, watchdog)
         s = summary(pts)["per_op"][name]
         print(f"\n{name} {CASES[name].sizes}: rho hand {_fmt(s['hand'], '.3f')} "
               f"({s['hand_timed']} timed), all {_fmt(s['all'], '.3f')} ({s['timed']} timed)")
@@ -432,12 +485,7 @@ def main(argv=None) -> int:
     print("op | rho hand | rho all | timed")
     for name, r in s["per_op"].items():
         print(f"{name} | {_fmt(r['hand'], '.3f')} | {_fmt(r['all'], '.3f')} | {r['timed']}")
-    info = dict(device=torch.cuda.get_device_name(0), torch=torch.__version__,
-                date=time.strftime("%Y-%m-%d"), args=vars(a), summary=s,
-                points=[p.row() for p in allpts])
-    path = os.path.join(os.environ.get("OUT", "."), "rank.json")
-    with open(path, "w") as f:
-        json.dump(info, f, indent=1)
+    write()
     print(f"wrote {path}")
     return 0
 

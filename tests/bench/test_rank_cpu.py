@@ -72,3 +72,38 @@ def test_every_hand_schedule_estimates(name):
         _, s = make()
         ms = R.estimate(s, case.sizes)
         assert np.isfinite(ms) and ms > 0, (hname, ms)
+
+
+def test_the_watchdog_writes_what_was_measured_and_exits(tmp_path):
+    """A kernel that never returns: past HANG_S the point is marked HUNG, the
+    results so far are written and the process ends with status 3."""
+    import subprocess
+    import sys
+    code = f"""
+import sys, time
+sys.path.insert(0, {str(BENCH)!r})
+import rank as R
+R.HANG_S = 0.2
+p = R.Point("op", "k", "hand")
+w = R.Watchdog(lambda: open({str(tmp_path / "out.txt")!r}, "w").write(p.skipped))
+w.arm(p)
+time.sleep(30)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**__import__("os").environ, "PYTHONPATH": str(BENCH.parent)})
+    assert r.returncode == 3, r.stderr
+    assert (tmp_path / "out.txt").read_text().startswith("HUNG: no return within 0.2 s")
+
+
+def test_a_disarmed_watchdog_does_not_fire():
+    import time
+    R.HANG_S, old = 0.05, R.HANG_S
+    try:
+        fired = []
+        w = R.Watchdog(lambda: fired.append(1))
+        w.arm(R.Point("op", "k", "hand"))
+        w.disarm()
+        time.sleep(0.2)
+        assert not fired
+    finally:
+        R.HANG_S = old
