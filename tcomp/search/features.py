@@ -80,7 +80,7 @@ import numpy as np
 
 from ..lower import ir
 from ..lower.pipeline import PASSES
-from .feature_walk import SCOPES, _SUMMED, _Walk, _bytes_of, _eval, _lane_var  # noqa: F401
+from .feature_walk import _SUMMED, _Walk, _bytes_of, _eval, _lane_var
 
 # H200 ceilings (shared/DESIGN.md, measured; per SM limits from the datasheet).
 SMS = 132
