@@ -28,8 +28,10 @@ class _Walk:
     """Per-thread counts of one kernel body (weights: enclosing trip counts).
     `flat`: whether subscripts are flat (else vector accesses are predicted)."""
 
-    def __init__(self, scopes: dict, sizes: dict, lane_var: str | None, flat: bool = True):
+    def __init__(self, scopes: dict, sizes: dict, lane_var: str | None, flat: bool = True,
+                 threads: int | None = None):
         self.flat = flat
+        self.threads = threads  # of the block: a Role's share of them runs its body
         self.scopes = dict(scopes)
         self.c = {n: 0.0 for n in _SUMMED}
         self.sector_bytes = 0.0
@@ -122,6 +124,13 @@ class _Walk:
             self.c["allreduce"] += w
         elif isinstance(s, ir.Evaluate):
             self._intrinsic(s.call, w)
+        elif isinstance(s, ir.Role):
+            # counts are per thread of the block: a role's body runs on its warpgroups
+            # only (a producer's copies are not every thread's); its index at the
+            # role's first warpgroup, as lane 0 stands for the threads
+            share = 128 * s.count / self.threads if self.threads else 1.0
+            self.env0[s.var] = self.env1[s.var] = 0
+            self.stmt(s.body, w * min(1.0, share), unroll)
         else:  # any other statement: its children
             for c in ir.children(s):
                 if isinstance(c, ir.Stmt):

@@ -5,7 +5,10 @@ Kernel IR is per-thread code (one body run by every thread of every block),
 so each kernel is walked once with a *weight*: the product of the trip
 counts of the loops around a node (extents evaluated at the tuning sizes,
 which are fixed; an extent that depends on an outer loop variable is taken
-at that variable's first value). Both branches of an `if` count in full:
+at that variable's first value; a persistent grid's tile loop at the H200's
+SM count, SMS). The body of a warp-specialised `Role` counts at its share of
+the block's threads (128 per warpgroup), its index at 0. Both branches of an
+`if` count in full:
 the counts are upper bounds, and guards in tiled code are nearly always
 true. Per-thread counts times threads times blocks are the kernel's totals.
 
@@ -75,8 +78,9 @@ import math
 
 import numpy as np
 
+from ..lower import ir
 from ..lower.pipeline import PASSES
-from .feature_walk import SCOPES, _SUMMED, _Walk, _bytes_of, _eval, _lane_var  # noqa: F401
+from .feature_walk import _SUMMED, _Walk, _bytes_of, _eval, _lane_var
 
 # H200 ceilings (shared/DESIGN.md, measured; per SM limits from the datasheet).
 SMS = 132
@@ -145,7 +149,8 @@ def _flattened(until: str | None) -> bool:
 
 
 def _kernel(k: ir.Kernel, res, scopes: dict, sizes: dict, flat: bool = True) -> dict:
-    walk = _Walk(scopes, sizes, _lane_var(res), flat)
+    # a persistent grid's loops run over the tiles per SM: its SM count is the device's
+    walk = _Walk(scopes, {ir.SM_COUNT: SMS, **sizes}, _lane_var(res), flat, res.threads)
     walk.stmt(k.body, 1.0, 1)
     threads, blocks = res.threads, max(1, res.grid[0] * res.grid[1] * res.grid[2])
     n = threads * blocks

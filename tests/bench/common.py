@@ -9,6 +9,7 @@ suite's source, so a case added there shows up here as a failure.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ BENCH = ROOT / "bench"
 def _load(name: str, path: Path):
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # (dataclasses with postponed annotations look their module up)
     spec.loader.exec_module(mod)
     return mod
 

@@ -5,8 +5,10 @@ its estimate and a hash of its directives) is the one written below. Work
 that makes the choice faster (search/space.py, validate.py, auto.py, the
 lowering passes) must leave it unchanged; a change that means to change it
 (a rule, the estimate) rewrites the table: `python3 -m tests.search.test_auto_choices`
-prints it. The sim check is left out (check=False): it passes over a
-candidate only when a schedule is wrong, which test_auto.py covers."""
+prints it. The issue-26 ops of bench/auto_time.py (group norm, depthwise conv, batched
+fp16 GEMM, stencil, SwiGLU, add + RMSNorm, GEMM + bias + GELU) are pinned too, at that
+script's sizes: it times these same calls. The sim check is left out (check=False): it
+passes over a candidate only when a schedule is wrong, which test_auto.py covers."""
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +17,7 @@ import pytest
 
 import tcomp
 from tcomp.search import auto
-from tests.bench.common import S
+from tests.bench.common import BENCH, S, _load
 from tests.search.test_auto import MM, SOFTMAX
 from tests.search.test_fused_rules import ADD_RMSNORM, GBG, GBG_CHAIN, IN_PLACE, SWIGLU
 
@@ -30,6 +32,10 @@ CASES = {  # name -> (source, sizes, target)
     "softmax": (SOFTMAX, {"N": 512, "D": 1024}, "cuda"),
     "mm (docs/schedules.md)": (MM, {"M": 4096, "N": 4096, "K": 4096}, "cuda"),
 }
+AUTO_TIME = _load("bench_auto_time", BENCH / "auto_time.py").OPS
+CASES.update({f"{name} (bench/auto_time.py)": AUTO_TIME[name] for name in (
+    "group_norm", "depthwise_conv", "bmm_fp16", "stencil", "swiglu", "add_rmsnorm",
+    "gemm_bias_gelu")})
 
 # name -> (sketch, estimate in ms to 6 digits, sha256 of Schedule.to_json() (first 16 hex))
 CHOSEN = {
@@ -41,6 +47,13 @@ CHOSEN = {
     'add+rmsnorm': ('Y:row_regs', '0.0712124', '43228af4c0efd4e3'),
     'softmax': ('O:row_regs', '0.00427027', '81f12ef0bc3da4f1'),
     'mm (docs/schedules.md)': ('C:simt_tile', '8.14683', 'cab9823e4b1b3e70'),
+    'group_norm (bench/auto_time.py)': ('Y:row_regs', '0.0399227', '6d68313192cfd422'),
+    'depthwise_conv (bench/auto_time.py)': ('O:shared_tile', '0.101872', '3d7028d41da52f59'),
+    'bmm_fp16 (bench/auto_time.py)': ('C:hopper_tile', '0.00655395', '458c715814517a5c'),
+    'stencil (bench/auto_time.py)': ('O:flat', '0.0470973', '14f98eaf50b0007c'),
+    'swiglu (bench/auto_time.py)': ('O:simt_epilogue', '15.478', '98ca8f85a991fbb1'),
+    'add_rmsnorm (bench/auto_time.py)': ('Y:row_regs', '0.551477', '01c009a7f4a73071'),
+    'gemm_bias_gelu (bench/auto_time.py)': ('D:simt_epilogue', '3.21687', '0cf0a3a784b1b975'),
 }
 
 

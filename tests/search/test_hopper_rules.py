@@ -71,3 +71,21 @@ def test_a_small_candidate_runs_on_the_sim():
     np.testing.assert_allclose(np.asarray(k(A, B)).astype(np.float64),
                                np.asarray(tcomp.evaluate(sp.op, A, B)).astype(np.float64),
                                rtol=2 ** -7, atol=1e-3)
+
+
+def test_features_count_the_gemm_of_a_persistent_warp_specialised_kernel():
+    """A hopper_tile kernel loops over its tiles per SM (a persistent grid, the
+    SM count a launch parameter) in roles of warpgroups: the features counted
+    one tile per block, for all 384 threads (the producer's included), 1/5 of
+    the GEMM's flops: an estimate of 2.4 PFLOP/s at 4096^3, above the H200's
+    dense peak. Now the tensor-core flops are the GEMM's, to the ceiling of
+    the tiles per SM (block 0's share)."""
+    from tcomp.search import features as F
+    sp, got, _ = _sketches(GEMM, BIG)
+    hopper = [c for c in got if c.sketch == "C:hopper_tile"]
+    assert hopper
+    for c in hopper:
+        f = F.as_dict(sp.features[c.schedule])
+        ratio = f["mma_flops"] / (2 * 4096 ** 3)
+        assert 1.0 <= ratio <= 1.1, (c.plan, ratio)
+        assert 2 * 4096 ** 3 / (F.analytic_ms(sp.features[c.schedule]) * 1e-3) < F.MMA_FLOPS_S
