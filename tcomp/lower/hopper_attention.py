@@ -23,7 +23,8 @@ FlashAttention computes it) on the Hopper pieces of hopper_gemm.py:
   registers (wgmma_rs: the accumulator layout of a 16-column slice of S is
   the A-fragment layout, arch/fragments.py, so P is S's registers cast, no
   data movement) and V read MN-major;
-* causal: the key blocks past the query tile's last row are not visited;
+* causal: the key blocks past the query tile's last row are not visited, and
+  the tiles with the most key blocks are launched first;
 * the epilogue: O divided by the row's sum (quad_sum of the threads' partial
   sums), converted to the output type in 128-byte chunks of a swizzled
   staging tile, stored by TMA (rows past S are not written). A row whose
@@ -316,7 +317,11 @@ def kernel(p: AttentionPlan) -> ir.Kernel:
         ir.If(b("==", TID, 0, BOOL), ir.seq(*inits, call("fence_mbarrier_init"))),
         ir.Barrier(),
         ir.Specialize((producer(p), consumer(p))))
-    body = let("m0", b("*", v("blockIdx.x"), p.bm), let("z", v("blockIdx.y"),
+    # causal: the last query tiles (the most key blocks) first, so that the last wave of
+    # blocks holds the shortest ones
+    tile = (b("-", b("-", ceil_div(p.S, p.bm), 1), v("blockIdx.x")) if p.causal else
+            v("blockIdx.x"))
+    body = let("m0", b("*", tile, p.bm), let("z", v("blockIdx.y"),
            let("n_blocks", _blocks(p), body)))
     sw = ir.Swizzle(128)
     allocs = [
