@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from ..arch.fragments import wgmma_d
 from ..lang import dtypes
 from . import ir
-from .hopper_gemm import TID, WARPGROUP, b, c, call, ceil_div, let, one_thread, ref, serial, v
+from .hopper_gemm import (TID, WARPGROUP, b, c, call, ceil_div, chunk_stores, let, one_thread,
+                          ref, serial, v)
 from .layout_exprs import IR as LAYOUT_IR
 
 F32, I32, U64 = dtypes.float32, dtypes.int32, dtypes.uint64
@@ -218,23 +219,14 @@ def _pv(p: AttentionPlan, sfx: str, slot):
 def _epilogue(p: AttentionPlan):
     chunk = p.chunk
     row, col = wgmma_d(p.E).coords(b("%", TID, WARPGROUP), v("i"), ops=LAYOUT_IR)
-    bar_id = b("+", v("w"), 1)
     i = b("+", b("*", v("j"), chunk // 2), v("i"))
     put = ir.Store("O_s", (v("w"), row, col),
                    ir.Cast(p.out, fb("/", _loc("O_acc", i), _loc("l_run", _row_of(v("i"))))))
     r0 = b("+", v("m0"), b("*", v("w"), 64))
     return ir.seq(
         call("quad_sum", ref("l_run", 0)), call("quad_sum", ref("l_run", 1)),
-        serial("j", p.E // chunk, ir.seq(
-            one_thread(call("tma_store_wait", c(0))),
-            call("named_barrier", bar_id, c(WARPGROUP)),
-            serial("i", chunk // 2, put, kind="unroll"),
-            call("fence_proxy_async"),
-            call("named_barrier", bar_id, c(WARPGROUP)),
-            one_thread(ir.seq(
-                call("tma_store_3d", v("tmO", U64), ref("O_s", v("w"), 0, 0), v("z"), r0,
-                     b("*", v("j"), chunk)),
-                call("tma_store_commit")))), kind="unroll"),
+        chunk_stores(p.E, chunk, put, call("tma_store_3d", v("tmO", U64), ref("O_s", v("w"), 0, 0),
+                                           v("z"), r0, b("*", v("j"), chunk))),
         one_thread(call("tma_store_wait", c(0))))
 
 

@@ -225,6 +225,22 @@ def _operand_refs(p: GemmPlan, s: int):
     return a, bb
 
 
+def chunk_stores(columns: int, chunk: int, put, store):
+    """Consumer w's epilogue through its staging tile, one chunk j of `chunk`
+    columns at a time: the previous chunk's TMA store has read the tile, the
+    warpgroup's threads write it (`put`, for each i of their chunk / 2
+    registers of the chunk), fence it for the async proxy, and one thread
+    issues `store` (named barrier w + 1 between the steps)."""
+    bar_id = b("+", v("w"), 1)
+    return serial("j", columns // chunk, ir.seq(
+        one_thread(call("tma_store_wait", c(0))),
+        call("named_barrier", bar_id, c(WARPGROUP)),
+        serial("i", chunk // 2, put, kind="unroll"),
+        call("fence_proxy_async"),
+        call("named_barrier", bar_id, c(WARPGROUP)),
+        one_thread(ir.seq(store, call("tma_store_commit")))), kind="unroll")
+
+
 def consumer(p: GemmPlan):
     n, chunk, slabs = p.bn, p.chunk, _slabs(p)
     regs = n // 2  # accumulators per thread per slab
@@ -257,7 +273,6 @@ def consumer(p: GemmPlan):
     # of the 64 x bn slab; the chunk j's registers are j * chunk / 2 .. (j + 1) * chunk / 2 - 1
     # (columns chunk j .. chunk (j + 1) - 1), so the chunk's column is the slab's minus chunk j
     row, col = wgmma_d(n).coords(b("%", TID, WARPGROUP), v("i"), ops=LAYOUT_IR)
-    bar_id = b("+", v("w"), 1)
     stores = []
     for sl in range(slabs):
         i = b("+", b("*", v("j"), chunk // 2), v("i"))
@@ -274,17 +289,10 @@ def consumer(p: GemmPlan):
                            dtypes.bool_)
                 put = ir.If(inside, put,
                             ir.Store("C_s", (v("w"), row, col), ir.Cast(p.out, ir.ZERO)))
-        stores.append(serial("j", n // chunk, ir.seq(
-            one_thread(call("tma_store_wait", c(0))),
-            call("named_barrier", bar_id, c(WARPGROUP)),
-            serial("i", chunk // 2, put, kind="unroll"),
-            call("fence_proxy_async"),
-            call("named_barrier", bar_id, c(WARPGROUP)),
-            one_thread(ir.seq(
-                call("tma_store_3d" if p.Z is not None else "tma_store_2d", v("tmC", U64),
-                     ref("C_s", v("w"), 0, 0), *((v("bz"),) if p.Z is not None else ()), r0,
-                     b("+", v("n0"), b("*", v("j"), chunk))),
-                call("tma_store_commit")))), kind="unroll"))
+        stores.append(chunk_stores(n, chunk, put, call(
+            "tma_store_3d" if p.Z is not None else "tma_store_2d", v("tmC", U64),
+            ref("C_s", v("w"), 0, 0), *((v("bz"),) if p.Z is not None else ()), r0,
+            b("+", v("n0"), b("*", v("j"), chunk)))))
     # K = 0: no wgmma writes the accumulators; the tile is zeros
     zeros = ir.If(b("==", v("k_tiles"), 0, dtypes.bool_),
                   serial("i", slabs * regs, ir.Store("acc", (v("i"),), ir.Imm(0.0, F32)),

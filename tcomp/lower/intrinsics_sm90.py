@@ -106,32 +106,33 @@ _entry("wgmma_commit", "close the warpgroup's group of issued wgmma", (),
 _entry("wgmma_wait", "wait until all but the `n` newest wgmma groups have completed",
        [Operand("n", dtypes=_I32)], {"async", "blocking", "warpgroup_collective"})
 WGMMA_DTYPES = {"bf16": "bfloat16", "f16": "float16"}  # name suffix -> input dtype
-for _sfx, _dt in WGMMA_DTYPES.items():
-    for _n in WGMMA_N:
-        _entry(f"wgmma_m64n{_n}k16_{_sfx}",
-               f"D(64x{_n}, float32) = A(64x16, {_dt}) . B({_n}x16, {_dt})^T + scale_d * D; "
-               f"A and B tiles in shared memory (128-byte swizzle), K-major, or MN-major where "
-               f"trans_a / trans_b is 1; D in registers",
-               [Operand("d", ref=True, access=READWRITE, scopes=("local",), dtypes=("float32",)),
-                Operand("a", ref=True, scopes=("shared",), dtypes=(_dt,)),
-                Operand("b", ref=True, scopes=("shared",), dtypes=(_dt,)),
-                Operand("scale_d", dtypes=_I32), Operand("trans_a", dtypes=_I32),
-                Operand("trans_b", dtypes=_I32)],
-               {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
-               noun="wgmma", feature=ARCH_SPECIFIC)
-# wgmma with A in registers (the "RS" form): A is the warpgroup's 64 x 16 tile held as 8
-# 16-bit values per thread from `a` on, in the layout of arch/fragments.py's WGMMA_A_K16 (which
-# is the layout of a 16-column slice of the accumulators: attention's P = softmax(S) feeds
-# P . V without leaving the registers); B from shared memory as above
-for _sfx, _dt in WGMMA_DTYPES.items():
-    for _n in WGMMA_N:
-        _entry(f"wgmma_rs_m64n{_n}k16_{_sfx}",
-               f"D(64x{_n}, float32) = A(64x16, {_dt}, registers) . B({_n}x16, {_dt})^T + "
-               f"scale_d * D; A as 8 values per thread in the wgmma A-fragment layout, B in "
-               f"shared memory (128-byte swizzle), K-major or MN-major where trans_b is 1",
-               [Operand("d", ref=True, access=READWRITE, scopes=("local",), dtypes=("float32",)),
-                Operand("a", ref=True, scopes=("local",), dtypes=(_dt,)),
-                Operand("b", ref=True, scopes=("shared",), dtypes=(_dt,)),
-                Operand("scale_d", dtypes=_I32), Operand("trans_b", dtypes=_I32)],
-               {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
-               noun="wgmma", feature=ARCH_SPECIFIC)
+
+
+def _wgmma_entry(n: int, sfx: str, registers_a: bool) -> None:
+    """wgmma m64n{n}k16 on `sfx` inputs: A and B in shared memory, or (the "RS"
+    form, `registers_a`) A as the warpgroup's 64 x 16 tile held as 8 16-bit
+    values per thread from `a` on, in the layout of arch/fragments.py's
+    WGMMA_A_K16 (the layout of a 16-column slice of the accumulators:
+    attention's P = softmax(S) feeds P . V without leaving the registers)."""
+    dt = WGMMA_DTYPES[sfx]
+    where = ("A as 8 values per thread in the wgmma A-fragment layout, B in shared memory "
+             "(128-byte swizzle), K-major or MN-major where trans_b is 1" if registers_a else
+             "A and B tiles in shared memory (128-byte swizzle), K-major, or MN-major where "
+             "trans_a / trans_b is 1; D in registers")
+    trans = (Operand("trans_b", dtypes=_I32),) if registers_a else (
+        Operand("trans_a", dtypes=_I32), Operand("trans_b", dtypes=_I32))
+    _entry(f"wgmma{'_rs' if registers_a else ''}_m64n{n}k16_{sfx}",
+           f"D(64x{n}, float32) = A(64x16, {dt}{', registers' if registers_a else ''}) . "
+           f"B({n}x16, {dt})^T + scale_d * D; {where}",
+           [Operand("d", ref=True, access=READWRITE, scopes=("local",), dtypes=("float32",)),
+            Operand("a", ref=True, scopes=("local" if registers_a else "shared",), dtypes=(dt,)),
+            Operand("b", ref=True, scopes=("shared",), dtypes=(dt,)),
+            Operand("scale_d", dtypes=_I32), *trans],
+           {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
+           noun="wgmma", feature=ARCH_SPECIFIC)
+
+
+for _registers_a in (False, True):
+    for _sfx in WGMMA_DTYPES:
+        for _n in WGMMA_N:
+            _wgmma_entry(_n, _sfx, _registers_a)
