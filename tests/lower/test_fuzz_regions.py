@@ -172,3 +172,23 @@ def test_a_region_that_moves_with_the_thread_runs_per_thread(n):
     assert "for k in 0:j + 1" in str(tcomp.lower(s, sizes={"N": n}))
     np.testing.assert_array_equal(tcomp.build(s, target="sim", sizes={"N": n})(x),
                                   tcomp.evaluate(MOVING, x))
+
+
+CORNER = tcomp.op("""def f(float(N) X) -> (O, C) {
+    O(i) = X(i) * 2
+    C(j) = O(0) + X(j)
+}""")
+
+
+def test_an_output_read_in_part_through_an_inlined_copy_is_refused():
+    """O computed at C, which reads only O(0), through a global copy of O that is
+    inlined: the cover check looked at the copy's reads (all of O), not at its
+    reader's (O(0)), and the rest of output O stayed unwritten (fuzz seed 4
+    pairs 16816, 44414: zeros)."""
+    s = tcomp.Schedule(CORNER)
+    s.cache_read("O", "global", [s["C"]]).compute_inline()
+    s["O"].compute_at(s["C"], s["C"].axes[0])
+    with pytest.raises(tcomp.LoweringError, match=r"stage 'O' writes output 'O' but is computed "
+                       r"inside 'C', and 'C' does not read all of it: part of the output could "
+                       r"stay unwritten \(compute it at root instead\)"):
+        tcomp.build(s, target="sim")
