@@ -104,7 +104,6 @@ def check_cover(sched, pname, seen, sizes=None):
     everywhere: every stage reading it must read it at plain, distinct
     indices over the output's whole ranges, run each of its other loops at
     least once (`sizes`: those bound at build), and be complete itself."""
-    from ..lang.ast import Index
     st = sched.states[pname]
     if st.attach[0] != "at" or pname in seen:  # (an inlined output is written at root too)
         return
@@ -115,26 +114,38 @@ def check_cover(sched, pname, seen, sizes=None):
         # a sibling, computed over the part of its target computed there: complete
         # when the target is (compute_at checked that their ranges are the same)
         check_cover(sched, st.attach[1], seen, sizes)
-    readers = [q for q, s in sched.states.items() if pd.tensor in s.definition.reads()]
+    what = "output" if pd.tensor in {t.name for t in sched.op.outputs} else "global tensor"
+    _check_readers(sched, pname, pd, what, seen, sizes)
+
+
+def _check_readers(sched, pname, via, what, seen, sizes):
+    """Every reader of `via`'s tensor (the output's definition, or an inlined copy
+    of it, whose readers read the output through it) reads all of it."""
+    from ..lang.ast import Index
+    st = sched.states[pname]
+    readers = [q for q, s in sched.states.items() if via.tensor in s.definition.reads()]
     for q in readers:
         qd = sched.states[q].definition
         for e in [qd.rhs, *qd.lets.values()]:
             for r in walk(e):
-                if not (isinstance(r, Read) and r.tensor == pd.tensor):
+                if not (isinstance(r, Read) and r.tensor == via.tensor):
                     continue
                 # distinct indices too: a read of the diagonal, C(k, k), covers only it
-                what = "output" if pd.tensor in {t.name for t in sched.op.outputs} \
-                    else "global tensor"
-                ok = len(r.args) == len(pd.spatial) and all(
-                    isinstance(a, Index) and _same(qd.ranges.get(a.name), pd.ranges[v])
-                    for a, v in zip(r.args, pd.spatial)) and \
+                ok = len(r.args) == len(via.spatial) and all(
+                    isinstance(a, Index) and _same(qd.ranges.get(a.name), via.ranges[v])
+                    for a, v in zip(r.args, via.spatial)) and \
                     len({a.name for a in r.args}) == len(r.args)
                 if not ok:
                     raise LoweringError(
-                        f"stage '{pname}' writes {what} '{pd.tensor}' but is computed inside "
-                        f"'{st.attach[1]}', and '{q}' does not read all of it: part of the "
-                        f"{what} could stay unwritten (compute it at root instead)")
+                        f"stage '{pname}' writes {what} '{st.definition.tensor}' but is "
+                        f"computed inside '{st.attach[1]}', and '{q}' does not read all of "
+                        f"it: part of the {what} could stay unwritten (compute it at root "
+                        f"instead)")
                 _check_runs(sched, pname, q, r, what, sizes)
+        if sched.states[q].attach == ("inline",):
+            # an inlined copy (cache_read + compute_inline): its readers read the output
+            # through it (fuzz seed 4 pairs 16816, 44414: O(0, 0) through O_global)
+            _check_readers(sched, pname, qd, what, seen, sizes)
         check_cover(sched, q, seen, sizes)
 
 

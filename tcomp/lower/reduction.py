@@ -6,6 +6,14 @@ reduction loop bound to threads ends in an all-reduce across them. Otherwise
 it accumulates in the tensor itself, which must then have the accumulation
 type (use cache_write to get one), initialised just before the outermost
 reduction loop.
+
+A continuing float `max=`/`min=` with reduction indices starts from
+`fmax(current, identity)` (`fmin`): the row reduces from its identity and
+then meets the current value (docs/language.md), so a NaN current value
+meeting a row of NaNs (or an empty row) gives the identity, as `evaluate`
+does and as every schedule does that starts partial reductions from the
+identity (threads, rfactor); without this start the serial loop alone
+would keep the NaN.
 """
 from __future__ import annotations
 
@@ -14,6 +22,19 @@ from .construct import conj
 from .simplify import simplify_expr
 from .ir import identity
 from .translate import combine
+
+
+def continued_start(n) -> ir.Expr:
+    """Where a continuing reduction (`op=` without `!`) of StageNest `n` starts."""
+    d, acc_dt = n.d, n.acc_dt
+    if d.reduce and d.reduce_op in ("max", "min") and acc_dt.is_float:
+        return combine(d.reduce_op, n.current(), identity(d.reduce_op, acc_dt), acc_dt)
+    return n.current()
+
+
+def needs_start(d, acc_dt) -> bool:
+    """Does memory accumulation store a start value before the reduction loops?"""
+    return d.init or bool(d.reduce and d.reduce_op in ("max", "min") and acc_dt.is_float)
 
 
 def register_accumulation(n, i: int) -> ir.Stmt:
@@ -28,7 +49,7 @@ def register_accumulation(n, i: int) -> ir.Stmt:
     inner = n.reduction_loops(i, lambda: guarded(n.allg, ir.Store(
         n.acc_name, a0, combine(d.reduce_op, load_acc, n.value(), acc_dt))))
     if not n.cross:
-        init = identity(d.reduce_op, acc_dt) if d.init else n.current()
+        init = identity(d.reduce_op, acc_dt) if d.init else continued_start(n)
         return ir.Alloc(acc, ir.seq(guarded(n.sg, ir.Store(n.acc_name, a0, init)), inner,
                                     guarded(n.sg, n.store(load_acc))))
     # Every thread starts from the identity and takes part in the
@@ -54,10 +75,12 @@ def register_accumulation(n, i: int) -> ir.Stmt:
 
 def init_nest(n, i: int) -> ir.Stmt:
     """Memory accumulation: initialise the points of the spatial loops inside the
-    outermost reduction loop (leaf i of StageNest `n`), just before it."""
+    outermost reduction loop (leaf i of StageNest `n`), just before it (with the
+    identity, or for a continuing float max/min with `continued_start`)."""
     st = n.st
     inner_sp = [l for l in st.leaves[i:] if st.kinds[l] == "spatial"]
-    s = n.guarded(n.sg, n.store(identity(n.d.reduce_op, n.acc_dt)))
+    start = identity(n.d.reduce_op, n.acc_dt) if n.d.init else continued_start(n)
+    s = n.guarded(n.sg, n.store(start))
     for leaf in reversed(inner_sp):
         s = n.for_loop(leaf, s)
     return s

@@ -18,7 +18,7 @@ from . import ir, ragged_loops
 from .construct import add, conj, ident, mul, sub
 from .context import StageLoops
 from .loops import for_loop
-from .reduction import init_nest, register_accumulation
+from .reduction import init_nest, needs_start, register_accumulation
 from .rewriter import substitute
 from .scan import scan_loop
 from .scatter_store import scatter_store
@@ -234,7 +234,8 @@ class StageNest:
                     combine(d.reduce_op, self.current(), self.value(), self.acc_dt)))
             return self.guarded(self.allg, self.store(self.value()))
         pre = None
-        if self.reducing and not self.registers and d.init and i == self.first_red:
+        if (self.reducing and not self.registers and i == self.first_red
+                and needs_start(d, self.acc_dt)):
             pre = init_nest(self, i)
         return self.b.loop(self.stage, st, i, self.info, lambda: self.leaf_loop(i + 1), pre)
 

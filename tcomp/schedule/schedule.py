@@ -236,9 +236,11 @@ class Schedule:
             raise ScheduleError(f"{p}: needs at least one reader stage")
         order = list(self.states)
         at = sorted(order.index(n) for n in names)
-        between = [w for w in self.writers(tensor) if at[0] < order.index(w) < at[-1]]
+        # A writer from the first reader (a reader that updates the tensor: O(i) =
+        # O(i) * 2) up to the last one: the later readers want its values.
+        between = [w for w in self.writers(tensor) if at[0] <= order.index(w) < at[-1]]
         if between:
-            before = [n for n in names if order.index(n) < order.index(between[0])]
+            before = [n for n in names if order.index(n) <= order.index(between[0])]
             after = [n for n in names if order.index(n) > order.index(between[0])]
             raise ScheduleError(f"{p}: '{before[0]}' reads '{tensor}' before '{between[0]}' "
                                 f"updates it and '{after[0]}' after: one copy cannot serve "

@@ -16,12 +16,14 @@ _THREAD_LOCAL = (ir.Seq, ir.Let, ir.For, ir.If, ir.Store, ir.Alloc, ir.IndexChec
 
 
 def per_thread_bounds(s: ir.For) -> bool:
-    """Whether loop `s` may run a trip count of its own in each thread: bounds read
-    from memory (a ragged loop) and a body with nothing threads do together, as
-    on the GPU. (Other bounds that differ between threads are refused: no
-    lowering makes them.)"""
-    return any(isinstance(x, ir.Load) for e in (s.lo, s.extent) for x in ir.walk_expr(e)) and \
-        all(type(x) in _THREAD_LOCAL for x in walk_stmts(s.body))
+    """Whether loop `s` may run a trip count of its own in each thread: a body with
+    nothing threads do together, as on the GPU, whatever the bounds (read from
+    memory in a ragged loop, or an index of the thread: a producer computed at a
+    thread-bound loop whose region moves with the thread, `O(0) + O(j)`). Bounds
+    that differ between the threads of a block around a barrier, a collective
+    or an asynchronous operation are an error (`_block_uniform`): the threads
+    would not meet there."""
+    return all(type(x) in _THREAD_LOCAL for x in walk_stmts(s.body))
 
 
 class ScatterOps:

@@ -1500,3 +1500,18 @@ def test_one_copy_for_readers_of_two_versions():
                 "cache_read", "'O.1.snap' reads 'O' before 'O.1' updates it and 'O.2.snap' "
                 "after", "cache 'O' for each of them separately")
     s.cache_read("O", "global", [s["O.2.snap"]])  # one version: fine
+
+
+def test_one_copy_for_a_reader_that_updates_and_a_later_reader():
+    """O.1 reads O and updates it in place; O.2 reads the updated O: one copy
+    made before O.1 would serve O.2 the old values (fuzz seed 4 pairs 45339,
+    53864, 61226: wrong answers on the sim before the check)."""
+    op = tcomp.op("def d(float(N) X) -> (O) {\n  O(i) = X(i) + 1\n  O(i) = O(i) * 2\n"
+                  "  O(i) = O(i) + 10\n}")
+    s = tcomp.Schedule(op)
+    sched_error(lambda: s.cache_read("O", "global", [s["O.1"], s["O.2"]]),
+                "cache_read", "'O.1' reads 'O' before 'O.1' updates it and 'O.2' after",
+                "cache 'O' for each of them separately")
+    s.cache_read("O", "global", [s["O.2"]])  # one version: fine
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(tcomp.build(s, target="sim")(x), (x + 1) * 2 + 10)

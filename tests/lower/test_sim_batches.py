@@ -182,11 +182,26 @@ def test_race_in_an_iteration_only_some_blocks_run(batches):
 
 
 def test_loop_bounds_differing_within_a_block_name_the_block():
-    body = ir.For("i", c(0), add(TX, BX), "serial", ir.Store("O", (BX, TX), f(1)))
+    """Around a barrier the threads of a block would not meet: an error."""
+    body = ir.For("i", c(0), add(TX, BX), "serial",
+                  ir.seq(ir.Store("O", (BX, TX), f(1)), ir.Barrier()))
     prog = program(ir.If(lt(c(0), BX), body), 3, 2, {"O": (3, 2)})
     with pytest.raises(tcomp.SimError, match=r"bounds of loop 'i' differ between threads "
                                              r"\(threadIdx.x \+ blockIdx.x\) of block \(1, 0, 0\)"):
         run(prog, {"O": (3, 2)})
+
+
+def test_loop_bounds_may_differ_between_threads_around_thread_local_work():
+    """Thread t of block b runs t + b iterations with nothing shared in the loop,
+    as a GPU does (issue 22, fuzz seed 4 pair 66605: a producer computed at a
+    thread-bound loop whose region moves with the thread's index)."""
+    i = ir.Var("i")
+    o = (BX, TX)
+    body = ir.seq(ir.Store("O", o, f(0)), ir.For("i", c(0), add(TX, BX), "serial", ir.Store(
+        "O", o, ir.Bin("+", ir.Load("O", o, F32), ir.Cast(F32, add(i, c(1))), F32))))
+    env = run(program(body, 3, 2, {"O": (3, 2)}), {"O": (3, 2)})
+    want = [[sum(range(1, t + b + 1)) for t in range(2)] for b in range(3)]
+    np.testing.assert_array_equal(env["O"], want)
 
 
 def test_barrier_taken_by_whole_blocks_only(batches):
