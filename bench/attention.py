@@ -54,17 +54,17 @@ def check(O, q, k, v, causal, heads=4, rows=128) -> float:
     """Max error of O (B, H, S, D) against float64 attention on a sample
     (K and V with H / g heads: grouped-query)."""
     B, H, S, D = q.shape
-    g = H // k.shape[1]
+    grp = H // k.shape[1]
     worst = 0.0
     g = torch.Generator(device="cpu").manual_seed(1)
     for _ in range(heads):
         b_, h_ = int(torch.randint(B, (1,), generator=g)), int(torch.randint(H, (1,), generator=g))
         idx = torch.randperm(S, generator=g)[:rows].to(q.device)
-        s = (q[b_, h_, idx].double() @ k[b_, h_ // g].double().T) / math.sqrt(D)
+        s = (q[b_, h_, idx].double() @ k[b_, h_ // grp].double().T) / math.sqrt(D)
         if causal:
             s = s.masked_fill(torch.arange(k.shape[2], device=q.device)[None, :] > idx[:, None],
                               float("-inf"))
-        ref = torch.softmax(s, dim=-1) @ v[b_, h_ // g].double()
+        ref = torch.softmax(s, dim=-1) @ v[b_, h_ // grp].double()
         worst = max(worst, (O[b_, h_, idx].double() - ref).abs().max().item())
     return worst
 
