@@ -221,11 +221,11 @@ def _scanned():
      "bind: stage 'O.1' is scanned over 64 threads along threadIdx.x, its whole block; bind "
      "Axis(O.1.b) to blocks"),
     (lambda: (lambda s, st, t_o, t_i: st.split(t_o, 2))(*_scanned()),
-     "split: axis 't_o' is a loop of the scan over 't' (its tiles, or its lanes on "
-     "threadIdx.x): the scan fixes it; bind the independent axes (b) to blocks"),
+     "split: axis 't_o' is a loop of the scan over 't' (its tiles, its lanes on "
+     "threadIdx.x, or a thread's elements): the scan fixes it; bind the independent axes (b) to blocks"),
     (lambda: (lambda s, st, t_o, t_i: st.bind(t_i, "blockIdx.y"))(*_scanned()),
-     "bind: axis 't_i' is a loop of the scan over 't' (its tiles, or its lanes on "
-     "threadIdx.x): the scan fixes it; bind the independent axes (b) to blocks"),
+     "bind: axis 't_i' is a loop of the scan over 't' (its tiles, its lanes on "
+     "threadIdx.x, or a thread's elements): the scan fixes it; bind the independent axes (b) to blocks"),
 ])
 def test_scan_errors(call, message):
     with pytest.raises(tcomp.ScheduleError) as e:
