@@ -254,3 +254,50 @@ def test_the_first_value_is_not_computed_inside_the_ordered_loop():
     with pytest.raises(tcomp.ScheduleError) as e:
         s["O"].compute_at(st, st.leaf_axes[1])
     assert "'O.1' does not update each element of 'O' from that element alone" in str(e.value)
+
+
+def _lookback(**kw):
+    s = _rec(SUM)
+    st = s["O.1"]
+    return s, st, st.scan(st.axes[1], threads=64, **kw)
+
+
+def _bound_x():
+    s = _rec(SUM)
+    st = s["O.1"]
+    st.bind(st.axes[0], "blockIdx.x")
+    return st.scan(st.axes[1], threads=64, lookback=True)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: _lookback(items=0, lookback=True),
+     "scan: items must be an integer from 1 to 32 (elements a thread scans in its registers), "
+     "got 0"),
+    (lambda: _lookback(items=4),
+     "scan: items=4 needs lookback=True (the single-block scan keeps one element a thread; "
+     "the multi-block scan with look-back keeps 'items' a thread)"),
+    (lambda: _lookback(lookback=1), "scan: lookback must be True or False, got 1"),
+    (_bound_x,
+     "scan: stage 'O.1' binds 'b' to blockIdx.x; a scan with lookback puts its tiles on "
+     "blockIdx.x: bind the independent axes to blockIdx.y or blockIdx.z"),
+    (lambda: (lambda s, st, ax: st.bind(st.axes[0], "blockIdx.x"))(*_lookback(lookback=True)),
+     "bind: blockIdx.x is already bound to axis 't_o' of stage 'O.1'"),
+    (lambda: (lambda s, st, ax: st.split(st.leaf_axes[3], 2))(*_lookback(items=2,
+                                                                         lookback=True)),
+     "split: axis 't_k' is a loop of the scan over 't' (its tiles, its lanes on threadIdx.x, "
+     "or a thread's elements): the scan fixes it; bind the independent axes (b) to blocks"),
+])
+def test_lookback_scan_errors(call, message):
+    with pytest.raises(tcomp.ScheduleError) as e:
+        call()
+    assert message in str(e.value)
+
+
+def test_a_threads_elements_stay_innermost():
+    s, st, _ = _lookback(items=2, lookback=True)
+    t_i, t_o, b, t_k = st.leaf_axes
+    st.reorder(t_k, b)  # the independent axis may move, but not inside a thread's elements
+    with pytest.raises(tcomp.LoweringError) as e:
+        tcomp.lower(s, sizes={"B": 3, "T": 10})
+    assert "stage 'O.1': a thread's elements 't_k' must be its innermost loop; reorder the " \
+        "independent axes outside it" in str(e.value)
