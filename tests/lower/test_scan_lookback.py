@@ -229,3 +229,19 @@ def test_gpu_lookback_linear_recurrence():
     for t in range(1, X.shape[1]):
         want[:, t] = A[:, t] * want[:, t - 1] + X[:, t]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("second, zero", [
+    ("O(b, t) = O(b, t - 1) + X(b, t) where t in 1:T, ordered t", False),  # 0:1 and 1:T
+    ("O(b, t) = O(b, t - 1) + X(b, t) where t in 2:T, ordered t", True),   # t = 1 unwritten
+    ("O(b, t) = X(b, t) where t in 1:T, b in 1:B", True),                  # two dimensions
+    ("O(b, t) +=! X(b, k) where t in 1:T", True),                          # a reduction
+])
+def test_a_first_point_and_its_recurrence_need_no_zero_fill(second, zero):
+    """The output of a recurrence written as its first point, then the rest, is
+    written whole: no zero fill (one pass over it less on the GPU)."""
+    op = tcomp.op(f"""def f(float(B, T) X, float(B, K) Y) -> (O) {{
+    O(b, t) = X(b, t) where t in 0:1
+    {second}
+}}""".replace("X(b, k)", "Y(b, k)"))
+    assert ("O" in tcomp.lower(tcomp.Schedule(op)).zero_fill) is zero
