@@ -47,6 +47,29 @@ def test_lang_errors(src, message):
     assert message in str(e.value)
 
 
+def test_statements_do_not_share_an_ordered_loop():
+    """Cholesky's shape: a sum over the row, then a statement of the same ordered index
+    that the sum reads at earlier points. Each ordered statement runs its whole loop
+    before the next, so this is refused, saying why and what to write instead."""
+    src = ("def f(float(N) X) -> (S, L) {\n L(i) = X(i)\n"
+           " S(i) +=! (k < i ? L(k) : 0.0) where i in 0:N, k in 0:N, ordered i\n"
+           " L(i) = S(i) + 1.0 where ordered i\n}")
+    with pytest.raises(tcomp.LangError) as e:
+        tcomp.op(src)
+    assert ("'L' is written here after a statement read it (line 3); reads must see a "
+            "tensor's final value. Both statements are ordered over 'i', but statements do not "
+            "share an ordered loop: each runs its whole loop before the next (several "
+            "statements in one ordered loop are not supported yet). Write the dependence "
+            "inside one statement (a reduction guarded by the triangle, as trisolv and lu), or "
+            "keep each step's values in a tensor indexed by the ordered index (as "
+            "floyd-warshall's P(k, i, j))") in str(e.value)
+    assert e.value.line == 4
+    # not ordered: the plain message, unchanged
+    with pytest.raises(tcomp.LangError) as e:
+        tcomp.op(src.replace(", ordered i", "").replace(" where ordered i", ""))
+    assert str(e.value).split("\n")[0].endswith("reads must see a tensor's final value")
+
+
 def test_a_guard_that_excludes_the_point_is_accepted():
     """The counterpart of the last case above: `d < n` excludes the point written."""
     op = tcomp.op("def f(float(N, D) X) -> (O) {\n O(n) = X(n, 0)\n"
