@@ -30,7 +30,11 @@ in, 8 KiB out), 2^17 tiles for the vector; a thread's 8 loads are
 consecutive (32 B a thread, a warp's load instruction touches 1 KiB with
 4 B of each 32 B sector used: L1 serves the other 7 of the 8 instructions),
 the stores likewise (partial sectors merged in L2); the look-back by one
-thread, ~1 L2 round trip a predecessor. Expected 0.7-0.9x copy; below 0.9x
+thread, ~1 L2 round trip a predecessor. A queueing model (1056 resident
+blocks, 8 us of memory time a tile, 0.3-0.7 us a look-back step) gives
+walks of one or two steps in steady state and 0.89-0.93x of the no-look-back
+time, the same for a warp-wide look-back of 32 predecessors a step: the cost
+is one round trip a tile, halved by --items 16. Expected 0.7-0.9x copy; below 0.9x
 the likely limits are the uncoalesced per-instruction stores (a shared-memory
 transpose, as CUB's BLOCK_LOAD_TRANSPOSE, is not built) and the serial
 look-back (CUB's is a warp's, 32 predecessors at a time). Try --items 4 and

@@ -219,8 +219,9 @@ def test_gpu_lookback_linear_recurrence():
     }""")
     s = tcomp.Schedule(op)
     st = s["O.1"]
-    st.scan(st.axes[1], threads=256, items=8, lookback=True)
-    st.bind(st.axes[0] if st.axes[0].name == "b" else st.axes[2], "blockIdx.y")
+    b, t = st.axes
+    st.scan(t, threads=256, items=8, lookback=True)
+    st.bind(b, "blockIdx.y")
     a = (torch.rand(2, 200_003, device="cuda") * 0.5 + 0.5).to(torch.bfloat16)
     x = torch.randn(2, 200_003, device="cuda").to(torch.bfloat16)
     got = torch.as_tensor(tcomp.build(s, target="cuda")(a, x)).cpu().numpy()
