@@ -2,32 +2,45 @@
 recurrence h(t) = a(t) h(t - 1) + x(t) against torch, a Triton kernel with
 `tl.associative_scan` (written here) and a device copy. Run on the GPU machine:
 
-    PYTHONPATH=. python3 bench/scan.py [--reps 20] [--only cumsum_rows,linear]
+    PYTHONPATH=. python3 bench/scan.py [--reps 20] [--only cumsum_vector,linear_vector]
+        [--threads 1024] [--lb-threads 256] [--items 8]
 
 Cases (the issue's table):
   cumsum_rows   fp32 4096 x 32768, along the rows    peers: torch.cumsum, copy
   cumsum_vector fp32 2^28, one row                    peers: torch.cumsum, copy
   linear        bf16 a, x (B8, D2048, T4096; T contiguous), fp32 h
                                                       peers: Triton associative_scan, copy
-Per case: build the tcomp kernel once (Stage.scan over the row, one block of
-`threads` threads per row, the rows over blocks), check tcomp's and the peers'
-results against a float64 reference on fresh random data (relative Frobenius
-error), then time each as the median of `reps` calls with CUDA events, the L2
-flushed before each (bench/timing.py). Prints GB/s of the minimum traffic
-(inputs read once, the output written once) and the ratios; writes
-$OUT/scan.json when $OUT is set.
+  linear_vector bf16 a, x, one row of 2^28, fp32 h   peers: Triton (one program), copy
+Per case up to two tcomp schedules: "tcomp" (Stage.scan over the row, one
+block of `threads` threads a row, the rows over blocks; rows only, a 2^28
+row in one block is not measured) and "tcomp_lb" (Stage.scan(..., items=K,
+lookback=True): tiles of lb_threads * K elements over blockIdx.x, the rows
+over blockIdx.y, chained by the decoupled look-back). A call includes the
+zero fill of the look-back's flags (one int32 a tile) and the first point's
+launch. Check tcomp's and the peers' results against a float64 reference on
+fresh random data (relative Frobenius error), then time each as the median
+of `reps` calls with CUDA events, the L2 flushed before each
+(bench/timing.py). Prints GB/s of the minimum traffic (inputs read once, the
+output written once) and the ratios; writes $OUT/scan.json when $OUT is set.
 
-Predictions, not yet measured (no GPU in the session that wrote this): a row
-of 32768 fp32 is 32 tiles of 1024, each tile one coalesced load, a warp
-shuffle scan (5 steps), a shared-memory step between two barriers and one
-store; 4096 blocks of 1024 threads keep the H200 busy, so cumsum_rows should
-reach ~0.6-0.8x copy (the two barriers per tile are not hidden with one
-block per SM at 1024 threads; 512 threads with two blocks per SM may do
-better: --threads). cumsum_vector runs in ONE block (a single row: the
-multi-block decoupled look-back scan is not built), so it is far below copy
-(expected < 0.05x): it is here to measure what that missing piece costs.
-linear: 16384 rows of 4096 in 4 tiles of 1024 each, ~0.6-0.8x copy, against
-Triton's one-pass scan per row.
+Predictions, not measured (no GPU in the sessions that wrote this):
+cumsum_rows with one block a row: ~0.6-0.8x copy (two barriers a tile of
+1024). With look-back, 256 threads x 8 elements: tiles of 2048 fp32 (8 KiB
+in, 8 KiB out), 2^17 tiles for the vector; a thread's 8 loads are
+consecutive (32 B a thread, a warp's load instruction touches 1 KiB with
+4 B of each 32 B sector used: L1 serves the other 7 of the 8 instructions),
+the stores likewise (partial sectors merged in L2); the look-back by one
+thread, ~1 L2 round trip a predecessor. A queueing model (1056 resident
+blocks, 8 us of memory time a tile, 0.3-0.7 us a look-back step) gives
+walks of one or two steps in steady state and 0.89-0.93x of the no-look-back
+time, the same for a warp-wide look-back of 32 predecessors a step: the cost
+is one round trip a tile, halved by --items 16. Expected 0.7-0.9x copy; below 0.9x
+the likely limits are the uncoalesced per-instruction stores (a shared-memory
+transpose, as CUB's BLOCK_LOAD_TRANSPOSE, is not built) and the serial
+look-back (CUB's is a warp's, 32 predecessors at a time). Try --items 4 and
+16, --lb-threads 128 and 512. linear_vector's Triton peer is one program for
+the whole row (the peer kernel scans rows), so it is slow by construction;
+its timing uses 3 reps.
 """
 from __future__ import annotations
 
@@ -53,15 +66,21 @@ LINEAR = """def linear(bfloat16(R, T) A, bfloat16(R, T) X) -> (float32(R, T) H) 
 }"""
 
 
-def scanned(src: str, threads: int, sizes: dict):
+def scanned(src: str, threads: int, sizes: dict, items: int = 0):
+    """items == 0: the single-block scan a row; else the multi-block scan with
+    look-back, `items` elements a thread."""
     op = tcomp.op(src)
     s = tcomp.Schedule(op)
     first, rec = s.stages
     row = first.axes[0]
     first.bind(row, "blockIdx.x")  # (the first point of each row: one thread per row)
     b, t = rec.axes
-    rec.scan(t, threads=threads)
-    rec.bind(b, "blockIdx.x")
+    if items:
+        rec.scan(t, threads=threads, items=items, lookback=True)
+        rec.bind(b, "blockIdx.y")
+    else:
+        rec.scan(t, threads=threads)
+        rec.bind(b, "blockIdx.x")
     return tcomp.build(s, target="cuda", sizes=sizes)
 
 
@@ -106,6 +125,29 @@ def rel_err(got, want) -> float:
     return float((got - want).norm() / max(want.norm(), 1e-30))
 
 
+def linear_reference_chunked(a, x, chunk=4096):
+    """linear_reference for long rows: chunks of `chunk` scanned in parallel in
+    float64 (their local states and multipliers), their carries chained on the
+    CPU, then applied."""
+    R, T = x.shape
+    pad = (-T) % chunk
+    a64 = torch.nn.functional.pad(a.double(), (0, pad), value=1.0).reshape(-1, chunk)
+    x64 = torch.nn.functional.pad(x.double(), (0, pad)).reshape(-1, chunk)
+    h, p = torch.empty_like(x64), torch.empty_like(a64)
+    h[:, 0], p[:, 0] = x64[:, 0], a64[:, 0]
+    for t in range(1, chunk):
+        h[:, t] = a64[:, t] * h[:, t - 1] + x64[:, t]
+        p[:, t] = p[:, t - 1] * a64[:, t]
+    C = (T + pad) // chunk
+    hl, pl = h[:, -1].reshape(R, C).cpu(), p[:, -1].reshape(R, C).cpu()
+    carry = torch.zeros(R, C, dtype=torch.float64)
+    for c in range(1, C):  # the state before chunk c (a row's first a is unused: h0 = x0)
+        carry[:, c] = pl[:, c - 1] * carry[:, c - 1] + hl[:, c - 1]
+    carry[:, 0] = 0.0
+    out = h + p * carry.reshape(-1, 1).to(h.device)
+    return out.reshape(R, T + pad)[:, :T]
+
+
 def linear_reference(a, x):
     a64, x64 = a.double(), x.double()
     h = torch.empty_like(x64)
@@ -120,6 +162,8 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--only", default="")
     ap.add_argument("--threads", type=int, default=1024)
+    ap.add_argument("--lb-threads", type=int, default=256, help="threads of the look-back scan")
+    ap.add_argument("--items", type=int, default=8, help="elements a thread (look-back scan)")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
     timer = Timer(args.reps)
@@ -131,9 +175,9 @@ def main():
         gbs = {k: nbytes / (v * 1e-3) / 1e9 for k, v in times.items()}
         print(f"{case}: " + ", ".join(f"{k} {v:.3f} ms ({gbs[k]:.0f} GB/s)"
                                       for k, v in times.items()), flush=True)
-        for peer in times:
-            if peer != "tcomp":
-                print(f"  tcomp / {peer}: {times[peer] / times['tcomp']:.2f}x", flush=True)
+        for mine in [m for m in times if m.startswith("tcomp")]:
+            for peer in [p for p in times if not p.startswith("tcomp")]:
+                print(f"  {mine} / {peer}: {times[peer] / times[mine]:.2f}x", flush=True)
         print(f"  errors: {errs}", flush=True)
         rows.append(line)
 
@@ -141,32 +185,38 @@ def main():
         if only and case not in only:
             continue
         x = torch.randn(B, T, device="cuda")
-        k = scanned(CUMSUM, args.threads, {"B": B, "T": T})
+        ks = {"tcomp_lb": scanned(CUMSUM, args.lb_threads, {"B": B, "T": T}, args.items)}
+        if B > 1:
+            ks["tcomp"] = scanned(CUMSUM, args.threads, {"B": B, "T": T})
         out = torch.empty_like(x)
-        got = torch.as_tensor(k(x))
         want = torch.cumsum(x.double(), 1)
-        errs = {"tcomp": rel_err(got, want), "torch": rel_err(torch.cumsum(x, 1), want)}
-        times = {"tcomp": timer(lambda: k(x)), "torch": timer(lambda: torch.cumsum(x, 1)),
-                 "copy": timer(lambda: out.copy_(x))}
+        errs = {name: rel_err(torch.as_tensor(k(x)), want) for name, k in ks.items()}
+        errs["torch"] = rel_err(torch.cumsum(x, 1), want)
+        times = {name: timer(lambda k=k: k(x)) for name, k in ks.items()}
+        times["torch"] = timer(lambda: torch.cumsum(x, 1))
+        times["copy"] = timer(lambda: out.copy_(x))
         report(case, 2 * x.numel() * 4, times, errs)
 
-    if not only or "linear" in only:
-        B, D, T = 8, 2048, 4096
-        a = (torch.rand(B * D, T, device="cuda") * 0.5 + 0.5).to(torch.bfloat16)
-        x = torch.randn(B * D, T, device="cuda").to(torch.bfloat16)
-        k = scanned(LINEAR, args.threads, {"R": B * D, "T": T})
-        want = linear_reference(a, x)
-        errs = {"tcomp": rel_err(torch.as_tensor(k(a, x)), want)}
-        times = {"tcomp": timer(lambda: k(a, x))}
+    for case, (R, T) in (("linear", (8 * 2048, 4096)), ("linear_vector", (1, 1 << 28))):
+        if only and case not in only:
+            continue
+        a = (torch.rand(R, T, device="cuda") * 0.5 + 0.5).to(torch.bfloat16)
+        x = torch.randn(R, T, device="cuda").to(torch.bfloat16)
+        want = linear_reference(a, x) if T <= 4096 else linear_reference_chunked(a, x)
+        ks = {"tcomp_lb": scanned(LINEAR, args.lb_threads, {"R": R, "T": T}, args.items)}
+        if R > 1:
+            ks["tcomp"] = scanned(LINEAR, args.threads, {"R": R, "T": T})
+        errs = {name: rel_err(torch.as_tensor(k(a, x)), want) for name, k in ks.items()}
+        times = {name: timer(lambda k=k: k(a, x)) for name, k in ks.items()}
         peer = triton_linear()
         if peer is not None:
-            h = torch.empty(B * D, T, device="cuda")
+            h = torch.empty(R, T, device="cuda")
             errs["triton"] = rel_err(peer(a, x, h), want)
-            times["triton"] = timer(lambda: peer(a, x, h))
-        buf = torch.empty(B * D, 2 * T, device="cuda", dtype=torch.bfloat16)
+            times["triton"] = (timer if R > 1 else Timer(3))(lambda: peer(a, x, h))
+        buf = torch.empty(R, 2 * T, device="cuda", dtype=torch.bfloat16)
         dst = torch.empty_like(buf)
         times["copy"] = timer(lambda: dst.copy_(buf))  # 2 bf16 in, one fp32 out: 8 B a point
-        report("linear", B * D * T * (2 + 2 + 4), times, errs)
+        report(case, R * T * (2 + 2 + 4), times, errs)
 
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "scan.json"), "w") as f:

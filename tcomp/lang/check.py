@@ -220,9 +220,19 @@ class _Checker(ExprChecks):
             self.declared[name] = OutParam(name, loc=s.loc)
             self.temporaries.append(name)
         if name in self.read_at:
+            reader = self.read_at[name]
+            shared = [v for v in s.ordered if v in reader.ordered]
+            why = ""
+            if shared:  # (several statements in one ordered loop: docs/language.md)
+                why = (f". Both statements are ordered over '{shared[0]}', but statements do "
+                       f"not share an ordered loop: each runs its whole loop before the next "
+                       f"(several statements in one ordered loop are not supported yet). Write "
+                       f"the dependence inside one statement (a reduction guarded by the "
+                       f"triangle, as trisolv and lu), or keep each step's values in a tensor "
+                       f"indexed by the ordered index (as floyd-warshall's P(k, i, j))")
             raise LangError(f"'{name}' is written here after a statement read it (line "
-                            f"{self.read_at[name].loc.line}); reads must see a tensor's final "
-                            f"value", s.loc)
+                            f"{reader.loc.line}); reads must see a tensor's final "
+                            f"value{why}", s.loc)
         for i, v in enumerate(s.indices):
             if v in s.indices[:i]:
                 raise LangError(f"index '{v}' appears twice on the left-hand side", s.loc)

@@ -192,6 +192,43 @@ for _op, _name in QUAD_OPS.items():
                           dtypes=("float32",)),),
         effects=frozenset({"reads", "writes", "warp_collective"}), noun="quad reduction"))
 
+# Multi-block scans (Stage.scan(..., lookback=True); lowering: scan_lookback.py). As a
+# block scan, but exclusive, over the threads' totals, and with the carry of the block's
+# tile found by a decoupled look-back (Merrill & Garland) through global memory: tile
+# `tile` of a row publishes its aggregate (flag 1), combines the aggregates of the tiles
+# before it back to one that published its inclusive prefix (flag 2; tile 0 starts
+# from the carry operand), then publishes its own inclusive prefix (flag 2). The flags,
+# aggregates and prefixes are Refs at the tile's slot; tile t's predecessors are the t
+# slots below it.
+LOOKBACK_OPS = {"+": "scan_lookback_add", "*": "scan_lookback_mul", "max": "scan_lookback_max",
+                "min": "scan_lookback_min", "linear": "scan_lookback_linear"}
+for _op, _name in LOOKBACK_OPS.items():
+    _lin = _op == "linear"
+    _coef = (Operand("coef", ref=True, access=READWRITE, scopes=("local",), dtypes=_SCAN_TYPES),
+             ) if _lin else ()
+    _acoef = (Operand("aggregate_coef", ref=True, access=READWRITE, scopes=("global",),
+                      dtypes=_SCAN_TYPES),) if _lin else ()
+    register(Intrinsic(
+        _name, ("the linear recurrence h = a h' + b" if _lin else f"'{_op}'") +
+        " scanned over the tiles of a row, one tile a block, the threads along threadIdx.x "
+        "holding each the combine of its elements: each thread's value becomes the state "
+        "before its elements (the carry of the tile, found by a decoupled look-back across "
+        "blocks, combined with the threads before it), every thread's carry the state after "
+        "the tile" + (" (elements: coef a, value b)" if _lin else ""),
+        operands=_coef + (
+            Operand("value", ref=True, access=READWRITE, scopes=("local",), dtypes=_SCAN_TYPES),
+            Operand("carry", ref=True, access=READWRITE, scopes=("local",), dtypes=_SCAN_TYPES),
+            Operand("flags", ref=True, access=READWRITE, scopes=("global",), dtypes=("int32",)),
+            ) + _acoef + (
+            Operand("aggregate", ref=True, access=READWRITE, scopes=("global",),
+                    dtypes=_SCAN_TYPES),
+            Operand("prefix", ref=True, access=READWRITE, scopes=("global",), dtypes=_SCAN_TYPES),
+            Operand("tile", dtypes=("int32",)),
+            Operand("threads", dtypes=("int32",))),
+        # (its waits are on other blocks' flags, inside the intrinsic: no "blocking", which
+        # is a wait on this block's mbarriers or copies)
+        effects=frozenset({"reads", "writes", "block_collective"}), noun="multi-block scan"))
+
 # Tensor cores (layouts: warp_layouts.py; lowering: tensor_cores.py). Fragments
 # are per-lane registers; every lane of the warp executes these together.
 _16BIT = ("bfloat16", "float16")

@@ -21,6 +21,7 @@ from .loops import for_loop
 from .reduction import init_nest, needs_start, register_accumulation
 from .rewriter import substitute
 from .scan import scan_loop
+from .scan_lookback import lookback_body
 from .scatter_store import scatter_store
 from .tuple_nest import tuple_accumulation
 from .simplify import simplify_expr
@@ -226,7 +227,10 @@ class StageNest:
             return tuple_accumulation(self, i)
         if self.registers and i == self.first_red:
             return register_accumulation(self, i)
-        if st.scan is not None and i < len(st.leaves) and st.leaves[i] == st.scan[0]:
+        if st.lookback is not None and i == len(st.leaves) - (st.lookback.items is not None):
+            return lookback_body(self)  # (inside every loop but a thread's elements)
+        if st.scan is not None and st.lookback is None and i < len(st.leaves) and \
+                st.leaves[i] == st.scan[0]:
             return scan_loop(self, i)
         if i == len(st.leaves):
             if self.reducing:

@@ -147,10 +147,14 @@ class Swizzle:
 
 @dataclass(frozen=True)
 class Scan:
-    """Stage.scan(axis, threads): the ordered recurrence as a block-parallel scan."""
+    """Stage.scan(axis, threads, items, lookback): the ordered recurrence as a
+    block-parallel scan (lookback: its tiles over blocks, chained by a decoupled
+    look-back; items: elements a thread, lookback only)."""
     stage: str
     axis: str
     threads: int
+    items: int = 1
+    lookback: bool = False
 
 
 @dataclass(frozen=True)
@@ -318,6 +322,9 @@ def _directive(i: int, item, where: str = "from_json: not a tcomp schedule"):
                             f"{', '.join(names)})")
     kwargs = {}
     for f in fields:
+        if f.name not in item and f.default is not dataclasses.MISSING:
+            kwargs[f.name] = f.default  # (a field added later: its default replays old JSON)
+            continue
         if f.name not in item:
             raise ScheduleError(f"{where} lacks the field {f.name!r} (a {kind} has "
                                 f"{', '.join(names)})")

@@ -55,6 +55,8 @@ def serial(st) -> list[str]:
     if not d.ordered:
         return []
     scanned = st.scan[:2] if st.scan is not None else ()
+    if st.lookback is not None and st.lookback.items is not None:
+        scanned += (st.lookback.items,)
     return [v for v in st.leaves if v in d.ordered or v in d.reduce or v in scanned or
             (v in d.spatial and v not in d.independent)]
 
@@ -72,9 +74,10 @@ def refuse_axis(st, primitive: str, leaf: str) -> None:
     d = st.definition
     if not d.ordered or leaf not in serial(st):
         return
-    if st.scan is not None and leaf in st.scan[:2]:
-        why = (f"axis '{leaf}' is a loop of the scan over '{d.ordered[0]}' (its tiles, or "
-               f"its lanes on threadIdx.x): the scan fixes it")
+    if st.scan is not None and (leaf in st.scan[:2] or st.lookback is not None and
+                                leaf == st.lookback.items):
+        why = (f"axis '{leaf}' is a loop of the scan over '{d.ordered[0]}' (its tiles, "
+               f"its lanes on threadIdx.x, or a thread's elements): the scan fixes it")
     elif leaf in d.ordered:
         why = (f"axis '{leaf}' is ordered ({_clause(st)}): each iteration reads what the ones "
                f"before it stored, so its iterations run one after another, in one thread")

@@ -314,17 +314,21 @@ class Stage(ComputePrimitives, StoragePrimitives, HopperPrimitives):
         self._sched.directives.append(D.Bind(self.name, name, tag))
         s.bind[name] = tag
 
-    def scan(self, ax: Axis, threads: int = 256):
+    def scan(self, ax: Axis, threads: int = 256, items: int = 1, lookback: bool = False):
         """Compute an ordered recurrence over `ax` as a parallel scan by the
         `threads` threads of a block (schedule/scan.py: which recurrences).
 
         for t in 1:T: O[t] = O[t - 1] + X[t]
         --scan(t, threads=256)-->  t_i = threadIdx.x; carry = O[0]
             for t_o: v = X[1 + t_o * 256 + t_i]; scan_add(v, carry, 256); O[...] = v
-        Returns the (tile, lane) axes; bind the stage's other axes to blocks.
+        --scan(t, threads=256, items=4, lookback=True)-->  t_o = blockIdx.x (one tile
+            of 1024 a block), t_i = threadIdx.x, t_k: a thread's 4 elements; the
+            tiles chained by a decoupled look-back (lower/scan_lookback.py)
+        Returns the (tile, lane) axes; bind the stage's other axes to blocks
+        (with lookback: to blockIdx.y or z, or leave them serial).
         """
         from .scan import scan
-        return scan(self, ax, threads)
+        return scan(self, ax, threads, items, lookback)
 
     def rasterize(self, rows: Axis, cols: Axis, group: int, tag: str = "blockIdx.x") -> Axis:
         """Bind a 2-D grid of blocks to one block index, numbered `group` rows at

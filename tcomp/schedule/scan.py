@@ -28,6 +28,12 @@ After:   scan(t, threads=256): for b: [t_i = threadIdx.x] carry = O[b, 0]
 The stage's loops become: t_i (bound to threadIdx.x), its independent axes
 (bind them to blocks; other thread axes are refused: the scan's block is its
 N threads along x), t_o innermost.
+
+With lookback=True (a long axis: a few rows, or one), t_o is bound to
+blockIdx.x, one tile a block, and `items` K > 1 gives each thread K
+consecutive elements (t = lo + t_o * N * K + t_i * K + t_k, the unrolled
+leaf t_k innermost; the leaves t_i, t_o, the independent axes, t_k); the tiles' carries come from a decoupled look-back
+across blocks through the global buffers of `Lookback` (below).
 """
 from __future__ import annotations
 
@@ -123,7 +129,64 @@ def _previous(r: Read, spatial, k: int) -> bool:
     return True
 
 
-def scan(stage, ax, threads) -> tuple:
+@dataclass(frozen=True)
+class Lookback:
+    """Stage.scan(..., lookback=True): the tiles of the ordered axis over blockIdx.x,
+    one tile (threads * count elements) a block, chained across blocks by a
+    decoupled look-back (lower/scan_lookback.py). `items`: the leaf of a thread's
+    `count` consecutive elements (None when count is 1). The look-back's global
+    buffers, temporaries of the program (zero-filled before each call, so every
+    tile starts 'not ready'), one slot per tile of every row:
+    `flags` (int32: 0 not ready, 1 its aggregate published, 2 its inclusive prefix
+    published), `aggregate` (the tile's own combine; `aggregate_coef`: the
+    multiplier a of the linear recurrence's pair) and `prefix` (the state after the
+    tile, every earlier tile included)."""
+    items: str | None
+    count: int
+    flags: str
+    aggregate: str
+    aggregate_coef: str | None
+    prefix: str
+
+
+def _temp_name(sched, base: str) -> str:
+    name, i = base, 1
+    while name in sched.tensors:
+        name, i = f"{base}{i}", i + 1
+    return name
+
+
+def _lookback_buffers(stage, d, axis: str, tile: int, dtype, linear: bool) -> dict:
+    """Register the look-back's temporaries (Lookback's docstring) in the schedule's
+    tensors, 1-d of (rows * tiles) slots: rows the product of the independent
+    indices' extents, tiles ceil(extent of `axis` / tile)."""
+    from ..lang import dtypes
+    from ..lang.ast import Binary, Const
+    sched = stage._sched
+
+    def extent(v):
+        lo, hi = d.ranges[v]
+        return hi if isinstance(lo, Const) and lo.value == 0 else \
+            Binary("-", hi, lo, dtypes.int32)
+
+    slots = Binary("/", Binary("+", extent(axis), Const(tile - 1, dtypes.int32), dtypes.int32),
+                   Const(tile, dtypes.int32), dtypes.int32)
+    for v in d.spatial:
+        if v != axis:
+            slots = Binary("*", extent(v), slots, dtypes.int32)
+    base = stage.name.replace(".", "_")
+    names = {}
+    for key, dt in (("flags", dtypes.int32), ("aggregate", dtype),
+                    ("aggregate_coef", dtype if linear else None), ("prefix", dtype)):
+        if dt is None:
+            names[key] = None
+            continue
+        names[key] = _temp_name(sched, f"{base}_{key}")
+        sched.tensors[names[key]] = (dt, (slots,), "global")
+    return names
+
+
+def scan(stage, ax, threads, items=1, lookback=False) -> tuple:
     """Stage.scan's body (primitives.py): validate, record, transform."""
     from .args import as_int
     p = "scan"
@@ -141,6 +204,16 @@ def scan(stage, ax, threads) -> tuple:
     if n is None or n < 32 or n > 1024 or n % 32:
         raise ScheduleError(f"{p}: threads must be a multiple of 32 from 32 to 1024 (whole "
                             f"warps of one block), got {threads!r}")
+    k = as_int(items)
+    if k is None or k < 1 or k > 32:
+        raise ScheduleError(f"{p}: items must be an integer from 1 to 32 (elements a thread "
+                            f"scans in its registers), got {items!r}")
+    if not isinstance(lookback, bool):
+        raise ScheduleError(f"{p}: lookback must be True or False, got {lookback!r}")
+    if k > 1 and not lookback:
+        raise ScheduleError(f"{p}: items={k} needs lookback=True (the single-block scan "
+                            f"keeps one element a thread; the multi-block scan with look-back "
+                            f"keeps 'items' a thread)")
     form = scan_form(d, name, stage._sched.tensors[d.tensor][0])
     if isinstance(form, str):
         raise ScheduleError(f"{p}: stage '{stage.name}' cannot be computed as a scan: {form}; "
@@ -149,14 +222,37 @@ def scan(stage, ax, threads) -> tuple:
         raise ScheduleError(f"{p}: stage '{stage.name}' binds '{bound[0]}' to "
                             f"{s.bind[bound[0]]}; a scan's block is its {n} threads along x: "
                             f"bind the independent axes to blocks")
-    stage._sched.directives.append(D.Scan(stage.name, name, n))
+    if lookback and (bound := [a for a, tag in s.bind.items() if tag == "blockIdx.x"]):
+        raise ScheduleError(f"{p}: stage '{stage.name}' binds '{bound[0]}' to blockIdx.x; "
+                            f"a scan with lookback puts its tiles on blockIdx.x: bind the "
+                            f"independent axes to blockIdx.y or blockIdx.z")
+    stage._sched.directives.append(D.Scan(stage.name, name, n, k, lookback))
     outer, inner = s.fresh(f"{name}_o"), s.fresh(f"{name}_i")
-    s.relations.append(SplitRel(name, outer, inner, n, None))
-    s.kinds[outer] = s.kinds[inner] = "spatial"
     s.leaves.remove(name)
-    s.leaves = [inner] + s.leaves + [outer]
+    s.kinds[outer] = s.kinds[inner] = "spatial"
+    if k == 1:
+        s.relations.append(SplitRel(name, outer, inner, n, None))
+        s.leaves = [inner] + s.leaves + [outer]
+        item = None
+    else:
+        rest = s.fresh(f"{name}_r")
+        s.kinds[rest] = "spatial"
+        s.relations.append(SplitRel(name, outer, rest, n * k, None))
+        item = s.fresh(f"{name}_k")
+        s.kinds[item] = "spatial"
+        s.relations.append(SplitRel(rest, inner, item, k, None))
+        s.leaves = [inner, outer] + s.leaves + [item]  # (t_o on blocks: outside)
+        s.unroll.add(item)
     s.bind[inner] = "threadIdx.x"
     s.scan = (outer, inner, n)
+    if lookback:
+        if k == 1:  # the tile loop on blockIdx.x, outside the serial independent loops
+            s.leaves.remove(outer)
+            s.leaves.insert(1, outer)
+        s.bind[outer] = "blockIdx.x"
+        bufs = _lookback_buffers(stage, d, name, n * k, stage._sched.tensors[d.tensor][0],
+                                 form.op == "linear")
+        s.lookback = Lookback(item, k, **bufs)
     kind = "spatial"
     from .stage import Axis
     return Axis(stage.name, outer, kind), Axis(stage.name, inner, kind)

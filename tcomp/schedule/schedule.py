@@ -175,7 +175,7 @@ class Schedule:
         elif isinstance(d, D.Swizzle):
             st.swizzle(d.span)
         elif isinstance(d, D.Scan):
-            st.scan(ax(d.axis), d.threads)
+            st.scan(ax(d.axis), d.threads, items=d.items, lookback=d.lookback)
         else:
             raise ScheduleError(f"apply: unknown directive {d!r}")
 

@@ -126,6 +126,8 @@ class StageState:
         self.attach: tuple = ("root",)  # ('root',) | ('inline',) | ('at', stage, axis)
         # Stage.scan (schedule/scan.py): (the tile loop, the lane loop, threads), else None.
         self.scan: tuple[str, str, int] | None = None
+        # Stage.scan(..., lookback=True): its tiles over blocks (schedule/scan.Lookback)
+        self.lookback = None
         # the Hopper path (primitives_hopper.py): a copy filled by the TMA engine (its
         # swizzle), the persistent tile loops (outer, inner, group_m), the warp roles
         # (the consumers' loop, producer registers, consumer registers, ping-pong)

@@ -25,7 +25,7 @@ from ..lower.printer import ATOM, BITWISE, PREC, UNARY
 from ..lower.rewriter import walk_stmts
 from ..lower.simplify import kernel_simplifier
 from .index_width import widen
-from . import atomics, casts, sm90_ops, warp_ops
+from . import atomics, casts, scan_lookback, sm90_ops, warp_ops
 from .names import cuda_name
 from .shared_layout import shared_layout
 from .ctypes_table import CTYPE, F32, PRELUDE, STATIC_SMEM_LIMIT, ctype  # noqa: F401
@@ -475,6 +475,8 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
         parts.append(helpers)
     calls = [x.call for k in prog.kernels for x in walk_stmts(k.body) if isinstance(x, ir.Evaluate)]
     used = {c.fn for c in calls}
+    if (flags := scan_lookback.prelude(used)) is not None:
+        parts.append(flags)
     if sm90_ops.uses_sm90(used) or any(k.tensor_maps for k in prog.kernels):
         parts.append(sm90_ops.prelude(used, calls))
     smem = {}

@@ -11,6 +11,7 @@ from ..lower import ir
 from . import sm90_ops, warp_ops
 from .allreduce import emit_allreduce
 from .scan import emit_scan
+from .scan_lookback import emit_lookback
 
 
 def _barrier(gen, s, d: int) -> None:
@@ -52,4 +53,5 @@ EMIT = {
     **sm90_ops.EMIT,
     **{name: emit_scan for name in ("scan_add", "scan_mul", "scan_max", "scan_min",
                                     "scan_linear")},
+    **{f"scan_lookback_{op}": emit_lookback for op in ("add", "mul", "max", "min", "linear")},
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SimError
-from . import async_copy, mbarriers, scan, tma, warp_ops, wgmma
+from . import async_copy, mbarriers, scan, scan_lookback, tma, warp_ops, wgmma
 from .tasks import lockstep, named_barrier, named_barrier_arrive
 
 
@@ -77,6 +77,7 @@ RULES = {
     "cp_async_commit": _async,
     "cp_async_wait": _async,
     **mbarriers.RULES, **tma.RULES, **wgmma.RULES, **scan.RULES,
+    **scan_lookback.RULES,
 }
 # Rules of the blocking intrinsics: generators that yield while they wait
 # (tasks.py runs them in a Specialize's tasks; RULES holds their lock-step form).

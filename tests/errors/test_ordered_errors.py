@@ -47,6 +47,29 @@ def test_lang_errors(src, message):
     assert message in str(e.value)
 
 
+def test_statements_do_not_share_an_ordered_loop():
+    """Cholesky's shape: a sum over the row, then a statement of the same ordered index
+    that the sum reads at earlier points. Each ordered statement runs its whole loop
+    before the next, so this is refused, saying why and what to write instead."""
+    src = ("def f(float(N) X) -> (S, L) {\n L(i) = X(i)\n"
+           " S(i) +=! (k < i ? L(k) : 0.0) where i in 0:N, k in 0:N, ordered i\n"
+           " L(i) = S(i) + 1.0 where ordered i\n}")
+    with pytest.raises(tcomp.LangError) as e:
+        tcomp.op(src)
+    assert ("'L' is written here after a statement read it (line 3); reads must see a "
+            "tensor's final value. Both statements are ordered over 'i', but statements do not "
+            "share an ordered loop: each runs its whole loop before the next (several "
+            "statements in one ordered loop are not supported yet). Write the dependence "
+            "inside one statement (a reduction guarded by the triangle, as trisolv and lu), or "
+            "keep each step's values in a tensor indexed by the ordered index (as "
+            "floyd-warshall's P(k, i, j))") in str(e.value)
+    assert e.value.line == 4
+    # not ordered: the plain message, unchanged
+    with pytest.raises(tcomp.LangError) as e:
+        tcomp.op(src.replace(", ordered i", "").replace(" where ordered i", ""))
+    assert str(e.value).split("\n")[0].endswith("reads must see a tensor's final value")
+
+
 def test_a_guard_that_excludes_the_point_is_accepted():
     """The counterpart of the last case above: `d < n` excludes the point written."""
     op = tcomp.op("def f(float(N, D) X) -> (O) {\n O(n) = X(n, 0)\n"
@@ -221,11 +244,11 @@ def _scanned():
      "bind: stage 'O.1' is scanned over 64 threads along threadIdx.x, its whole block; bind "
      "Axis(O.1.b) to blocks"),
     (lambda: (lambda s, st, t_o, t_i: st.split(t_o, 2))(*_scanned()),
-     "split: axis 't_o' is a loop of the scan over 't' (its tiles, or its lanes on "
-     "threadIdx.x): the scan fixes it; bind the independent axes (b) to blocks"),
+     "split: axis 't_o' is a loop of the scan over 't' (its tiles, its lanes on "
+     "threadIdx.x, or a thread's elements): the scan fixes it; bind the independent axes (b) to blocks"),
     (lambda: (lambda s, st, t_o, t_i: st.bind(t_i, "blockIdx.y"))(*_scanned()),
-     "bind: axis 't_i' is a loop of the scan over 't' (its tiles, or its lanes on "
-     "threadIdx.x): the scan fixes it; bind the independent axes (b) to blocks"),
+     "bind: axis 't_i' is a loop of the scan over 't' (its tiles, its lanes on "
+     "threadIdx.x, or a thread's elements): the scan fixes it; bind the independent axes (b) to blocks"),
 ])
 def test_scan_errors(call, message):
     with pytest.raises(tcomp.ScheduleError) as e:
@@ -254,3 +277,50 @@ def test_the_first_value_is_not_computed_inside_the_ordered_loop():
     with pytest.raises(tcomp.ScheduleError) as e:
         s["O"].compute_at(st, st.leaf_axes[1])
     assert "'O.1' does not update each element of 'O' from that element alone" in str(e.value)
+
+
+def _lookback(**kw):
+    s = _rec(SUM)
+    st = s["O.1"]
+    return s, st, st.scan(st.axes[1], threads=64, **kw)
+
+
+def _bound_x():
+    s = _rec(SUM)
+    st = s["O.1"]
+    st.bind(st.axes[0], "blockIdx.x")
+    return st.scan(st.axes[1], threads=64, lookback=True)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: _lookback(items=0, lookback=True),
+     "scan: items must be an integer from 1 to 32 (elements a thread scans in its registers), "
+     "got 0"),
+    (lambda: _lookback(items=4),
+     "scan: items=4 needs lookback=True (the single-block scan keeps one element a thread; "
+     "the multi-block scan with look-back keeps 'items' a thread)"),
+    (lambda: _lookback(lookback=1), "scan: lookback must be True or False, got 1"),
+    (_bound_x,
+     "scan: stage 'O.1' binds 'b' to blockIdx.x; a scan with lookback puts its tiles on "
+     "blockIdx.x: bind the independent axes to blockIdx.y or blockIdx.z"),
+    (lambda: (lambda s, st, ax: st.bind(st.axes[0], "blockIdx.x"))(*_lookback(lookback=True)),
+     "bind: blockIdx.x is already bound to axis 't_o' of stage 'O.1'"),
+    (lambda: (lambda s, st, ax: st.split(st.leaf_axes[3], 2))(*_lookback(items=2,
+                                                                         lookback=True)),
+     "split: axis 't_k' is a loop of the scan over 't' (its tiles, its lanes on threadIdx.x, "
+     "or a thread's elements): the scan fixes it; bind the independent axes (b) to blocks"),
+])
+def test_lookback_scan_errors(call, message):
+    with pytest.raises(tcomp.ScheduleError) as e:
+        call()
+    assert message in str(e.value)
+
+
+def test_a_threads_elements_stay_innermost():
+    s, st, _ = _lookback(items=2, lookback=True)
+    t_i, t_o, b, t_k = st.leaf_axes
+    st.reorder(t_k, b)  # the independent axis may move, but not inside a thread's elements
+    with pytest.raises(tcomp.LoweringError) as e:
+        tcomp.lower(s, sizes={"B": 3, "T": 10})
+    assert "stage 'O.1': a thread's elements 't_k' must be its innermost loop; reorder the " \
+        "independent axes outside it" in str(e.value)

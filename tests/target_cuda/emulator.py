@@ -9,7 +9,8 @@ what is tested.
 Only what the generated kernels of these tests use is provided (float32,
 float64, integer and bool buffers, the shuffle intrinsics, the math of <cmath>,
 __int_as_float, __longlong_as_double, the float -> integer `_rz` conversions
-with PTX cvt.rzi's saturation, float2/float4 vector casts).
+with PTX cvt.rzi's saturation, float2/float4 vector casts, the release/acquire
+flags of multi-block scans as C++ atomics).
 """
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ import numpy as np
 
 from tcomp.lang import dtypes
 from tcomp.target_cuda.kernel import eval_size, launch_dims
+from tcomp.target_cuda.scan_lookback import PRELUDE as LOOKBACK_FLAGS
+
+# The flags of a multi-block scan (target_cuda/scan_lookback.py's PRELUDE, PTX
+# st.release / ld.acquire at gpu scope) as C++ atomics of the same order.
+EMULATED_FLAGS = r"""
+inline void tc_store_release(int* p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+inline int tc_load_acquire(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }"""
 
 HAVE_CXX = shutil.which("g++") is not None
 
@@ -199,7 +207,7 @@ def run_emulated(kernel, *arrays, timeout: int = 300):
     every thread reaches hangs it); returns its outputs like calling it on a
     GPU would."""
     meta = kernel.meta
-    lib = _compile(PRELUDE + kernel.source +
+    lib = _compile(PRELUDE + kernel.source.replace(LOOKBACK_FLAGS, EMULATED_FLAGS) +
                    "".join(_launcher(kd, meta) for kd in meta["kernels"]))
     with tempfile.TemporaryDirectory() as d:
         sizes = dict(meta["bound_sizes"])
