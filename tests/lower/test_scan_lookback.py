@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tcomp
 from tcomp.errors import SimError
@@ -246,3 +248,16 @@ def test_a_first_point_and_its_recurrence_need_no_zero_fill(second, zero):
     {second}
 }}""".replace("X(b, k)", "Y(b, k)"))
     assert ("O" in tcomp.lower(tcomp.Schedule(op)).zero_fill) is zero
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(T=st.integers(1, 400), B=st.integers(1, 3), threads=st.sampled_from([32, 64]),
+       items=st.integers(1, 5), rhs=st.sampled_from(RHS),
+       rows=st.sampled_from([None, "blockIdx.y", "blockIdx.z"]))
+def test_property_random_sizes_and_tiles(T, B, threads, items, rhs, rows):
+    """Random ranges, rows, block sizes, elements a thread and combines: the
+    multi-block scan on the sim computes what the loop computes."""
+    op = recurrence(rhs)
+    X, A = data(B, T, T * 7 + B)
+    got = tcomp.build(scanned(op, threads, items, rows), target="sim")(X, A)
+    np.testing.assert_allclose(got, loop_reference(op, X, A), rtol=1e-4, atol=1e-4)
