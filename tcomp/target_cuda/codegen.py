@@ -28,7 +28,8 @@ from .index_width import widen
 from . import atomics, casts, scan_lookback, sm90_ops, warp_ops
 from .names import cuda_name
 from .shared_layout import shared_layout
-from .ctypes_table import CTYPE, F32, PRELUDE, STATIC_SMEM_LIMIT, ctype  # noqa: F401
+from .ctypes_table import (CTYPE, EXP2_APPROX, F32, PRELUDE, STATIC_SMEM_LIMIT,  # noqa: F401
+                           call_text, ctype)
 from .intrinsics import EMIT
 
 
@@ -182,30 +183,7 @@ class _Kernel:
         return f"(({ctype(dst)})({x}))"
 
     def call(self, e: ir.Call) -> str:
-        args = [self.expr(a) for a in e.args]
-        dt = e.dtype
-        f32 = dt.name == "float32"
-        if e.fn == "sigmoid":
-            one = "1.0f" if f32 else "1.0"
-            return f"({one} / ({one} + {'expf' if f32 else 'exp'}(-({args[0]}))))"
-        if e.fn == "fdivide":
-            return f"({args[0]} / {args[1]})"
-        if e.fn == "exp2_approx":  # IR only (attention's softmax): ex2.approx.ftz.f32
-            if not f32:
-                raise CudaError("codegen: exp2_approx is float32 only")
-            return f"tc_exp2_approx({args[0]})"
-        if e.fn == "abs":
-            if dt.is_float:
-                return f"{'fabsf' if f32 else 'fabs'}({args[0]})"
-            if dt.kind in "ub":  # (abs of an unsigned int is ambiguous in CUDA: seed 3 pair 2314)
-                return f"({args[0]})"
-            return f"{'llabs' if dt.bits == 64 else 'abs'}({args[0]})"
-        if e.fn == "rcbrt" and not f32:
-            return f"rcbrt({args[0]})"
-        if e.fn not in F32:
-            raise CudaError(f"codegen: no CUDA function for builtin '{e.fn}'")
-        name = F32[e.fn] if f32 else F32[e.fn][:-1]
-        return f"{name}({', '.join(args)})"
+        return call_text(e.fn, [self.expr(a) for a in e.args], e.dtype)
 
     # ----------------------------------------------------------- statements
     def emit(self, line: str, depth: int):
@@ -469,7 +447,7 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
     parts.append(PRELUDE)
     if any(isinstance(y, ir.Call) and y.fn == "exp2_approx" for k in prog.kernels
            for y in ir.walk(k.body)):
-        parts.append(EXP2_APPROX)
+        parts.append(EXP2_APPROX)  # (its one call: attention's softmax)
     helpers = atomics.prelude(prog)
     if helpers:
         parts.append(helpers)
@@ -489,14 +467,6 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
         smem[k.name] = {"dynamic_smem": dyn,
                         "aligned": sorted(gen.vector_buffers & set(k.buffers))}
     return "\n".join(parts) + "\n", smem
-
-
-EXP2_APPROX = r"""__device__ __forceinline__ float tc_exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-"""
 
 
 def _mentions(prog, name) -> bool:

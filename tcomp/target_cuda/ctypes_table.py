@@ -1,8 +1,11 @@
 """The C side of the CUDA emitter's vocabulary: tcomp dtypes as C types, the
 float32 spellings of the math builtins, the prelude every translation unit
-starts with (floor division and modulo), and the static shared-memory
-limit above which buffers are declared dynamic."""
+starts with (floor division and modulo), the CUDA of a builtin call
+(`call_text`), and the static shared-memory limit above which buffers are
+declared dynamic."""
 from __future__ import annotations
+
+from ..errors import CudaError
 
 
 CTYPE = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
@@ -39,3 +42,39 @@ F32 = {"exp": "expf", "exp2": "exp2f", "exp10": "exp10f", "expm1": "expm1f", "lo
 
 def ctype(dt) -> str:
     return CTYPE[dt.name]
+
+
+# ex2.approx.ftz (relative error 2^-22, results below 2^-126 flushed to 0): the IR-only call
+# exp2_approx, which a program using it gets in its prelude
+EXP2_APPROX = r"""__device__ __forceinline__ float tc_exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+"""
+
+
+def call_text(fn: str, args: list[str], dt) -> str:
+    """The CUDA of builtin `fn` applied to the printed `args`, of type `dt`."""
+    f32 = dt.name == "float32"
+    if fn == "sigmoid":
+        one = "1.0f" if f32 else "1.0"
+        return f"({one} / ({one} + {'expf' if f32 else 'exp'}(-({args[0]}))))"
+    if fn == "fdivide":
+        return f"({args[0]} / {args[1]})"
+    if fn == "exp2_approx":  # IR only (attention's softmax): ex2.approx.ftz.f32
+        if not f32:
+            raise CudaError("codegen: exp2_approx is float32 only")
+        return f"tc_exp2_approx({args[0]})"
+    if fn == "abs":
+        if dt.is_float:
+            return f"{'fabsf' if f32 else 'fabs'}({args[0]})"
+        if dt.kind in "ub":  # (abs of an unsigned int is ambiguous in CUDA: seed 3 pair 2314)
+            return f"({args[0]})"
+        return f"{'llabs' if dt.bits == 64 else 'abs'}({args[0]})"
+    if fn == "rcbrt" and not f32:
+        return f"rcbrt({args[0]})"
+    if fn not in F32:
+        raise CudaError(f"codegen: no CUDA function for builtin '{fn}'")
+    name = F32[fn] if f32 else F32[fn][:-1]
+    return f"{name}({', '.join(args)})"
