@@ -71,8 +71,8 @@ class AttentionPlan:
     producer_regs: int = 24
     consumer_regs: int = 240
     # the two consumers take turns issuing their wgmma (FlashAttention-3's ping-pong: one's
-    # softmax under the other's products), through named barriers 3 and 4
-    pingpong: bool = True
+    # softmax under the other's products), through named barriers TURN and TURN + 1
+    pingpong: bool = False
     kv_group: int = 1  # query matrices per K/V matrix (grouped-query attention: K/V's z / g)
 
     @property

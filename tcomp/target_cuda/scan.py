@@ -38,12 +38,7 @@ def emit_scan(gen, s: ir.Evaluate, d: int) -> None:
     warps = n // 32
 
     def comb(a: str, b: str) -> str:
-        if op in ("+", "*"):
-            return f"{a} {op} {b}"
-        if dt.is_float:
-            return f"{'fmax' if op == 'max' else 'fmin'}{'f' if dt.name == 'float32' else ''}" \
-                   f"({a}, {b})"
-        return f"{op}({a}, {b})"
+        return combine_text(op, dt, a, b)
 
     def e(line: str, depth: int = 1):
         gen.emit(line, d + depth)
@@ -89,3 +84,13 @@ def emit_scan(gen, s: ir.Evaluate, d: int) -> None:
     e("__syncthreads();")
     e(f"{carry} = {u}_c;")
     gen.emit("}", d)
+
+
+def combine_text(op: str, dt, a: str, b: str) -> str:
+    """The CUDA of `a op b` for a scan's combine ('+', '*', 'max', 'min') on
+    values of type `dt` (fmaxf/fminf for floats, max/min for integers)."""
+    if op in ("+", "*"):
+        return f"{a} {op} {b}"
+    if dt.is_float:
+        return f"{'fmax' if op == 'max' else 'fmin'}{'f' if dt.name == 'float32' else ''}({a}, {b})"
+    return f"{op}({a}, {b})"

@@ -36,6 +36,7 @@ from __future__ import annotations
 from ..errors import CudaError
 from ..lower import ir
 from .ctypes_table import ctype
+from .scan import combine_text
 
 _OPS = {"scan_lookback_add": "+", "scan_lookback_mul": "*", "scan_lookback_max": "max",
         "scan_lookback_min": "min", "scan_lookback_linear": "linear"}
@@ -64,12 +65,7 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
     warps = n // 32
 
     def comb(a: str, b: str) -> str:
-        if op in ("+", "*"):
-            return f"{a} {op} {b}"
-        if dt.is_float:
-            return f"{'fmax' if op == 'max' else 'fmin'}{'f' if dt.name == 'float32' else ''}" \
-                   f"({a}, {b})"
-        return f"{op}({a}, {b})"
+        return combine_text(op, dt, a, b)
 
     def e(line: str, depth: int = 1):
         gen.emit(line, d + depth)
