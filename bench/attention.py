@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from tcomp.kernels.attention_sm90 import AttentionConfig, attention_sm90
+from tcomp.kernels.attention_sm90 import (SMEM_LIMIT, AttentionConfig, attention_sm90,
+                                          smem_bytes)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import timed  # noqa: E402
@@ -42,9 +43,18 @@ CASES = {  # name -> (dtype, B, H, S, D, causal)
     # grouped-query: 32 query heads over 8 KV heads (K and V (B, 8, S, D); SDPA's enable_gqa)
     "bf16_B4_H32_KV8_S4096_D128_gqa": ("bfloat16", 4, 32, 4096, 128, False, 8),
 }
-CONFIGS = {"s2": AttentionConfig(stages=2), "s3": AttentionConfig(stages=3),
-           "s2_pp": AttentionConfig(stages=2, pingpong=True),
-           "bm192_s2": AttentionConfig(bm=192, stages=2)}
+CONFIGS = {  # "auto": the defaults (AttentionConfig.resolved); the rest pin bm, bn, the grid
+    "auto": AttentionConfig(),
+    "s2": AttentionConfig(bm=128, bn=128, persistent=True),
+    "s2_np": AttentionConfig(bm=128, bn=128, persistent=False),  # the kernel before 2026-12-02 pm
+    "s3": AttentionConfig(bm=128, bn=128, stages=3, persistent=True),
+    "s2_pp": AttentionConfig(bm=128, bn=128, pingpong=True, persistent=True),
+    "bm192_s2": AttentionConfig(bm=192, bn=128, persistent=True),
+    "bm192_np": AttentionConfig(bm=192, bn=128, persistent=False),
+    "bn176_s2": AttentionConfig(bm=128, bn=176, persistent=True),
+    "bn176_np": AttentionConfig(bm=128, bn=176, persistent=False),
+    "bn176_pp": AttentionConfig(bm=128, bn=176, pingpong=True, persistent=True),
+}
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
 TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -92,11 +102,10 @@ def run(name, configs, reps):
     qz, kz, vz = q.reshape(B * H, S, D), k.reshape(B * hkv, S, D), v.reshape(B * hkv, S, D)
     best = None
     for cname in configs:
-        cfg = CONFIGS[cname]
-        if D == 128 and (cfg.stages > 2 or cfg.bm > 128):  # over 227 KiB of shared / 160 regs
+        cfg = AttentionConfig(**{**CONFIGS[cname].__dict__, "causal": causal, "dtype": dtype,
+                                 "kv_group": H // hkv}).resolved(D, D)
+        if smem_bytes(cfg, D, D) > SMEM_LIMIT or (D == 128 and cfg.bm > 128):  # 160 regs
             continue
-        cfg = AttentionConfig(**{**cfg.__dict__, "causal": causal, "dtype": dtype,
-                                 "kv_group": H // hkv})
         kern = attention_sm90(cfg, {"D": D, "E": D})
         fn = lambda: kern(qz, kz, vz)  # noqa: E731
         O = fn().reshape(B, H, S, D)

@@ -4,6 +4,7 @@ batch (batch x heads flattened into Z), optionally causal.
 
     k = attention_sm90(AttentionConfig(causal=True), sizes={"D": 128, "E": 128})
     O = k(Q, K, V)        # Q (Z, S, D), K (Z, T, D), V (Z, T, E) bfloat16 -> O (Z, S, E)
+    O, L = attention_sm90(AttentionConfig(lse=True), sizes=...)(Q, K, V)  # L: log-sum-exp
 
 `attention_program` gives the IR Program (for the sim, dumps and tests);
 `SOURCE` the comprehension it computes (what tcomp.evaluate checks it
@@ -20,37 +21,73 @@ from ..errors import LoweringError
 
 
 def source(dtype: str = "bfloat16", scale: float | None = None, causal: bool = False,
-           d: int = 128, kv_group: int = 1) -> str:
+           d: int = 128, kv_group: int = 1, lse: bool = False) -> str:
     """The attention comprehension the kernel computes (scale defaults to 1 /
     sqrt(D)); with kv_group g > 1, grouped-query attention: matrix z of Q
     reads matrix z / g of K and V (heads h of a batch b at z = b H + h, the
-    KV heads at b (H / g) + h / g)."""
+    KV heads at b (H / g) + h / g); with lse, a second output L, each row's
+    log-sum-exp of the scaled (masked) scores."""
     s = 1 / math.sqrt(d) if scale is None else scale
     mask = "    Sm(z, i, j) = j > i ? -inf : Ss(z, i, j)\n" if causal else ""
     sm = "Sm" if causal else "Ss"
     zk, kz = ("Z", "z") if kv_group == 1 else ("ZK", f"z / {kv_group}")
+    outs = f"{dtype}(Z, S, E) O" + (", float32(Z, S) L" if lse else "")
     return (f"def attention({dtype}(Z, S, D) Q, {dtype}({zk}, T, D) K, {dtype}({zk}, T, E) V) -> "
-            f"({dtype}(Z, S, E) O) {{\n"
+            f"({outs}) {{\n"
             f"    Sc(z, i, j) +=! Q(z, i, d) * K({kz}, j, d)\n"
             f"    Ss(z, i, j) = Sc(z, i, j) * {s!r}\n{mask}"
             f"    mx(z, i) max=! {sm}(z, i, j)\n"
             f"    P(z, i, j) = exp({sm}(z, i, j) - mx(z, i))\n"
             f"    l(z, i) +=! P(z, i, j)\n"
-            f"    O(z, i, e) +=! P(z, i, j) * V({kz}, j, e) / l(z, i)\n}}")
+            f"    O(z, i, e) +=! P(z, i, j) * V({kz}, j, e) / l(z, i)\n"
+            + ("    L(z, i) = mx(z, i) + log(l(z, i))\n" if lse else "") + "}")
+
+
+BN = (64, 128, 176)  # keys per step (176: FlashAttention-3's choice at D = 128, non-causal)
 
 
 @dataclass(frozen=True)
 class AttentionConfig:
+    """How the kernel runs; None picks what measured best on the H200
+    (bench/attention.py; BENCHMARKS.md), shown in the plan line of the dump."""
     causal: bool = False
     scale: float | None = None  # None: 1 / sqrt(D)
     dtype: str = "bfloat16"  # or "float16"
-    bn: int = 128  # keys per step
-    bm: int = 128  # queries per block: 64 per consumer warpgroup (128: two, 192: three)
+    bn: int | None = None  # keys per step; None: 176 at D = E = 128, else 128
+    # queries per block: 64 per consumer warpgroup (128: two, 192: three); None: 192 at
+    # D = E = 64 (without pingpong), else 128
+    bm: int | None = None
     stages: int = 2
     producer_regs: int = 24
     consumer_regs: int | None = None  # None: 240 with two consumers, 160 with three
     pingpong: bool = False  # the consumers take turns issuing their wgmma (measured: no gain)
     kv_group: int = 1  # query matrices per K/V matrix (grouped-query attention)
+    # one block per multiprocessor walking the tiles (the next tile's loads under the last
+    # one's epilogue), or one block per tile; None: persistent unless causal (the tiles'
+    # lengths differ and a static walk balances them worse than the hardware's block
+    # scheduler) or bm = 192 (its 160 registers spill the persistent loop's state)
+    persistent: bool | None = None
+    lse: bool = False  # also return each row's log-sum-exp L (float32, Z x S)
+
+    def resolved(self, D: int, E: int) -> "AttentionConfig":
+        """The configuration with every None chosen for head sizes D and E."""
+        bm = self.bm if self.bm is not None else (192 if D == E == 64 and not self.pingpong
+                                                  else 128)
+        bn = self.bn if self.bn is not None else (176 if D == E == 128 else 128)
+        persistent = (self.persistent if self.persistent is not None else
+                      not self.causal and bm != 192)
+        return dataclasses.replace(self, bm=bm, bn=bn, persistent=persistent)
+
+
+SMEM_LIMIT = 232448  # bytes of shared memory a block may have on sm_90 (227 KiB)
+
+
+def smem_bytes(cfg: AttentionConfig, D: int, E: int, item: int = 2) -> int:
+    """The kernel's shared memory: Q's tile, the K and V rings, the output
+    staging tiles (128-byte chunks of 64 rows per consumer), the barriers and
+    the 1 KiB that aligns the 128-byte-swizzled tiles."""
+    return (cfg.bm * D * item + cfg.stages * cfg.bn * (D + E) * item
+            + cfg.bm // 64 * 64 * 128 + 8 * (2 + 4 * cfg.stages) + 1024)
 
 
 def attention_program(config: AttentionConfig = AttentionConfig(), sizes: dict | None = None):
@@ -68,10 +105,18 @@ def attention_program(config: AttentionConfig = AttentionConfig(), sizes: dict |
         if sizes.get(name) not in (64, 128):
             raise LoweringError(f"attention_sm90: {name} must be given in sizes as 64 or 128 "
                                 f"(got {sizes.get(name)})")
-    if config.bn not in (64, 128):
-        raise LoweringError(f"attention_sm90: bn = {config.bn}; 64 or 128 keys per step")
+    config = config.resolved(sizes["D"], sizes["E"])
+    if config.bn not in BN:
+        raise LoweringError(f"attention_sm90: bn = {config.bn}; {', '.join(map(str, BN))} keys "
+                            f"per step")
     if config.stages < 1:
         raise LoweringError("attention_sm90: stages must be at least 1")
+    need = smem_bytes(config, sizes["D"], sizes["E"])
+    if need > SMEM_LIMIT:
+        raise LoweringError(f"attention_sm90: bm={config.bm}, bn={config.bn}, "
+                            f"{config.stages} stages at D={sizes['D']}, E={sizes['E']} need "
+                            f"{need} bytes of shared memory; a block may have {SMEM_LIMIT} "
+                            f"(fewer stages or a smaller bn)")
     if config.bm not in (128, 192):
         raise LoweringError(f"attention_sm90: bm = {config.bm}; 128 or 192 queries per block "
                             f"(two or three consumer warpgroups of 64)")
@@ -88,7 +133,8 @@ def attention_program(config: AttentionConfig = AttentionConfig(), sizes: dict |
     scale = 1 / math.sqrt(sizes["D"]) if config.scale is None else config.scale
     if config.kv_group < 1:
         raise LoweringError("attention_sm90: kv_group must be at least 1")
-    op = tcomp.op(source(config.dtype, scale, config.causal, sizes["D"], config.kv_group))
+    op = tcomp.op(source(config.dtype, scale, config.causal, sizes["D"], config.kv_group,
+                         config.lse))
     base = tcomp.lower(tcomp.Schedule(op), sizes=sizes)
     if config.dtype not in ("bfloat16", "float16"):
         raise LoweringError(f"attention_sm90: dtype {config.dtype!r}; bfloat16 or float16")
@@ -100,7 +146,8 @@ def attention_program(config: AttentionConfig = AttentionConfig(), sizes: dict |
         sizes=tuple(n for n in ("Z", "S", "T") if n not in sizes), scale=scale,
         causal=config.causal, bn=config.bn, bm=config.bm, stages=config.stages,
         producer_regs=config.producer_regs, consumer_regs=cregs,
-        pingpong=config.pingpong, kv_group=config.kv_group)
+        pingpong=config.pingpong, kv_group=config.kv_group, persistent=config.persistent,
+        lse="L" if config.lse else None)
     k = kernel(plan)
     if sizes:
         k = dataclasses.replace(k, body=substitute(k.body, {n: ir.const(val)

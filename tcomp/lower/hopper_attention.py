@@ -27,8 +27,14 @@ FlashAttention computes it) on the Hopper pieces of hopper_gemm.py:
   the tiles with the most key blocks are launched first;
 * the epilogue: O divided by the row's sum (quad_sum of the threads' partial
   sums), converted to the output type in 128-byte chunks of a swizzled
-  staging tile, stored by TMA (rows past S are not written). A row whose
-  keys are all masked is 0 / 0 = NaN, as tcomp.evaluate gives.
+  staging tile, stored by TMA (rows past S are not written). Without keys
+  (T = 0) a row is 0, as tcomp.evaluate's empty sum gives (a causal mask
+  leaves every row key 0); optionally each row's log-sum-exp.
+* persistent (the default): a grid of one block per multiprocessor, each
+  walking tiles blockIdx.x + t gridDim.x; the K/V ring runs on across
+  tiles (its count in a register: causal tiles differ in length) and Q's
+  slot has an empty barrier, so the next tile's Q and first K/V blocks load
+  while the consumers finish the last P . V and the epilogue.
 """
 from __future__ import annotations
 
@@ -74,6 +80,10 @@ class AttentionPlan:
     # softmax under the other's products), through named barriers TURN and TURN + 1
     pingpong: bool = False
     kv_group: int = 1  # query matrices per K/V matrix (grouped-query attention: K/V's z / g)
+    # a grid of one block per multiprocessor walking the tiles (the next tile's Q and first
+    # K/V blocks load during the epilogue of the last), or one block per tile
+    persistent: bool = True
+    lse: str | None = None  # a float32 (Z, S) output of each row's log-sum-exp of the scores
 
     @property
     def consumers(self) -> int:
@@ -106,6 +116,41 @@ def _row_of(i):
     return b("%", b("/", i, 2), 2)
 
 
+def _base(p: AttentionPlan):
+    """The key blocks this block's earlier tiles sent through the ring (a
+    running count in a register: with a causal mask tiles differ in length)."""
+    return ir.Load("kv_base", (c(0),), I32) if p.persistent else c(0)
+
+
+def _slot(p: AttentionPlan, j):
+    return b("%", b("+", _base(p), j) if p.persistent else j, p.stages)
+
+
+def _parity(p: AttentionPlan, j):
+    return b("%", b("/", b("+", _base(p), j) if p.persistent else j, p.stages), 2)
+
+
+def _tiles(p: AttentionPlan, body):
+    """`body` for each of the block's tiles: lets t (the block's tile count so
+    far), z (the matrix), m0 (the first query row) and n_blocks; tiles are
+    z-major, a matrix's query tiles (causal: the longest first) consecutive,
+    walked by blockIdx.x + t gridDim.x (persistent) or one per block; the
+    ring count advances by each tile's n_blocks."""
+    mt = b("%", v("tile"), v("m_tiles"))
+    if p.causal:
+        mt = b("-", b("-", v("m_tiles"), 1), mt)
+    per = let("z", b("/", v("tile"), v("m_tiles")), let("m0", b("*", mt, p.bm),
+          let("n_blocks", _blocks(p), ir.seq(body, ir.Store(
+              "kv_base", (c(0),), b("+", _base(p), v("n_blocks")))
+              if p.persistent else None))))
+    if not p.persistent:
+        return let("t", c(0), let("tile", v("blockIdx.x"), per))
+    sms = v(ir.SM_COUNT)
+    count = b("/", b("+", b("-", v("tiles"), v("blockIdx.x")), b("-", sms, 1)), sms)
+    loop = serial("t", count, let("tile", b("+", v("blockIdx.x"), b("*", v("t"), sms)), per))
+    return ir.seq(ir.Store("kv_base", (c(0),), c(0)), loop)
+
+
 def _blocks(p: AttentionPlan):
     """The key blocks the tile visits: all, or (causal) those up to its last row."""
     every = ceil_div(p.T, p.bn)
@@ -115,13 +160,14 @@ def _blocks(p: AttentionPlan):
 
 
 def _ring(p: AttentionPlan, body):
-    return let("slot", b("%", v("jb"), p.stages),
-           let("parity", b("%", b("/", v("jb"), p.stages), 2), body))
+    return let("slot", _slot(p, v("jb")), let("parity", _parity(p, v("jb")), body))
 
 
 def producer(p: AttentionPlan):
     item = p.dtype.bits // 8
-    q = ir.seq(call("mbarrier_expect_tx", ref("q_full", 0), c(p.bm * p.D * item)),
+    # the tile's Q once the consumers' last Q . K^T of the block's previous tile completed
+    q = ir.seq(call("mbarrier_wait", ref("q_empty", 0), b("^", b("%", v("t"), 2), 1)),
+               call("mbarrier_expect_tx", ref("q_full", 0), c(p.bm * p.D * item)),
                *[call("tma_load_3d", ref("Q_s", j, 0, 0), v("tmQ", U64), ref("q_full", 0),
                       v("z"), v("m0"), c(j * BOX)) for j in range(p.D // BOX)])
 
@@ -137,7 +183,7 @@ def producer(p: AttentionPlan):
     kv = serial("jb", v("n_blocks"), _ring(p, ir.seq(
         tiles("K_s", "tmK", "k_full", "k_empty", p.D),
         tiles("V_s", "tmV", "v_full", "v_empty", p.E))))
-    return ir.Role("p", "producer", 0, 1, p.producer_regs, one_thread(ir.seq(q, kv)))
+    return ir.Role("p", "producer", 0, 1, p.producer_regs, one_thread(_tiles(p, ir.seq(q, kv))))
 
 
 def _scores(p: AttentionPlan, sfx: str):
@@ -220,14 +266,34 @@ def _epilogue(p: AttentionPlan):
     chunk = p.chunk
     row, col = wgmma_d(p.E).coords(b("%", TID, WARPGROUP), v("i"), ops=LAYOUT_IR)
     i = b("+", b("*", v("j"), chunk // 2), v("i"))
-    put = ir.Store("O_s", (v("w"), row, col),
-                   ir.Cast(p.out, fb("/", _loc("O_acc", i), _loc("l_run", _row_of(v("i"))))))
+    # a row without keys (T = 0) has the sum 0 and O 0 (evaluate's empty sum), not 0 / 0
+    lrow = _loc("l_run", _row_of(v("i")))
+    put = ir.Store("O_s", (v("w"), row, col), ir.Cast(p.out, ir.Select(
+        b("==", lrow, _f(0.0), BOOL), _f(0.0), fb("/", _loc("O_acc", i), lrow), F32)))
     r0 = b("+", v("m0"), b("*", v("w"), 64))
     return ir.seq(
         call("quad_sum", ref("l_run", 0)), call("quad_sum", ref("l_run", 1)),
+        _lse(p),
         chunk_stores(p.E, chunk, put, call("tma_store_3d", v("tmO", U64), ref("O_s", v("w"), 0, 0),
-                                           v("z"), r0, b("*", v("j"), chunk))),
-        one_thread(call("tma_store_wait", c(0))))
+                                           v("z"), r0, b("*", v("j"), chunk))))
+
+
+def _lse(p: AttentionPlan):
+    """The rows' log-sum-exp of the scaled scores, m scale + log(l), written by
+    the first thread of each quad (which holds the quad's sums after
+    quad_sum) for its two rows; -inf for a row without keys (T = 0: the max
+    and the log of the empty sum, as tcomp.evaluate gives)."""
+    if p.lse is None:
+        return None
+    lane = b("%", TID, WARPGROUP)
+    puts = []
+    for h in range(2):
+        row, _ = wgmma_d(p.E).coords(lane, c(2 * h), ops=LAYOUT_IR)
+        grow = b("+", b("+", v("m0"), b("*", v("w"), 64)), row)
+        m = _loc("m_run", h)
+        val = fb("+", fb("*", m, _f(p.scale)), ir.Call("log", (_loc("l_run", h),), F32))
+        puts.append(ir.If(b("<", grow, p.S, BOOL), ir.Store(p.lse, (v("z"), grow), val)))
+    return ir.If(b("==", b("%", lane, 4), 0, BOOL), ir.seq(*puts))
 
 
 TURN = 4  # named barriers TURN + w: consumer w's turn to issue (ids 1..3: the epilogue's)
@@ -256,9 +322,12 @@ def consumer(p: AttentionPlan):
         serial("i", p.E // 2, _put("O_acc", v("i"), _f(0.0)), kind="unroll"),
         serial("h", 2, ir.seq(_put("m_run", h, NEG_INF), _put("l_run", h, _f(0.0))),
                kind="unroll"),
-        call("mbarrier_wait", ref("q_full", 0), c(0)))
+        call("mbarrier_wait", ref("q_full", 0), b("%", v("t"), 2)))
     release_k = one_thread(call("mbarrier_arrive", ref("k_empty", v("slot"))))
-    pslot = b("%", v("pj"), p.stages)
+    pslot = _slot(p, v("pj"))
+    ppar = _parity(p, v("pj"))
+    # Q_s is free for the next tile once the tile's last Q . K^T completed
+    release_q = one_thread(call("mbarrier_arrive", ref("q_empty", 0)))
     release_v = one_thread(call("mbarrier_arrive", ref("v_empty", pslot)))
     # block 0's scores and softmax
     first = let("jb", c(0), _ring(p, ir.seq(
@@ -276,31 +345,34 @@ def consumer(p: AttentionPlan):
               let("pj", b("-", v("jb"), 2), release_v)),
         _pack(p), _rescale(p),
         call("mbarrier_wait", ref("k_full", v("slot")), v("parity")),
-        call("mbarrier_wait", ref("v_full", pslot), b("%", b("/", v("pj"), p.stages), 2)),
+        call("mbarrier_wait", ref("v_full", pslot), ppar),
         _turn(p, ir.seq(_scores(p, sfx), _pv(p, sfx, pslot))),
         call("wgmma_wait", c(1)),
         release_k,
         _mask(p), _softmax(p))))
     last = let("pj", b("-", v("n_blocks"), 1), ir.seq(
-        call("wgmma_wait", c(0)),
+        call("wgmma_wait", c(0)), release_q,
         ir.If(b(">=", v("n_blocks"), 2, BOOL),
               let("pj", b("-", v("n_blocks"), 2), release_v)),
         _pack(p), _rescale(p),
-        call("mbarrier_wait", ref("v_full", pslot), b("%", b("/", v("pj"), p.stages), 2)),
+        call("mbarrier_wait", ref("v_full", pslot), ppar),
         _turn(p, _pv(p, sfx, pslot), last=True), call("wgmma_wait", c(0)), release_v))
     start = None
     if p.pingpong:  # consumer 0 issues first
         start = ir.If(b("==", v("w"), 1, BOOL),
                       call("named_barrier_arrive", c(TURN), c(2 * WARPGROUP)))
     loop = ir.If(b(">", v("n_blocks"), 0, BOOL), ir.seq(
-        start, first, ir.For("jb", c(1), b("-", v("n_blocks"), 1), "serial", step), last))
-    body = ir.seq(init, loop, _epilogue(p))
+        start, first, ir.For("jb", c(1), b("-", v("n_blocks"), 1), "serial", step), last),
+        release_q)
+    body = ir.seq(_tiles(p, ir.seq(init, loop, _epilogue(p))),
+                  one_thread(call("tma_store_wait", c(0))))
     return ir.Role("w", "consumer", 1, p.consumers, p.consumer_regs, body)
 
 
 def kernel(p: AttentionPlan) -> ir.Kernel:
     S = p.stages
-    inits = [call("mbarrier_init", ref("q_full", 0), c(1))]
+    inits = [call("mbarrier_init", ref("q_full", 0), c(1)),
+             call("mbarrier_init", ref("q_empty", 0), c(p.consumers))]
     for s in range(S):
         for bar, count in (("k_full", 1), ("k_empty", p.consumers), ("v_full", 1),
                            ("v_empty", p.consumers)):
@@ -309,12 +381,7 @@ def kernel(p: AttentionPlan) -> ir.Kernel:
         ir.If(b("==", TID, 0, BOOL), ir.seq(*inits, call("fence_mbarrier_init"))),
         ir.Barrier(),
         ir.Specialize((producer(p), consumer(p))))
-    # causal: the last query tiles (the most key blocks) first, so that the last wave of
-    # blocks holds the shortest ones
-    tile = (b("-", b("-", ceil_div(p.S, p.bm), 1), v("blockIdx.x")) if p.causal else
-            v("blockIdx.x"))
-    body = let("m0", b("*", tile, p.bm), let("z", v("blockIdx.y"),
-           let("n_blocks", _blocks(p), body)))
+    body = let("m_tiles", ceil_div(p.S, p.bm), let("tiles", b("*", v("m_tiles"), p.Z), body))
     sw = ir.Swizzle(128)
     allocs = [
         ir.Buffer("Q_s", p.dtype, (c(p.D // BOX), c(p.bm), c(BOX)), "shared", layout=sw),
@@ -322,6 +389,7 @@ def kernel(p: AttentionPlan) -> ir.Kernel:
         ir.Buffer("V_s", p.dtype, (c(S), c(p.E // BOX), c(p.bn), c(BOX)), "shared", layout=sw),
         ir.Buffer("O_s", p.out, (c(p.consumers), c(64), c(p.chunk)), "shared", layout=sw),
         ir.Buffer("q_full", U64, (c(1),), "barrier"),
+        ir.Buffer("q_empty", U64, (c(1),), "barrier"),
         *[ir.Buffer(n, U64, (c(S),), "barrier") for n in ("k_full", "k_empty", "v_full",
                                                            "v_empty")],
         ir.Buffer("S_acc", F32, (c(p.bn // 2),), "local"),
@@ -329,6 +397,7 @@ def kernel(p: AttentionPlan) -> ir.Kernel:
         ir.Buffer("P", p.dtype, (c(p.bn // 2),), "local"),
         *[ir.Buffer(n, F32, (c(2),), "local") for n in ("m_run", "l_run", "mx", "shift",
                                                         "corr")],
+        *([ir.Buffer("kv_base", I32, (c(1),), "local")] if p.persistent else []),
     ]
     for a in reversed(allocs):
         body = ir.Alloc(a, body)
@@ -336,9 +405,10 @@ def kernel(p: AttentionPlan) -> ir.Kernel:
             ir.TensorMap("tmK", p.k, (1, p.bn, BOX), 128),
             ir.TensorMap("tmV", p.v, (1, p.bn, BOX), 128),
             ir.TensorMap("tmO", p.o, (1, 64, p.chunk), 128))
-    grid = (ceil_div(p.S, p.bm), p.Z, c(1))
+    grid = (v(ir.SM_COUNT) if p.persistent else b("*", ceil_div(p.S, p.bm), p.Z), c(1), c(1))
+    sizes = p.sizes + ((ir.SM_COUNT,) if p.persistent else ())
     threads = WARPGROUP * (1 + p.consumers)
-    return ir.Kernel(p.name, (), p.sizes, grid, (c(threads), c(1), c(1)), body,
+    return ir.Kernel(p.name, (p.lse,) if p.lse else (), sizes, grid, (c(threads), c(1), c(1)), body,
                      tensor_maps=maps, min_blocks=1, plan=describe(p))
 
 
@@ -351,4 +421,6 @@ def describe(p: AttentionPlan) -> str:
                                                 if p.causal else "")
             + (", the consumers taking turns to issue their wgmma" if p.pingpong else "")
             + (f", K and V shared by {p.kv_group} query matrices" if p.kv_group > 1 else "")
-            + f", TMA-store epilogue ({p.out.name})")
+            + (", persistent over the SMs" if p.persistent else ", one block per tile")
+            + f", TMA-store epilogue ({p.out.name}" + (f", log-sum-exp to {p.lse}" if p.lse
+                                                       else "") + ")")

@@ -32,7 +32,7 @@ from ..lower.intrinsics import READ, READWRITE, WRITE, Intrinsic, Operand, regis
 _BAR = ("barrier",)
 _I32 = ("int32",)
 HOPPER = 90
-WGMMA_N = (64, 128, 256)
+WGMMA_N = (64, 128, 176, 256)  # (176: attention's key blocks, lower/hopper_attention.py)
 
 
 def _entry(name, description, operands=(), effects=(), noun="", feature=None):

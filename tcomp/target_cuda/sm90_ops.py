@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ..errors import CudaError
 from ..lower import ir
+from ..lower.intrinsics_sm90 import WGMMA_N
 
 PRELUDE = r"""// Hopper: mbarriers, TMA, wgmma (inline PTX)
 struct __align__(64) tc_tensor_map { unsigned long long opaque[16]; };
@@ -267,7 +268,7 @@ def _emit_wgmma_rs(gen, s, d):
 
 
 for _sfx in ("bf16", "f16"):
-    for _n in (64, 128, 256):
+    for _n in WGMMA_N:
         EMIT[f"wgmma_m64n{_n}k16_{_sfx}"] = _emit_wgmma
         EMIT[f"wgmma_rs_m64n{_n}k16_{_sfx}"] = _emit_wgmma_rs
 

@@ -36,6 +36,7 @@ from ..arch.fragments import WGMMA_A_K16, wgmma_d
 from ..errors import SimError
 from ..lang import dtypes
 from ..lower import ir
+from ..lower.intrinsics_sm90 import WGMMA_N
 from .memory import Local, Shared
 from .mbarriers import uniform
 from .sync import ALWAYS, INFLIGHT, group_count, sync_of
@@ -282,6 +283,6 @@ def pending_registers(ex, name, h, off, lanes, what: str) -> None:
 
 
 RULES = {"wgmma_fence": _fence, "wgmma_commit": _commit,
-         **{f"wgmma{rs}_m64n{n}k16_{t}": _mma for n in (64, 128, 256) for t in ("bf16", "f16")
+         **{f"wgmma{rs}_m64n{n}k16_{t}": _mma for n in WGMMA_N for t in ("bf16", "f16")
             for rs in ("", "_rs")}}
 BLOCKING = {"wgmma_wait": _wait}

@@ -51,3 +51,30 @@ def test_gpu_grouped_query_attention():
     O = k(q, kk, v)
     want = _ref(q, kk.repeat_interleave(4, 0), v.repeat_interleave(4, 0), False)
     assert (O.double() - want).abs().max().item() < 2e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_log_sum_exp_176_keys_and_one_block_per_tile(causal):
+    """The log-sum-exp output (default bn = 176), bn = 128, and the grid of one
+    block per tile against float64 (the persistent grid's O equal to one block
+    per tile's)."""
+    import torch
+    q = torch.randn(3, 700, 128, device="cuda").bfloat16()
+    kk, v = (torch.randn(3, 650, 128, device="cuda").bfloat16() for _ in range(2))
+    s = q.double() @ kk.double().transpose(-1, -2) / math.sqrt(128)
+    if causal:
+        s = s.masked_fill(torch.arange(650, device="cuda")[None, :] >
+                          torch.arange(700, device="cuda")[:, None], float("-inf"))
+    want_lse = torch.logsumexp(s, -1)
+    want = _ref(q, kk, v, causal)
+    O, L = attention_sm90(AttentionConfig(causal=causal, lse=True), {"D": 128, "E": 128})(q, kk, v)
+    assert L.dtype == torch.float32 and L.shape == (3, 700)
+    assert (L.double() - want_lse).abs().max().item() < 1e-3
+    assert (O.double() - want).abs().max().item() < 2e-2
+    O128 = attention_sm90(AttentionConfig(causal=causal, bn=128), {"D": 128, "E": 128})(q, kk, v)
+    assert (O128.double() - want).abs().max().item() < 2e-2
+    O1 = attention_sm90(AttentionConfig(causal=causal, persistent=False),
+                        {"D": 128, "E": 128})(q, kk, v)
+    O2 = attention_sm90(AttentionConfig(causal=causal, persistent=True),
+                        {"D": 128, "E": 128})(q, kk, v)
+    assert torch.equal(O1, O2)
