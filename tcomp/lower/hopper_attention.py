@@ -132,13 +132,22 @@ def _parity(p: AttentionPlan, j):
 
 def _tiles(p: AttentionPlan, body):
     """`body` for each of the block's tiles: lets t (the block's tile count so
-    far), z (the matrix), m0 (the first query row) and n_blocks; tiles are
-    z-major, a matrix's query tiles (causal: the longest first) consecutive,
-    walked by blockIdx.x + t gridDim.x (persistent) or one per block; the
-    ring count advances by each tile's n_blocks."""
-    mt = b("%", v("tile"), v("m_tiles"))
-    if p.causal:
-        mt = b("-", b("-", v("m_tiles"), 1), mt)
+    far), z (the matrix), m0 (the first query row) and n_blocks; the ring
+    count advances by each tile's n_blocks. Tiles are z-major (a matrix's
+    tiles consecutive, so that the blocks running at once share K and V in
+    L2); one per block, or (persistent) walked by blockIdx.x + t gridDim.x.
+    Causal, a matrix's tiles alternate longest and shortest (mt = m - 1, 0,
+    m - 2, 1, ...): one block per tile takes them longest first, and a
+    persistent block walks consecutive pairs (blockIdx.x + k gridDim.x), each
+    of about m + 1 key blocks, so that every block gets the same work."""
+    q = b("%", v("tile"), v("m_tiles"))
+    mt = q
+    if p.causal and p.persistent:
+        half = b("/", q, 2)
+        mt = ir.Select(b("==", b("%", q, 2), 0, BOOL), b("-", b("-", v("m_tiles"), 1), half),
+                       half, I32)
+    elif p.causal:
+        mt = b("-", b("-", v("m_tiles"), 1), q)
     per = let("z", b("/", v("tile"), v("m_tiles")), let("m0", b("*", mt, p.bm),
           let("n_blocks", _blocks(p), ir.seq(body, ir.Store(
               "kv_base", (c(0),), b("+", _base(p), v("n_blocks")))
@@ -146,8 +155,17 @@ def _tiles(p: AttentionPlan, body):
     if not p.persistent:
         return let("t", c(0), let("tile", v("blockIdx.x"), per))
     sms = v(ir.SM_COUNT)
-    count = b("/", b("+", b("-", v("tiles"), v("blockIdx.x")), b("-", sms, 1)), sms)
-    loop = serial("t", count, let("tile", b("+", v("blockIdx.x"), b("*", v("t"), sms)), per))
+    if p.causal:
+        pairs = b("/", b("+", v("tiles"), 1), 2)
+        count = b("*", b("/", b("+", b("-", pairs, v("blockIdx.x")), b("-", sms, 1)), sms), 2)
+        first = b("*", b("+", v("blockIdx.x"), b("*", b("/", v("t"), 2), sms)), 2)
+        tile = b("+", first, b("%", v("t"), 2))
+        # (the last pair of an odd number of tiles has one)
+        per = ir.If(b("<", v("tile"), v("tiles"), BOOL), per)
+    else:
+        count = b("/", b("+", b("-", v("tiles"), v("blockIdx.x")), b("-", sms, 1)), sms)
+        tile = b("+", v("blockIdx.x"), b("*", v("t"), sms))
+    loop = serial("t", count, let("tile", tile, per))
     return ir.seq(ir.Store("kv_base", (c(0),), c(0)), loop)
 
 

@@ -39,12 +39,13 @@ def test_sim_matches_evaluate_and_float64(Z, S, T, D, E, causal, dtype):
     assert np.abs(got - reference(Q, K, V, causal)).max() < ATOL
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_persistent_blocks_walk_several_tiles(causal):
-    """The sim's grid of 3 multiprocessors over 4 x 3 tiles: each block walks
-    four tiles of different lengths (causal) through one K/V ring and one Q
-    slot; the same values as one block per tile."""
-    Q, K, V = data(4, 300, 290, 64, 64, seed=2)
+@pytest.mark.parametrize("causal, Z", [(False, 4), (True, 4), (True, 3)])
+def test_persistent_blocks_walk_several_tiles(causal, Z):
+    """The sim's grid of 3 multiprocessors over Z x 3 tiles: each block walks
+    several tiles of different lengths (causal: in pairs of long and short
+    ones, the last pair of 9 tiles a single one) through one K/V ring and one
+    Q slot; the same values as one block per tile."""
+    Q, K, V = data(Z, 300, 290, 64, 64, seed=2)
     got = {}
     for persistent in (True, False):
         cfg = AttentionConfig(causal=causal, persistent=persistent, stages=3)
