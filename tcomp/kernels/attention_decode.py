@@ -57,16 +57,45 @@ def decode_source(dtype: str = "bfloat16", scale: float | None = None, d: int = 
             f"}}")
 
 
-def decode_schedule(op, threads: int = 128):
-    """The schedule: online_softmax of each part's chain; every stage's
-    spatial points fused and spread over blocks of `threads` threads, except
-    the weighted pass W, whose (z, i, p) is a block and e its threads (a
-    warp reads consecutive elements of a V row)."""
+def _scores(s, Sc, d: int, vec: int, threads: int) -> None:
+    """The scores Sc(z, i, p, t) = Q . K row: one key row a group of
+    d / vec threads (threadIdx.x), each loading vec consecutive elements of it
+    as one 16-byte vector (cache_read into registers, row_slices), summed
+    across the group (an allreduce); threads / (d / vec) rows a block
+    (threadIdx.y), so a warp reads whole rows (two 256-byte rows of D = 128
+    bf16)."""
+    from ..errors import ScheduleError
+    from ..schedule import templates
+    lanes = d // vec
+    if d % vec or threads % lanes:
+        raise ScheduleError(f"attention_decode: D = {d} in pieces of {vec} over {threads} "
+                            f"threads: D must be a multiple of {vec} and threads of D / {vec}")
+    f = Sc.fuse(*Sc.axes)
+    fo, fi = Sc.split(f, threads // lanes)
+    Sc.bind(fo, "blockIdx.x")
+    Sc.bind(fi, "threadIdx.y")
+    C = s.cache_read("K", "local", [Sc])
+    C.compute_at(Sc, fi)
+    templates.row_slices(C, C.axes[-1], lanes, vec)
+    templates.row_slices(Sc, Sc.reduce_axes[-1], lanes, vec)
+
+
+def decode_schedule(op, d: int, threads: int = 128):
+    """The schedule: online_softmax of each part's chain; the scores with
+    16-byte vector loads of K (_scores); every other stage's spatial points
+    fused and spread over blocks of `threads` threads, except the weighted
+    pass W, whose (z, i, p) is a block and e its threads (a warp reads
+    consecutive elements of a V row)."""
+    vec = 128 // op.tensor("K").dtype.bits
     import tcomp
+    from ..schedule import templates
     s = tcomp.Schedule(op)
     s.online_softmax("mx", "l", ["W"])
     for st in s.stages:
         ax = st.axes
+        if st.name == "Sc":
+            _scores(s, st, d, vec, threads)
+            continue
         if st.name == "W":
             z, i, p, e = ax
             s["W"].bind(s["W"].fuse(z, i, p), "blockIdx.x")
@@ -90,4 +119,4 @@ def attention_decode(sizes: dict | None = None, parts: int = 8, dtype: str = "bf
     if "D" not in sizes or "E" not in sizes:
         raise LoweringError("attention_decode: give the head sizes D and E in sizes")
     op = tcomp.op(decode_source(dtype, scale, sizes["D"], parts, kv_group))
-    return tcomp.build(decode_schedule(op, threads), target=target, sizes=sizes)
+    return tcomp.build(decode_schedule(op, sizes["D"], threads), target=target, sizes=sizes)
