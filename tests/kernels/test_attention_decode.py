@@ -95,3 +95,32 @@ def test_errors(kw, msg):
     with pytest.raises(LoweringError) as e:
         attention_decode(**kw)
     assert str(e.value) == msg
+
+
+def test_threads_that_do_not_hold_whole_rows_are_a_schedule_error():
+    from tcomp.errors import ScheduleError
+    from tcomp.kernels import decode_schedule
+    op = tcomp.op(decode_source("bfloat16", None, 64, 4))
+    with pytest.raises(ScheduleError) as e:
+        decode_schedule(op, 64, threads=20)
+    assert str(e.value) == ("attention_decode: D = 64 in pieces of 8 over 20 threads: D must be "
+                            "a multiple of 8 and threads of D / 8")
+
+
+def test_the_scores_load_k_in_16_byte_vectors():
+    """The decision is visible in the IR: K's loads in the scores kernel are
+    16-byte vector accesses (the generated CUDA: one 16-byte load a thread)."""
+    from tcomp.kernels import decode_schedule
+    op = tcomp.op(decode_source("bfloat16", None, 128, 8))
+    prog = tcomp.lower(decode_schedule(op, 128), sizes={"D": 128, "E": 128})
+    sc = prog.kernels[0]
+    assert sc.name == "attention_decode_Sc" and tuple(e.value for e in sc.block) == (16, 8, 1)
+    text = repr(sc)
+    assert "VectorAccess(bytes=16, loads=(Load(buffer='K'" in text
+
+
+def test_the_cuda_kernel_compiles_to_a_cubin():
+    """NVRTC compiles the seven kernels here (no GPU needed)."""
+    k = attention_decode(sizes={"D": 128, "E": 128}, parts=8)
+    assert k.cubin[:4] == b"\x7fELF"
+    assert k.source.count("__global__") == 7
