@@ -20,9 +20,12 @@ or check is reported and the run goes on.
 
 Prediction (not yet measured): the schedule route runs seven kernels; the
 scores kernel reads K in 16-byte vectors, the weighted pass reads V in 2-byte
-elements (a warp 256 contiguous bytes a key), so K should stream near the
+elements (a warp 64 contiguous bytes, a block the 256-byte row, per key), so
+K should stream near the
 copy's rate and V below it: expect 0.5-0.8x copy overall, larger P helping
-at B32 H32 only through more blocks per part (1024 x P blocks of W).
+at B32 H32 only through more blocks (1024 x P blocks of W). GQA: each query
+head's blocks read its K/V rows again (g = 4 times, from L2 at best), so the
+GQA case's KV-byte rate is expected lower still.
 """
 from __future__ import annotations
 

@@ -19,6 +19,10 @@ checks it) up to rounding. Why not rfactor: `rfactor` refuses tuple
 reductions (the combine of partial expsum states is not a schedule primitive
 yet: tuple_stages.refuse), so the split and the combine are spelled in the
 comprehension, where evaluate and the sim check them like any statement.
+Why V is read in 2-byte elements: a tuple stage's reduction loops must be
+innermost (stage_nest), so one thread cannot accumulate 8 consecutive e over
+the keys t, which a 16-byte load of a V row would need; K's scores are a
+plain `+=!` stage and take 16-byte vectors (_scores).
 
     k = attention_decode(sizes={"D": 128, "E": 128}, parts=8)   # CUDA
     O = k(Q, K, V)      # Q (Z, S, D), K (Z / g, T, D), V (Z / g, T, E) -> O (Z, S, E)
