@@ -90,9 +90,8 @@ def decode_schedule(op, d: int, threads: int = 128):
     fused and spread over blocks of `threads` threads, except the weighted
     pass W, whose (z, i, p) is a block and e its threads (a warp reads
     consecutive elements of a V row)."""
-    vec = 128 // op.tensor("K").dtype.bits
     import tcomp
-    from ..schedule import templates
+    vec = 128 // op.tensor("K").dtype.bits  # elements of K in a 16-byte vector
     s = tcomp.Schedule(op)
     s.online_softmax("mx", "l", ["W"])
     for st in s.stages:
