@@ -4,9 +4,11 @@ the sim carry a mechanism before schedules reach it.
 
     gemm_sm90(...)        a warp-specialised TMA + wgmma GEMM for Hopper (from its schedule)
     attention_sm90(...)   FlashAttention's forward pass for Hopper (lower/hopper_attention.py)
+    attention_decode(...) decode attention split over the keys (a comprehension + schedule, SIMT)
 """
+from .attention_decode import attention_decode, decode_schedule, decode_source
 from .attention_sm90 import AttentionConfig, attention_program, attention_sm90
 from .gemm_sm90 import GemmConfig, gemm_sm90, gemm_sm90_program
 
-__all__ = ["AttentionConfig", "GemmConfig", "attention_program", "attention_sm90", "gemm_sm90",
+__all__ = ["AttentionConfig", "attention_decode", "decode_schedule", "decode_source", "GemmConfig", "attention_program", "attention_sm90", "gemm_sm90",
            "gemm_sm90_program"]
