@@ -115,8 +115,9 @@ class _ViewLoads(Rewriter):
 
     def expr_Load(self, e):
         e = self.generic(e)
-        if e.buffer == self.skip:
-            return e
+        if e.buffer == self.skip:  # the copy's own region, read before it is written:
+            src = _copied_from(self.sched, e.buffer, any_scope=True)  # its source
+            return e if src is None else ir.Load(src, e.indices, e.dtype)
         v = self.views.get(e.buffer)
         if v is not None:
             return ir.Load(v.buffer, v.subscripts(e.indices), e.dtype)
@@ -126,11 +127,13 @@ class _ViewLoads(Rewriter):
         return e
 
 
-def _copied_from(sched, tensor: str) -> str | None:
-    """The tensor a shared or local cache_read copy `tensor` copies, else None."""
+def _copied_from(sched, tensor: str, any_scope: bool = False) -> str | None:
+    """The tensor a shared or local (or with `any_scope`, global) cache_read copy
+    `tensor` copies, else None."""
     from ..lang.ast import Index, Read
     writers = [st for st in sched.states.values() if st.tensor == tensor]
-    if len(writers) != 1 or writers[0].origin != "cache_read" or writers[0].scope == "global":
+    if len(writers) != 1 or writers[0].origin != "cache_read" or \
+            (writers[0].scope == "global" and not any_scope):
         return None
     d = writers[0].definition
     r = d.rhs
@@ -146,7 +149,10 @@ def _through_views(domain: dict, views: dict, skip: str, sched=None) -> dict:
     its view, as the consumer's own read of it does. Before: `G_shared[j]` of a
     one-element copy, read out of bounds (issue 22's long fuzz run, seed 2 pair 7167).
     A copy computed later at this loop is not written yet: the load reads its source
-    (seed 3 pairs 4427, 7709, 7780: shared memory no thread wrote)."""
+    (seed 3 pairs 4427, 7709, 7780: shared memory no thread wrote). The copy's own
+    region, `B_global` of `B(B(k))`, reads the copy's source: the copy is written only
+    after its region is known (seed 4 pairs 1791, 24650: the global copy read itself
+    before any write; a race between the threads that wrote and read it)."""
     if not any(_loads(*d) for d in domain.values()):
         return domain
     r = _ViewLoads(views, skip, sched)

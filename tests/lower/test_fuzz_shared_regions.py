@@ -80,3 +80,43 @@ def test_a_shared_copy_of_a_shared_copy_rebinding_the_thread_axis_is_refused():
         "threadIdx.y): each thread would compute only the elements where the two indices "
         "coincide. Compute 'A.shared1' at a loop outside 'ax0_i' (or at root), where its "
         "region is one for the whole block")
+
+
+SELF_GATHER = tcomp.op("""def f(int8(N, N) J, int32(N) B) -> (float32 O) {
+    O +=! float32(B(B(k) % N) && J(k, B(k) % N)) / (k / 3.0)
+}""")
+
+
+@pytest.mark.parametrize("sizes", [{"N": 2}, {"N": 5}, None])
+def test_a_global_copy_of_a_gather_index_reads_its_source_for_its_region(sizes):
+    """Seed 4 pair 24650: a global copy of B computed at k_i of `O +=! ... B(B(k) % N)`.
+    The bounds of the copy's region load B(k) and loaded it from the copy itself,
+    B_global, not yet written there (zeros on the first pass: a wrong row, NaN = 0 / 0
+    where evaluate has inf = 1 / 0). The region's bounds read the copy's source B."""
+    s = schedule(SELF_GATHER, d("Split", "O", axis="k", factor=4, nparts=None),
+                 d("CacheRead", tensor="B", scope="global", readers=["O"]),
+                 d("ComputeAt", "B.global", target="O", axis="k_i"))
+    text = str(tcomp.lower(s, sizes=sizes))
+    region = [line for line in text.splitlines() if "for ax0 in" in line]
+    assert region and all("B_global" not in line and "B[" in line for line in region)
+    n = 5 if sizes is None else sizes["N"]
+    B = np.array([1, 3, 0, 2, 4][:n], np.int32) % n
+    J = np.ones((n, n), np.int8)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(tcomp.build(s, "sim", sizes=sizes)(J, B),
+                                      tcomp.evaluate(SELF_GATHER, J, B))
+
+
+def test_a_global_copy_of_a_gather_index_at_a_thread_loop_has_no_race():
+    """Seed 4 pair 1791: the same global copy computed at a loop bound to threadIdx.y,
+    for `O(i) +=! int32(!B(B(i) % N))`: thread 1 overwrote B_global[0] that thread 0
+    had read for its region's bound (the sim: a missing barrier). The bound reads B."""
+    op = tcomp.op("""def f(int32(N) B) -> (O) {
+    O(i) +=! int32(!(B(B(i) % N)))
+}""")
+    s = schedule(op, d("CacheRead", tensor="B", scope="global", readers=["O"]),
+                 d("Bind", "O", axis="i", tag="threadIdx.y"),
+                 d("ComputeAt", "B.global", target="O", axis="i"))
+    B = np.array([1, 0], np.int32)
+    np.testing.assert_array_equal(tcomp.build(s, "sim", sizes={"N": 2})(B),
+                                  tcomp.evaluate(op, B))
