@@ -198,6 +198,30 @@ def _fixed_width(reg, reads, vary, pname, cname, cst, level, info, b):
     return bounding_box(reads, vary)
 
 
+def _check_block_region(pname, cname, cst, level, domain, info) -> None:
+    """A global stage computed inside a consumer's loop bound to blockIdx.T computes
+    its region there in each block: a region that does not move with that loop is
+    the same global elements, written (and, for a reduction, read back) by every
+    block in no fixed order, a race between blocks (issue 22's long fuzz run, seed 4
+    pair 32738). A block loop inside the attach point counts too: blocks are launch
+    dimensions, each block runs every statement outside that loop."""
+    if info is None:
+        return
+    used = set()
+    for base, extent in domain.values():
+        used |= free_vars(base) | free_vars(extent)
+    for leaf in cst.leaves:  # (a block loop inside the attach point too: every block
+        tag = cst.bind.get(leaf)  # runs the whole kernel, so computes the region)
+        if threads.is_block(tag) and info.loopvar[leaf] not in used:
+            raise ScheduleError(
+                f"stage '{pname}' (global scope) is computed at a loop of '{cname}' in "
+                f"each block of its loop '{info.loopvar[leaf]}' (bound to {tag}), but the "
+                f"region it computes there does not move with '{info.loopvar[leaf]}': "
+                f"every block would write the same elements of '{pname}' in no fixed "
+                f"order (a race between blocks). Compute '{pname}' at root, or give it "
+                f"shared or local scope (a copy in each block)")
+
+
 def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None):
     """Build stage `pname` at leaf `level` of `cname` over `domain`: (buffers
     to allocate around the loop's body, the producer's nest). With `double`
@@ -207,6 +231,8 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
     pst = b.sched.states[pname]
     pd = pst.definition
     domain = _through_views(domain, ctx.views, pd.tensor, b.sched)
+    if pst.scope == "global":
+        _check_block_region(pname, cname, cst, level, domain, consumer)
     offsets = [domain[v][0] for v in pd.spatial]
     allocs = []
     store_offsets = None

@@ -120,3 +120,33 @@ def test_a_global_copy_of_a_gather_index_at_a_thread_loop_has_no_race():
     B = np.array([1, 0], np.int32)
     np.testing.assert_array_equal(tcomp.build(s, "sim", sizes={"N": 2})(B),
                                   tcomp.evaluate(op, B))
+
+
+def test_a_global_stage_computed_the_same_in_every_block_is_refused():
+    """Seed 4 pair 32738: O, a global temporary, computed at C's loop i, while C's
+    inner loop k is bound to blockIdx.y: each block computed all of O's region (it
+    does not move with k), the same elements in every block (the sim: "block (0, 1, 0)
+    overwrites O[0, 0], which block (0, 0, 0) read"). Refused when built."""
+    op = tcomp.op("""def f(float(M) A, float(M) X, float(N) Y) -> (C) {
+    O(j, m) *=! A(m) + X(k) where j in 0:N
+    C(i, k) +=! A(k) * Y(i)
+}""")
+    s = schedule(op, d("ComputeAt", "O", target="C", axis="i"),
+                 d("Bind", "C", axis="i", tag="threadIdx.y"),
+                 d("Bind", "C", axis="k", tag="blockIdx.y"))
+    with pytest.raises(tcomp.ScheduleError) as e:
+        tcomp.build(s, "sim", sizes={"N": 1, "M": 2})
+    assert str(e.value) == (
+        "stage 'O' (global scope) is computed at a loop of 'C' in each block of its loop "
+        "'k' (bound to blockIdx.y), but the region it computes there does not move with "
+        "'k': every block would write the same elements of 'O' in no fixed order (a race "
+        "between blocks). Compute 'O' at root, or give it shared or local scope (a copy "
+        "in each block)")
+    shared = schedule(op, d("ComputeAt", "O", target="C", axis="i"),
+                      d("Bind", "C", axis="i", tag="threadIdx.y"),
+                      d("Bind", "C", axis="k", tag="blockIdx.y"),
+                      d("SetScope", "O", scope="local"))
+    A, X = np.array([1.0, 2.0], np.float32), np.array([3.0, 4.0], np.float32)
+    Y = np.array([5.0], np.float32)
+    np.testing.assert_array_equal(tcomp.build(shared, "sim", sizes={"N": 1, "M": 2})(A, X, Y),
+                                  tcomp.evaluate(op, A, X, Y))
