@@ -84,12 +84,18 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
         lo, hi = pd.ranges[v]
         domain[v] = (b.lsize(lo), b.lsize(lang_sub(hi, lo)))
     deeper = {info.loopvar[leaf] for leaf in cst.leaves[level + 1:]}
-    in_range = conj([c for c in info.in_range if not free_vars(c) & deeper])
+    conds = [c for c in info.in_range if not free_vars(c) & deeper]
     for k, v in enumerate(pd.spatial):
         lo, hi = pd.ranges[v]
         if reg is not None:
             base = reg[k][0]
             width = simplify_expr(add(sub(reg[k][1], reg[k][0]), ir.const(1)))
+            # Only the consumer's ranges over the indices the region reads at guard
+            # it: a condition on other loops (`k_i < K` for a row `G(j)`) would make
+            # the region of a shared copy differ between the threads of `k_i`, one
+            # region a thread (seed 4 pair 7378, seed 6 pair 4541).
+            used = free_vars(base) | free_vars(width)
+            in_range = conj([c for c in conds if free_vars(c) & used])
             if in_range is not None and _loads(base, width):
                 # A data-dependent region (a gather `O(X(i))`) read where the consumer's
                 # indices are out of range (an imperfect split's tail) would load out of
@@ -109,8 +115,9 @@ class _ViewLoads(Rewriter):
 
     def expr_Load(self, e):
         e = self.generic(e)
-        if e.buffer == self.skip:
-            return e
+        if e.buffer == self.skip:  # the copy's own region, read before it is written:
+            src = _copied_from(self.sched, e.buffer, any_scope=True)  # its source
+            return e if src is None else ir.Load(src, e.indices, e.dtype)
         v = self.views.get(e.buffer)
         if v is not None:
             return ir.Load(v.buffer, v.subscripts(e.indices), e.dtype)
@@ -120,11 +127,13 @@ class _ViewLoads(Rewriter):
         return e
 
 
-def _copied_from(sched, tensor: str) -> str | None:
-    """The tensor a shared or local cache_read copy `tensor` copies, else None."""
+def _copied_from(sched, tensor: str, any_scope: bool = False) -> str | None:
+    """The tensor a shared or local (or with `any_scope`, global) cache_read copy
+    `tensor` copies, else None."""
     from ..lang.ast import Index, Read
     writers = [st for st in sched.states.values() if st.tensor == tensor]
-    if len(writers) != 1 or writers[0].origin != "cache_read" or writers[0].scope == "global":
+    if len(writers) != 1 or writers[0].origin != "cache_read" or \
+            (writers[0].scope == "global" and not any_scope):
         return None
     d = writers[0].definition
     r = d.rhs
@@ -140,7 +149,10 @@ def _through_views(domain: dict, views: dict, skip: str, sched=None) -> dict:
     its view, as the consumer's own read of it does. Before: `G_shared[j]` of a
     one-element copy, read out of bounds (issue 22's long fuzz run, seed 2 pair 7167).
     A copy computed later at this loop is not written yet: the load reads its source
-    (seed 3 pairs 4427, 7709, 7780: shared memory no thread wrote)."""
+    (seed 3 pairs 4427, 7709, 7780: shared memory no thread wrote). The copy's own
+    region, `B_global` of `B(B(k))`, reads the copy's source: the copy is written only
+    after its region is known (seed 4 pairs 1791, 24650: the global copy read itself
+    before any write; a race between the threads that wrote and read it)."""
     if not any(_loads(*d) for d in domain.values()):
         return domain
     r = _ViewLoads(views, skip, sched)
@@ -186,6 +198,30 @@ def _fixed_width(reg, reads, vary, pname, cname, cst, level, info, b):
     return bounding_box(reads, vary)
 
 
+def _check_block_region(pname, cname, cst, level, domain, info) -> None:
+    """A global stage computed inside a consumer's loop bound to blockIdx.T computes
+    its region there in each block: a region that does not move with that loop is
+    the same global elements, written (and, for a reduction, read back) by every
+    block in no fixed order, a race between blocks (issue 22's long fuzz run, seed 4
+    pair 32738). A block loop inside the attach point counts too: blocks are launch
+    dimensions, each block runs every statement outside that loop."""
+    if info is None:
+        return
+    used = set()
+    for base, extent in domain.values():
+        used |= free_vars(base) | free_vars(extent)
+    for leaf in cst.leaves:  # (a block loop inside the attach point too: every block
+        tag = cst.bind.get(leaf)  # runs the whole kernel, so computes the region)
+        if threads.is_block(tag) and info.loopvar[leaf] not in used:
+            raise ScheduleError(
+                f"stage '{pname}' (global scope) is computed at a loop of '{cname}' in "
+                f"each block of its loop '{info.loopvar[leaf]}' (bound to {tag}), but the "
+                f"region it computes there does not move with '{info.loopvar[leaf]}': "
+                f"every block would write the same elements of '{pname}' in no fixed "
+                f"order (a race between blocks). Compute '{pname}' at root, or give it "
+                f"shared or local scope (a copy in each block)")
+
+
 def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None):
     """Build stage `pname` at leaf `level` of `cname` over `domain`: (buffers
     to allocate around the loop's body, the producer's nest). With `double`
@@ -195,6 +231,8 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
     pst = b.sched.states[pname]
     pd = pst.definition
     domain = _through_views(domain, ctx.views, pd.tensor, b.sched)
+    if pst.scope == "global":
+        _check_block_region(pname, cname, cst, level, domain, consumer)
     offsets = [domain[v][0] for v in pd.spatial]
     allocs = []
     store_offsets = None

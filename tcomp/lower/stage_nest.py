@@ -19,6 +19,7 @@ from .construct import add, conj, ident, mul, sub
 from .context import StageLoops
 from .loops import for_loop
 from .reduction import init_nest, needs_start, register_accumulation
+from .ir_walk import free_vars
 from .rewriter import substitute
 from .scan import scan_loop
 from .scan_lookback import lookback_body
@@ -92,7 +93,7 @@ class StageNest:
             else:
                 ext[r.fused] = simplify_expr(mul(ext[r.outer], ext[r.inner]))
         loopvar = {leaf: ctx.fresh(leaf, prefix) for leaf in st.leaves}
-        _check_rebinds(stage, st, ctx, loopvar, b)
+        _check_rebinds(stage, st, ctx, loopvar, b, domain)
         val: dict[str, ir.Expr] = {leaf: ir.Var(loopvar[leaf]) for leaf in st.leaves}
         guards = []  # (kind, condition)
         for r in reversed(st.relations):
@@ -253,14 +254,18 @@ class StageNest:
         return for_loop(self.st, leaf, self.info.loopvar[leaf], self.info.ext[leaf], body)
 
 
-def _check_rebinds(stage: str, st, ctx, loopvar: dict, b) -> None:
+def _check_rebinds(stage: str, st, ctx, loopvar: dict, b, domain: dict) -> None:
     """A thread axis is bound at most once on any path from the kernel to a statement:
     a stage computed inside a loop bound to threadIdx.T that binds a loop of its own to
     threadIdx.T again would be computed only where the two indices coincide (each thread
-    runs one value of both). The exception is a shared stage: its region covers every
-    enclosing thread (attach.py relaxes it over them), so its own threads share out the
-    whole region cooperatively."""
+    runs one value of both). The exception is a shared stage whose region is the same
+    for every enclosing thread (attach.py relaxes it over them): its own threads share
+    out the whole region cooperatively. A region that still reads an enclosing thread
+    loop (a gathered index, `X(G(j), k)` read at a split of k bound to threads, is
+    guarded by k's range, so its row depends on the thread) differs between threads:
+    the same rule holds (issue 22's long fuzz run, seed 4 pair 7378, seed 6 pair 4541)."""
     if st.scope == "shared":
+        _check_shared_region(stage, st, ctx, loopvar, domain)
         return
     if st.scope == "local" and st.attach[0] == "at":
         _check_local_binds(stage, st, loopvar, b)
@@ -274,6 +279,25 @@ def _check_rebinds(stage: str, st, ctx, loopvar: dict, b) -> None:
                 f"Bind '{leaf}' to another thread axis, compute '{stage}' at a loop outside "
                 f"'{outer[tag]}' (or at root), or give it shared scope (a cooperative stage "
                 f"covering every thread)")
+
+
+def _check_shared_region(stage: str, st, ctx, loopvar: dict, domain: dict) -> None:
+    """See _check_rebinds: a shared stage binding threadIdx.T, computed inside a loop
+    bound to threadIdx.T, must have a region that does not depend on that loop."""
+    region_vars = set()
+    for base, extent in domain.values():
+        region_vars |= free_vars(base) | free_vars(extent)
+    outer = {tag: var for var, _, tag in ctx.thread_loops}
+    for leaf, tag in st.bind.items():
+        if tag in outer and outer[tag] in region_vars:
+            raise ScheduleError(
+                f"stage '{stage}' (shared scope) binds its loop '{loopvar.get(leaf, leaf)}' "
+                f"({leaf}) to {tag}, but it is computed inside loop '{outer[tag]}', already "
+                f"bound to {tag}, and the region it computes there depends on "
+                f"'{outer[tag]}' (differs between the threads of {tag}): each thread would "
+                f"compute only the elements where the two indices coincide. Compute "
+                f"'{stage}' at a loop outside '{outer[tag]}' (or at root), where its "
+                f"region is one for the whole block")
 
 
 def _check_local_binds(stage: str, st, loopvar: dict, b) -> None:
