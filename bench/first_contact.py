@@ -18,7 +18,8 @@ rewritten after each op, and the tuning records $OUT/first_contact_<op>.jsonl.
 Timing (bench/timing.py: CUDA events, L2 flushed, median of `--reps`): the
 first call of every kernel is timed alone and its output checked; a call of
 more than 5 s is reported from that one call, one of more than 50 ms from
-one more call after it, anything faster by the timer. The plain default
+one more call after it (by the timer where that one is faster: a first call
+that autotuned or loaded a module), anything faster by the timer. The plain default
 runs for seconds to many minutes at these sizes, so it is first run at probe
 sizes (`identity.small_sizes` at 2^22 of work) and its full-size time
 extrapolated by the work ratio (`identity.work_of`); where that estimate is
@@ -215,8 +216,10 @@ class Gpu:
         how = timing_rule(first)
         if how == "first":
             return {"ms": first, "calls": "1", "err": err}
-        if how == "again":
-            return {"ms": self._one_call(fn, args)[0], "calls": "1 after 1 warm-up", "err": err}
+        if how == "again":  # (a first call that autotuned or loaded a module is timed again)
+            again = self._one_call(fn, args)[0]
+            if timing_rule(again) != "timer":
+                return {"ms": again, "calls": "1 after 1 warm-up", "err": err}
         return {"ms": self.timed(lambda: fn(*args), self.reps), "calls": f"median of {self.reps}",
                 "err": err}
 
@@ -229,7 +232,7 @@ def run_op(name: str, a, gpu: Gpu, runner, out_dir: str) -> dict:
     p = plan(name)
     op, sizes = p["op"], p["sizes"]
     tol = refs.TOLERANCE[op.outputs[0].dtype.name]
-    row = {"op": name, "sizes": sizes, "tol": tol}
+    row, t0 = {"op": name, "sizes": sizes, "tol": tol}, time.perf_counter()
     choice, row["auto_cpu_s"] = choose_auto(op, sizes)
     row["auto_sketch"], row["auto_remarks"] = choice.sketch, list(choice.remarks)
     args = gpu.inputs(op, sizes)
@@ -252,6 +255,7 @@ def run_op(name: str, a, gpu: Gpu, runner, out_dir: str) -> dict:
     _say(name, "plain default", row["plain"])
     row["tuned"] = tuned(name, op, sizes, a, gpu, runner, args, want, tol, out_dir)
     _say(name, "tuned", row["tuned"])
+    row["wall_s"] = round(time.perf_counter() - t0, 1)
     return row
 
 
@@ -277,12 +281,12 @@ def tuned(name, op, sizes, a, gpu: Gpu, runner, args, want, tol, out_dir) -> dic
         res = tcomp.tune(op, sizes, trials=a.trials, target="cuda", runner=runner,
                          records=os.path.join(out_dir, f"first_contact_{name}.jsonl"),
                          batch=a.batch, patience=None, time_limit_s=a.tune_s)
+        info = dict(trials=len(res.history), stopped=res.stopped, sketch=res.best.sketch,
+                    tune_s=round(time.perf_counter() - t0, 1), tune_ms=res.time_ms)
         k = tcomp.build(res.schedule, target="cuda", sizes=sizes)
-    except Exception as e:
+    except Exception as e:  # (nothing valid found: no best)
         return {"error": f"{type(e).__name__}: {str(e)[:300]}",
                 "tune_s": round(time.perf_counter() - t0, 1)}
-    info = dict(trials=len(res.history), stopped=res.stopped, sketch=res.best.sketch,
-                tune_s=round(time.perf_counter() - t0, 1), tune_ms=res.time_ms)
     return dict(gpu.measure(k, args, want, tol), **info)
 
 
