@@ -1,15 +1,25 @@
-"""FlashAttention's forward pass on Hopper, built as Kernel IR from a plan
-(lower/hopper_attention.py): O = softmax(scale Q K^T) V per matrix z of a
-batch (batch x heads flattened into Z), optionally causal.
+"""FlashAttention's forward pass on Hopper, from a comprehension and a
+schedule: O = softmax(scale Q K^T) V per matrix z of a batch (batch x heads
+flattened into Z), optionally causal.
 
     k = attention_sm90(AttentionConfig(causal=True), sizes={"D": 128, "E": 128})
     O = k(Q, K, V)        # Q (Z, S, D), K (Z, T, D), V (Z, T, E) bfloat16 -> O (Z, S, E)
     O, L = attention_sm90(AttentionConfig(lse=True), sizes=...)(Q, K, V)  # L: log-sum-exp
 
-`attention_program` gives the IR Program (for the sim, dumps and tests);
-`SOURCE` the comprehension it computes (what tcomp.evaluate checks it
-against). D and E are 64 or 128 and must be given in `sizes`; Z, S and T may
+`source()` is the comprehension (plain attention: scores, a row max,
+exponentials, a row sum, a weighted sum; what tcomp.evaluate checks);
+`attention_schedule()` the schedule that turns it into the kernel:
+`online_softmax` rewrites the chain into one pass, and the Hopper primitives
+(TMA copies, a pipelined key loop, warp specialisation, wgmma for the scores
+and the register-A wgmma for P . V, the division as the epilogue) say how it
+runs; lowering reads the kernel's plan off that schedule
+(lower/hopper_attention_plan.py) and builds it (lower/hopper_attention.py).
+`attention_program` gives the lowered IR Program (for the sim, dumps and
+tests). D and E are 64 or 128 and must be given in `sizes`; Z, S and T may
 be fixed or symbolic (S and T any value: the TMA engine clips the tiles).
+The log-sum-exp output (lse=True) is not reachable from a schedule yet: its
+plan is built from the configuration directly (the one gap; see
+docs/hopper.md).
 """
 from __future__ import annotations
 
@@ -18,6 +28,8 @@ import math
 from dataclasses import dataclass
 
 from ..errors import LoweringError
+from ..lower.hopper_attention import SMEM_LIMIT, smem_bytes  # noqa: F401 (bench/attention.py)
+from ..schedule.primitives_hopper import ATTENTION_BN
 
 
 def source(dtype: str = "bfloat16", scale: float | None = None, causal: bool = False,
@@ -26,7 +38,8 @@ def source(dtype: str = "bfloat16", scale: float | None = None, causal: bool = F
     sqrt(D)); with kv_group g > 1, grouped-query attention: matrix z of Q
     reads matrix z / g of K and V (heads h of a batch b at z = b H + h, the
     KV heads at b (H / g) + h / g); with lse, a second output L, each row's
-    log-sum-exp of the scaled (masked) scores."""
+    log-sum-exp of the scaled (masked) scores. The scores and the softmax are
+    float32 (the float casts in Sc), as the kernel computes them."""
     s = 1 / math.sqrt(d) if scale is None else scale
     mask = "    Sm(z, i, j) = j > i ? -inf : Ss(z, i, j)\n" if causal else ""
     sm = "Sm" if causal else "Ss"
@@ -34,7 +47,7 @@ def source(dtype: str = "bfloat16", scale: float | None = None, causal: bool = F
     outs = f"{dtype}(Z, S, E) O" + (", float32(Z, S) L" if lse else "")
     return (f"def attention({dtype}(Z, S, D) Q, {dtype}({zk}, T, D) K, {dtype}({zk}, T, E) V) -> "
             f"({outs}) {{\n"
-            f"    Sc(z, i, j) +=! Q(z, i, d) * K({kz}, j, d)\n"
+            f"    Sc(z, i, j) +=! float(Q(z, i, d)) * float(K({kz}, j, d))\n"
             f"    Ss(z, i, j) = Sc(z, i, j) * {s!r}\n{mask}"
             f"    mx(z, i) max=! {sm}(z, i, j)\n"
             f"    P(z, i, j) = exp({sm}(z, i, j) - mx(z, i))\n"
@@ -43,7 +56,7 @@ def source(dtype: str = "bfloat16", scale: float | None = None, causal: bool = F
             + ("    L(z, i) = mx(z, i) + log(l(z, i))\n" if lse else "") + "}")
 
 
-BN = (64, 128, 176)  # keys per step (176: FlashAttention-3's choice at D = 128, non-causal)
+BN = ATTENTION_BN  # keys per step (176: FlashAttention-3's choice at D = 128, non-causal)
 
 
 @dataclass(frozen=True)
@@ -79,28 +92,9 @@ class AttentionConfig:
         return dataclasses.replace(self, bm=bm, bn=bn, persistent=persistent)
 
 
-SMEM_LIMIT = 232448  # bytes of shared memory a block may have on sm_90 (227 KiB)
-
-
-def smem_bytes(cfg: AttentionConfig, D: int, E: int, item: int = 2) -> int:
-    """The kernel's shared memory: Q's tile, the K and V rings, the output
-    staging tiles (128-byte chunks of 64 rows per consumer), the barriers and
-    the 1 KiB that aligns the 128-byte-swizzled tiles."""
-    return (cfg.bm * D * item + cfg.stages * cfg.bn * (D + E) * item
-            + cfg.bm // 64 * 64 * 128 + 8 * (2 + 4 * cfg.stages) + 1024)
-
-
-def attention_program(config: AttentionConfig = AttentionConfig(), sizes: dict | None = None):
-    """The IR Program (flattened, as `tcomp.lower` returns it): the op's
-    interface from lowering its plain schedule (temporaries dropped), its one
-    kernel built from the plan."""
-    import tcomp
-    from ..lang import dtypes
-    from ..lower import flatten, ir
-    from ..lower.hopper_attention import AttentionPlan, kernel
-    from ..lower.rewriter import substitute
-    from ..lower.verify import verify
-    sizes = dict(sizes or {})
+def _checked(config: AttentionConfig, sizes: dict) -> tuple[AttentionConfig, int, float]:
+    """The configuration resolved for sizes' D and E, the consumers' registers
+    and the scale, or the LoweringError that says what is wrong with them."""
     for name in ("D", "E"):
         if sizes.get(name) not in (64, 128):
             raise LoweringError(f"attention_sm90: {name} must be given in sizes as 64 or 128 "
@@ -130,24 +124,80 @@ def attention_program(config: AttentionConfig = AttentionConfig(), sizes: dict |
                             f"registers per thread of 128-thread warpgroups need "
                             f"{128 * (config.producer_regs + consumers * cregs)}; a "
                             f"multiprocessor has 65536 (lower consumer_regs)")
-    scale = 1 / math.sqrt(sizes["D"]) if config.scale is None else config.scale
     if config.kv_group < 1:
         raise LoweringError("attention_sm90: kv_group must be at least 1")
-    op = tcomp.op(source(config.dtype, scale, config.causal, sizes["D"], config.kv_group,
-                         config.lse))
-    base = tcomp.lower(tcomp.Schedule(op), sizes=sizes)
     if config.dtype not in ("bfloat16", "float16"):
         raise LoweringError(f"attention_sm90: dtype {config.dtype!r}; bfloat16 or float16")
-    dt = getattr(dtypes, config.dtype)
+    scale = 1 / math.sqrt(sizes["D"]) if config.scale is None else config.scale
+    return config, cregs, scale
+
+
+def attention_schedule(config: AttentionConfig = AttentionConfig(), sizes: dict | None = None):
+    """The schedule of `source()` that lowers to the Hopper kernel: the
+    comprehension's softmax chain rewritten into one pass, then what runs
+    where (docs/hopper.md, "Attention from a schedule", says what each line
+    decides). `config` picks the numbers (AttentionConfig.resolved)."""
+    import tcomp
+    sizes = dict(sizes or {})
+    cfg, cregs, scale = _checked(config, sizes)
+    if cfg.lse:
+        raise LoweringError("attention_schedule: the log-sum-exp output is not reachable from "
+                            "a schedule yet; attention_sm90(AttentionConfig(lse=True)) builds "
+                            "its plan directly")
+    s = tcomp.Schedule(tcomp.op(source(cfg.dtype, scale, cfg.causal, sizes["D"], cfg.kv_group)))
+    s.online_softmax("mx", "l", ["O"])      # one pass: running max, sum, rescaled O
+    on, sc = s["O.online"], s["Sc"]
+    z, i, e = on.axes
+    (j,) = on.reduce_axes
+    io, ii = on.split(i, cfg.bm)            # queries per block
+    w, iw = on.split(ii, 64)                # 64 per consumer warpgroup
+    jo, ji = on.split(j, cfg.bn)            # keys per step
+    on.reorder(z, io, w, jo, iw, e, ji)
+    for t, reader, at in (("Q", sc, io), ("K", sc, jo), ("V", on, jo)):
+        copy = s.cache_read(t, "shared", [reader])  # Q's tile stays; K and V through a ring
+        copy.compute_at(on, at)
+        copy.tma()
+    sc.compute_at(on, jo)                   # one key block's scores, in registers
+    sc.tensorize(sc.axes[1], f"wgmma_m64n{cfg.bn}k16")
+    on.pipeline(jo, stages=cfg.stages)
+    on.warp_specialize(w, producer_regs=cfg.producer_regs, consumer_regs=cregs,
+                       pingpong=cfg.pingpong)
+    if cfg.persistent:
+        on.persistent(z, io, group_m=1)     # one block per SM walking the tiles
+    else:
+        on.bind(io, "blockIdx.x")
+        on.bind(z, "blockIdx.y")
+    on.epilogue(s["O"])                     # O = acc / sum from the registers, TMA store
+    on.tensorize(iw, f"wgmma_rs_m64n{sizes['E']}k16")  # P . V with P in registers
+    return s
+
+
+def attention_program(config: AttentionConfig = AttentionConfig(), sizes: dict | None = None):
+    """The IR Program (flattened, as `tcomp.lower` returns it): the lowered
+    `attention_schedule`; with lse=True, the op's interface from lowering its
+    plain schedule (temporaries dropped) and its one kernel built from a plan
+    made from the configuration."""
+    import tcomp
+    sizes = dict(sizes or {})
+    cfg, cregs, scale = _checked(config, sizes)
+    if not cfg.lse:
+        return tcomp.lower(attention_schedule(config, sizes), sizes=sizes)
+    from ..lang import dtypes
+    from ..lower import flatten, ir
+    from ..lower.hopper_attention import AttentionPlan, kernel
+    from ..lower.rewriter import substitute
+    from ..lower.verify import verify
+    op = tcomp.op(source(cfg.dtype, scale, cfg.causal, sizes["D"], cfg.kv_group, True))
+    base = tcomp.lower(tcomp.Schedule(op), sizes=sizes)
+    dt = getattr(dtypes, cfg.dtype)
     sym = lambda n: ir.const(sizes[n]) if n in sizes else ir.Var(n, dtypes.int32)  # noqa: E731
     plan = AttentionPlan(
-        name="attention_sm90", q="Q", k="K", v="V", o="O", dtype=dt, out=dt,
+        name="attention_O_online", q="Q", k="K", v="V", o="O", dtype=dt, out=dt,
         Z=sym("Z"), S=sym("S"), T=sym("T"), D=sizes["D"], E=sizes["E"],
         sizes=tuple(n for n in ("Z", "S", "T") if n not in sizes), scale=scale,
-        causal=config.causal, bn=config.bn, bm=config.bm, stages=config.stages,
-        producer_regs=config.producer_regs, consumer_regs=cregs,
-        pingpong=config.pingpong, kv_group=config.kv_group, persistent=config.persistent,
-        lse="L" if config.lse else None)
+        causal=cfg.causal, bn=cfg.bn, bm=cfg.bm, stages=cfg.stages,
+        producer_regs=cfg.producer_regs, consumer_regs=cregs,
+        pingpong=cfg.pingpong, kv_group=cfg.kv_group, persistent=cfg.persistent, lse="L")
     k = kernel(plan)
     if sizes:
         k = dataclasses.replace(k, body=substitute(k.body, {n: ir.const(val)

@@ -14,6 +14,8 @@
     interface.py     what a target needs besides the kernels (size sources, zero-fill, ...)
     hopper_plan.py   a stage tensorized with wgmma: its plan read off the schedule, and
     hopper_gemm.py   the warp-specialised TMA + wgmma kernel built from that plan
+    hopper_attention_plan.py  an online softmax's weighted sum tensorized with wgmma_rs:
+                     the plan of hopper_attention.py's FlashAttention kernel, read off it
 
 The Builder holds the schedule, the sizes fixed at compile time and which
 stages are computed at which loop; its methods `nest`, `loop`, `region` and
@@ -22,7 +24,8 @@ stages are computed at which loop; its methods `nest`, `loop`, `region` and
 from __future__ import annotations
 
 from ..errors import LoweringError
-from . import hopper_gemm, hopper_plan, interface, ir, ragged_loops
+from . import (hopper_attention, hopper_attention_plan, hopper_gemm, hopper_plan, interface, ir,
+               ragged_loops)
 from .attach import attach, region
 from .construct import ident, lang_sub
 from .context import KernelCtx
@@ -111,6 +114,9 @@ class Builder:
         planned = hopper_plan.plan(self, stage)  # tensorized with wgmma: built from its plan
         if planned is not None:
             return hopper_gemm.kernel(planned)
+        attention = hopper_attention_plan.plan(self, stage)  # P . V with wgmma_rs: attention
+        if attention is not None:
+            return hopper_attention.kernel(attention)
         if st.scope in ("shared", "local", "fragment"):
             raise LoweringError(f"stage '{stage}' writes a {st.scope} buffer but is computed at "
                                 f"root; use compute_at to place it inside a loop of a stage "

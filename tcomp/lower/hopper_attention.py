@@ -94,6 +94,18 @@ class AttentionPlan:
         return 128 // (self.out.bits // 8)
 
 
+SMEM_LIMIT = 232448  # bytes of shared memory a block may have on sm_90 (227 KiB)
+
+
+def smem_bytes(cfg, D: int, E: int, item: int = 2) -> int:
+    """The kernel's shared memory for `cfg` (a plan or a configuration: its bm,
+    bn and stages): Q's tile, the K and V rings, the output staging tiles
+    (128-byte chunks of 64 rows per consumer), the barriers and the 1 KiB that
+    aligns the 128-byte-swizzled tiles."""
+    return (cfg.bm * D * item + cfg.stages * cfg.bn * (D + E) * item
+            + cfg.bm // 64 * 64 * 128 + 8 * (2 + 4 * cfg.stages) + 1024)
+
+
 def _f(x):
     return ir.Imm(float(x), F32)
 

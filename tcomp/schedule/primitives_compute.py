@@ -200,6 +200,8 @@ class ComputePrimitives:
         from .tensor_intrinsics import TENSORIZE
         p = "tensorize"
         ordered.refuse_stage(self._s, p)
+        if isinstance(intrin, str) and intrin.startswith("wgmma_rs_"):
+            return self._tensorize_wgmma_rs(ax, intrin)  # online softmax's P . V (Hopper)
         tuple_stages.refuse(self._s, p)
         self._not_inline(p)
         if isinstance(intrin, str) and intrin.startswith("wgmma_"):

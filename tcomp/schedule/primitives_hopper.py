@@ -31,7 +31,10 @@ from .args import as_int
 from .stage import SplitRel
 
 WGMMA = re.compile(r"wgmma_m64n(\d+)k16$")
+WGMMA_RS = re.compile(r"wgmma_rs_m64n(\d+)k16$")  # A (P) in registers: attention's P . V
 WGMMA_N = (64, 128, 256)  # the N the Hopper GEMM builds (lower/hopper_gemm.py)
+ATTENTION_BN = (64, 128, 176)  # the keys per step the attention kernel builds (hopper_attention)
+ATTENTION_E = (64, 128)  # the columns of its P . V
 WGMMA_K_TILE = 64  # k per ring slot: one 128-byte swizzled row of 16-bit values
 REG_RANGE = (24, 256)
 
@@ -172,24 +175,27 @@ class HopperPrimitives:
             raise ScheduleError(f"{p}: stage '{stage.name}' must be elementwise over the indices "
                                 f"of '{self.name}' (no reduction)")
         op = sched.op
-        if s.tensor in {x.name for x in op.outputs + op.inputs}:
-            raise ScheduleError(f"{p}: '{s.tensor}' is an output of '{op.name}'; only a "
-                                f"temporary's values can stay in the accumulators")
-        others = [r for r in sched.readers(s.tensor) if r != stage.name]
-        if others or len(sched.writers(s.tensor)) != 1:
-            raise ScheduleError(f"{p}: '{s.tensor}' is also "
-                                + (f"read by stage '{others[0]}'" if others else
-                                   "written by another statement")
-                                + f"; an epilogue must be its only use")
-        bad = _reads_elsewhere(d, s.tensor)
-        if bad:
-            raise ScheduleError(f"{p}: stage '{stage.name}' reads '{s.tensor}' at ({bad}), not "
-                                f"at its own indices ({', '.join(d.spatial)})")
+        outs = {x.name for x in op.outputs + op.inputs}
+        for tensor in t.tensors:  # a tuple stage (online softmax's O.online): each component
+            if tensor in outs:
+                raise ScheduleError(f"{p}: '{tensor}' is an output of '{op.name}'; only a "
+                                    f"temporary's values can stay in the accumulators")
+            others = [r for r in sched.readers(tensor) if r != stage.name]
+            if others or len(sched.writers(tensor)) != 1:
+                raise ScheduleError(f"{p}: '{tensor}' is also "
+                                    + (f"read by stage '{others[0]}'" if others else
+                                       "written by another statement")
+                                    + f"; an epilogue must be its only use")
+            bad = _reads_elsewhere(d, tensor)
+            if bad:
+                raise ScheduleError(f"{p}: stage '{stage.name}' reads '{tensor}' at ({bad}), "
+                                    f"not at its own indices ({', '.join(d.spatial)})")
         self._sched.directives.append(D.Epilogue(self.name, stage.name))
         s.epilogue = stage.name
         e.attach = ("epilogue", self.name)
-        dtype, shape, _ = sched.tensors[s.tensor]
-        sched.tensors[s.tensor] = (dtype, shape, "local")
+        for tensor in t.tensors:
+            dtype, shape, _ = sched.tensors[tensor]
+            sched.tensors[tensor] = (dtype, shape, "local")
         s.scope = "local"
 
     def _tensorize_wgmma(self, ax, intrin: str):
@@ -202,14 +208,20 @@ class HopperPrimitives:
         s = self._s
         m = WGMMA.match(intrin)
         n = int(m.group(1)) if m else 0
-        if n not in WGMMA_N:
+        ns = ATTENTION_BN if s.attach[0] == "at" else WGMMA_N
+        if n not in ns:
             raise ScheduleError(f"{p}: unknown intrinsic {intrin!r}; the Hopper path takes "
-                                f"{', '.join(f'wgmma_m64n{x}k16' for x in WGMMA_N)}")
+                                f"{', '.join(f'wgmma_m64n{x}k16' for x in ns)}"
+                                + (" for a stage computed at another's loop (attention's "
+                                   "scores)" if ns is ATTENTION_BN else ""))
         d = s.definition
         if (s.scope != "global" and not s.epilogue) or s.origin != "statement":
             raise ScheduleError(f"{p}: {intrin} accumulates in the warpgroup's registers and "
                                 f"stores the tile itself: tensorize the stage of the statement "
                                 f"'{self.name}' (no cache_write)")
+        if s.attach[0] == "at":
+            self._wgmma_at(name, intrin)
+            return
         roles = contraction_roles(d)
         if isinstance(roles, str):
             raise ScheduleError(f"{p}: stage '{self.name}': {roles} ({intrin} computes "
@@ -233,7 +245,9 @@ class HopperPrimitives:
             if root not in want or root in seen or split_of(s, leaf) is None or \
                     split_of(s, leaf).inner != leaf:
                 raise ScheduleError(f"{p}: the loops from '{name}' inward must be the inner loops "
-                                    f"of splits of {', '.join(want)}, one each; '{leaf}' is not")
+                                    f"of splits of {', '.join(want)}, one each; '{leaf}' is not "
+                                    f"(or compute the stage at a consumer's loop first: its "
+                                    f"tile is then the region that loop needs)")
             if extent != want[root]:
                 raise ScheduleError(f"{p}: loop '{leaf}' (of '{root}') has "
                                     f"{extent if extent is not None else 'a variable number of'} "
@@ -245,6 +259,129 @@ class HopperPrimitives:
             raise ScheduleError(f"{p}: no loop of '{missing[0]}' from '{name}' inward; {intrin} "
                                 f"needs the m, n and k loops of its tile there (reorder them "
                                 f"innermost)")
+        self._sched.directives.append(D.Tensorize(self.name, name, intrin))
+        s.tensorize[name] = intrin
+
+
+    def _wgmma_at(self, name, intrin):
+        """tensorize with wgmma a stage computed at a consumer's loop (attention's
+        scores at the key loop of its online softmax): the tile is the region that
+        loop needs, so the loops from `name` inward are the stage's own m, n and k,
+        unsplit (their extents, 64 x N x all of k, are checked when lowered); the
+        result stays in the warpgroup's registers, which the consumer reads. The
+        operands' outer subscripts may be expressions (K(z / g, j, d): the
+        consumer's plan matches them)."""
+        from ..lang.ast import Binary, Cast, Index, Read
+        p = "tensorize"
+        s = self._s
+        d = s.definition
+        if d.reduce_op != "+" or len(d.spatial) < 2 or len(d.reduce) != 1:
+            raise ScheduleError(f"{p}: stage '{self.name}': it is not a sum over one reduction "
+                                f"axis into rows and columns ({intrin} computes C[m, n] += "
+                                f"A[m, k] * B[n, k])")
+
+        def strip(x):
+            while isinstance(x, Cast):
+                x = x.x
+            return x
+        e = strip(d.rhs)
+        reads = [strip(x) for x in (e.a, e.b)] if isinstance(e, Binary) and e.op == "*" else []
+        if len(reads) != 2 or not all(isinstance(r, Read) and len(r.args) >= 2 and all(
+                isinstance(a, Index) for a in r.args[-2:]) for r in reads):
+            raise ScheduleError(f"{p}: stage '{self.name}': its value is not a product of two "
+                                f"tensor reads at plain loop variables ({intrin} computes "
+                                f"C[m, n] += A[m, k] * B[n, k])")
+        dts = [self._sched.tensors[r.tensor][0].name for r in reads]
+        if dts[0] != dts[1] or dts[0] not in ("bfloat16", "float16"):
+            raise ScheduleError(f"{p}: {intrin} takes bfloat16 or float16 inputs (both the "
+                                f"same), but '{reads[0].tensor}' and '{reads[1].tensor}' are "
+                                f"{dts[0]} and {dts[1]}")
+        if (d.acc_dtype.name if d.acc_dtype else "") != "float32":
+            raise ScheduleError(f"{p}: {intrin} accumulates in float32, stage '{self.name}' in "
+                                f"{d.acc_dtype}")
+        inner = s.leaves[s.leaves.index(name):]
+        roots = [d.spatial[-2], d.spatial[-1], d.reduce[0]]
+        if sorted(inner) != sorted(roots) or s.transformed():
+            raise ScheduleError(f"{p}: stage '{self.name}' is computed at loop "
+                                f"'{s.attach[2]}' of '{s.attach[1]}': its tile is the region "
+                                f"that loop needs, so the loops from '{name}' inward must be "
+                                f"its own {', '.join(roots)}, unsplit and innermost; they are "
+                                f"{', '.join(inner)}")
+        for leaf in inner:
+            if leaf in s.bind or leaf in s.vectorize or leaf in s.unroll:
+                raise ScheduleError(f"{p}: loop '{leaf}' inside '{name}' is bound, unrolled or "
+                                    f"vectorized already")
+        if s.tensor in {x.name for x in self._sched.op.outputs + self._sched.op.inputs}:
+            raise ScheduleError(f"{p}: '{s.tensor}' is an output of '{self._sched.op.name}'; a "
+                                f"stage computed at another's loop keeps its tile in registers "
+                                f"(a temporary)")
+        others = [r for r in self._sched.readers(s.tensor) if r != s.attach[1]]
+        if others:
+            raise ScheduleError(f"{p}: '{s.tensor}' is also read by stage '{others[0]}'; its "
+                                f"tile stays in the registers of '{s.attach[1]}', which must "
+                                f"be its only reader")
+        self._sched.directives.append(D.Tensorize(self.name, name, intrin))
+        s.tensorize[name] = intrin
+        dtype, shape, _ = self._sched.tensors[s.tensor]
+        self._sched.tensors[s.tensor] = (dtype, shape, "local")
+        s.scope = "local"
+
+    def _tensorize_wgmma_rs(self, ax, intrin: str):
+        """tensorize(ax, "wgmma_rs_m64nNk16") on the weighted sum of an online
+        softmax (the tuple stage Schedule.online_softmax makes, e.g. attention's
+        O.online): O += P . V per key block with P = exp(x - m) in registers
+        (wgmma's register-A form; x the scores of a stage tensorized with wgmma
+        at the key loop) and V from shared memory. The loops from `ax` inward:
+        64 rows (the inner loop of a split of the rows by 64), the weighted sum's
+        own columns e (unsplit: N is all of them) and the keys of one block (the
+        inner loop of a split of the key axis), in that order."""
+        from .primitives_compute import _root_and_extent
+        from ..lang.ast import Cast, Index, Read
+        p = "tensorize"
+        self._not_inline(p)
+        name = self._leaf(ax, p)
+        s = self._s
+        m = WGMMA_RS.match(intrin)
+        n = int(m.group(1)) if m else 0
+        if n not in ATTENTION_E:
+            raise ScheduleError(f"{p}: unknown intrinsic {intrin!r}; the register-A form takes "
+                                f"{', '.join(f'wgmma_rs_m64n{x}k16' for x in ATTENTION_E)}")
+        d = s.definition
+        if d.monoid != "expsum" or len(d.tensors) != 3:
+            raise ScheduleError(f"{p}: {intrin} computes the weighted sum of an online softmax "
+                                f"(P . V with P in registers): tensorize the stage "
+                                f"Schedule.online_softmax made for a weighted sum (e.g. "
+                                f"'O.online'); '{self.name}' is not one")
+        if len(d.spatial) < 2 or len(d.reduce) != 1:
+            raise ScheduleError(f"{p}: stage '{self.name}' reduces over "
+                                f"{', '.join(d.reduce)} at ({', '.join(d.spatial)}); {intrin} "
+                                f"takes rows, columns and one key axis")
+        rows, cols, (keys,) = d.spatial[-2], d.spatial[-1], d.reduce
+        w = d.rhs.items[1]
+        while isinstance(w, Cast):
+            w = w.x
+        if not (isinstance(w, Read) and [a.name if isinstance(a, Index) else None
+                                         for a in w.args[-2:]] == [keys, cols]):
+            raise ScheduleError(f"{p}: the weights of '{self.name}' must be a tensor read at "
+                                f"(..., {keys}, {cols}) (V in P . V), read from shared memory")
+        if self._sched.tensors[w.tensor][0].name not in ("bfloat16", "float16"):
+            raise ScheduleError(f"{p}: {intrin} takes bfloat16 or float16 weights; "
+                                f"'{w.tensor}' is {self._sched.tensors[w.tensor][0]}")
+        inner = s.leaves[s.leaves.index(name):]
+        got = [_root_and_extent(s, leaf) for leaf in inner]
+        ok = (len(inner) == 3 and got[0] == (rows, 64) and split_of(s, inner[0]).inner == inner[0]
+              and got[1][0] == cols and inner[1] == cols and got[2][0] == keys
+              and split_of(s, inner[2]) is not None and split_of(s, inner[2]).inner == inner[2])
+        if not ok:
+            raise ScheduleError(f"{p}: the loops from '{name}' inward must be 64 rows (the "
+                                f"inner loop of a split of '{rows}' by 64), the columns "
+                                f"'{cols}' (unsplit) and one block of keys (the inner loop of "
+                                f"a split of '{keys}'), in that order; they are "
+                                f"{', '.join(inner)}")
+        for leaf in inner:
+            if leaf in s.bind or leaf in s.vectorize or leaf in s.unroll or leaf in s.tensorize:
+                raise ScheduleError(f"{p}: loop '{leaf}' inside '{name}' is bound, unrolled, "
+                                    f"vectorized or tensorized already")
         self._sched.directives.append(D.Tensorize(self.name, name, intrin))
         s.tensorize[name] = intrin
 
