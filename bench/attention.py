@@ -1,6 +1,8 @@
 """FlashAttention forward on Hopper (tcomp.kernels.attention_sm90; issue 25
 Part B) against SDPA with each of its backends (cuDNN, flash, efficient) in
-the same process. Run on the GPU machine:
+the same process. tcomp's kernel is the schedule `attention_schedule(config)`
+(the tutorial's, for each configuration below) lowered and built. Run on the
+GPU machine:
 
     PYTHONPATH=. python3 bench/attention.py [--cases all|NAME,...] [--reps 20]
 
