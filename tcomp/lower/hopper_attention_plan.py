@@ -33,22 +33,14 @@ from ..errors import LoweringError
 from ..lang import ast as A
 from ..lang import dtypes
 from ..schedule.primitives_hopper import ATTENTION_BN, WGMMA, WGMMA_RS
-from ..schedule.stage import SplitRel
 from . import ir
 from .construct import ident, lang_sub
 from .hopper_attention import SMEM_LIMIT, AttentionPlan, smem_bytes
+from .hopper_plan import split_once, tensorized_leaf
 from .ir_walk import walk
 from .printer import expr
 
 HEADS = (64, 128)  # D and E the kernel builds
-
-
-def rs_leaf(st):
-    """(leaf, intrinsic) of a stage tensorized with wgmma_rs, or None."""
-    for leaf, intrin in st.tensorize.items():
-        if WGMMA_RS.match(intrin):
-            return leaf, intrin
-    return None
 
 
 def _bad(stage, msg):
@@ -56,10 +48,7 @@ def _bad(stage, msg):
 
 
 def _split(st, parent, stage, what):
-    rels = [r for r in st.relations if isinstance(r, SplitRel) and r.parent == parent]
-    if len(rels) != 1 or rels[0].factor is None:
-        _bad(stage, f"loop '{parent}' must be split once by a factor ({what})")
-    return rels[0]
+    return split_once(st, parent, what, lambda msg: _bad(stage, msg))
 
 
 def _strip(x):
@@ -119,7 +108,7 @@ def plan(builder, stage: str) -> AttentionPlan | None:
     """The plan of `stage` when it is tensorized with wgmma_rs, else None."""
     sched = builder.sched
     st = sched.states[stage]
-    hit = rs_leaf(st)
+    hit = tensorized_leaf(st, WGMMA_RS)
     if hit is None:
         return None
     leaf, intrin = hit

@@ -29,23 +29,34 @@ from .printer import expr
 from .translate import Translator, cast
 
 
-def wgmma_leaf(st):
-    """(leaf, intrinsic) of a stage tensorized with wgmma, or None."""
+def tensorized_leaf(st, pattern=WGMMA):
+    """(leaf, intrinsic) of a stage tensorized with an intrinsic `pattern`
+    matches (wgmma; hopper_attention_plan: wgmma_rs), or None."""
     for leaf, intrin in st.tensorize.items():
-        if WGMMA.match(intrin):
+        if pattern.match(intrin):
             return leaf, intrin
     return None
+
+
+def wgmma_leaf(st):
+    """(leaf, intrinsic) of a stage tensorized with wgmma, or None."""
+    return tensorized_leaf(st)
 
 
 def _bad(stage, msg):
     raise LoweringError(f"tensorize wgmma: stage '{stage}': {msg}")
 
 
-def _split(st, parent, stage, what):
+def split_once(st, parent, what, bad):
+    """The one split of loop `parent` by a factor, or bad(the message)."""
     rels = [r for r in st.relations if isinstance(r, SplitRel) and r.parent == parent]
     if len(rels) != 1 or rels[0].factor is None:
-        _bad(stage, f"loop '{parent}' must be split once by a factor ({what})")
+        bad(f"loop '{parent}' must be split once by a factor ({what})")
     return rels[0]
+
+
+def _split(st, parent, stage, what):
+    return split_once(st, parent, what, lambda msg: _bad(stage, msg))
 
 
 def plan(builder, stage: str) -> GemmPlan | None:

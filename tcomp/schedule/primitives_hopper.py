@@ -193,10 +193,7 @@ class HopperPrimitives:
         self._sched.directives.append(D.Epilogue(self.name, stage.name))
         s.epilogue = stage.name
         e.attach = ("epilogue", self.name)
-        for tensor in t.tensors:
-            dtype, shape, _ = sched.tensors[tensor]
-            sched.tensors[tensor] = (dtype, shape, "local")
-        s.scope = "local"
+        _in_registers(sched, s, t.tensors)
 
     def _tensorize_wgmma(self, ax, intrin: str):
         """tensorize(ax, "wgmma_m64nNk16"): the loops from `ax` inward (64 rows
@@ -322,9 +319,7 @@ class HopperPrimitives:
                                 f"be its only reader")
         self._sched.directives.append(D.Tensorize(self.name, name, intrin))
         s.tensorize[name] = intrin
-        dtype, shape, _ = self._sched.tensors[s.tensor]
-        self._sched.tensors[s.tensor] = (dtype, shape, "local")
-        s.scope = "local"
+        _in_registers(self._sched, s, (s.tensor,))
 
     def _tensorize_wgmma_rs(self, ax, intrin: str):
         """tensorize(ax, "wgmma_rs_m64nNk16") on the weighted sum of an online
@@ -384,6 +379,14 @@ class HopperPrimitives:
                                     f"vectorized or tensorized already")
         self._sched.directives.append(D.Tensorize(self.name, name, intrin))
         s.tensorize[name] = intrin
+
+
+def _in_registers(sched, st, tensors) -> None:
+    """Stage `st`'s `tensors` kept in registers (scope local: never stored)."""
+    for tensor in tensors:
+        dtype, shape, _ = sched.tensors[tensor]
+        sched.tensors[tensor] = (dtype, shape, "local")
+    st.scope = "local"
 
 
 def _reads_elsewhere(d, tensor) -> str:
