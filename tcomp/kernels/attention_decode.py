@@ -113,19 +113,21 @@ def decode_schedule(op, d: int, threads: int = 128):
 
 def attention_decode(sizes: dict | None = None, parts: int = 8, dtype: str = "bfloat16",
                      scale: float | None = None, kv_group: int = 1, threads: int = 128,
-                     target: str = "cuda", fused: bool = False, unroll: int = 4):
+                     target: str = "cuda", fused: bool = False, unroll: int = 4,
+                     prefetch: bool = True):
     """The decode kernel, `O = k(Q, K, V)`: a CudaKernel, or with
     `target="sim"` a SimKernel. `sizes` must give D and E (the head sizes);
     Z, S and T may be given too (fixed) or left to the call. With
     `fused=True`, the fused kernels of attention_decode_fused.py (one pass over
     K and V, 16-byte loads, `unroll` keys per row group per step; `sizes` must
-    give S too; `threads` is then its block size)."""
+    give S too; `threads` is then its block size; `prefetch`: the next step's K
+    and V rows load into registers during this step's arithmetic)."""
     import tcomp
     sizes = dict(sizes or {})
     if fused:
         from .attention_decode_fused import attention_decode_fused
         return attention_decode_fused(sizes, parts, dtype, scale, kv_group, unroll, threads,
-                                      target)
+                                      target, prefetch)
     if "D" not in sizes or "E" not in sizes:
         raise LoweringError("attention_decode: give the head sizes D and E in sizes")
     op = tcomp.op(decode_source(dtype, scale, sizes["D"], parts, kv_group))

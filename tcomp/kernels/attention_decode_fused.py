@@ -26,7 +26,7 @@ DTYPES = ("bfloat16", "float16", "float32")
 
 def decode_program(sizes: dict, parts: int = 16, dtype: str = "bfloat16",
                    scale: float | None = None, kv_group: int = 1, unroll: int = 4,
-                   threads: int = 128):
+                   threads: int = 128, prefetch: bool = True):
     """The flattened IR Program of the fused decode kernels."""
     import tcomp
     from ..lang import dtypes
@@ -76,7 +76,8 @@ def decode_program(sizes: dict, parts: int = 16, dtype: str = "bfloat16",
     sym = lambda n: ir.const(sizes[n]) if n in sizes else ir.Var(n, dtypes.int32)  # noqa: E731
     plan = DecodePlan(name="attention_decode", dtype=dt, out=dt, Z=sym("Z"), S=S, T=sym("T"),
                       D=D, sizes=tuple(n for n in ("Z", "T") if n not in sizes), scale=s,
-                      parts=parts, kv_group=kv_group, unroll=unroll, threads=threads)
+                      parts=parts, kv_group=kv_group, unroll=unroll, threads=threads,
+                      prefetch=prefetch)
     W, M, L = "Wp", "mp", "lp"
     kernels = (split_kernel(plan, W, M, L), combine_kernel(plan, W, M, L, "O"))
     if sizes:
@@ -95,10 +96,10 @@ def decode_program(sizes: dict, parts: int = 16, dtype: str = "bfloat16",
 
 def attention_decode_fused(sizes: dict, parts: int = 16, dtype: str = "bfloat16",
                            scale: float | None = None, kv_group: int = 1, unroll: int = 4,
-                           threads: int = 128, target: str = "cuda"):
+                           threads: int = 128, target: str = "cuda", prefetch: bool = True):
     """The fused decode kernels: a CudaKernel called as `O = k(Q, K, V)`, or
     with `target="sim"` a SimKernel running the same IR on the CPU."""
-    prog = decode_program(sizes, parts, dtype, scale, kv_group, unroll, threads)
+    prog = decode_program(sizes, parts, dtype, scale, kv_group, unroll, threads, prefetch)
     if target == "sim":
         from ..build import SimKernel
         return SimKernel.from_program(prog)

@@ -68,6 +68,7 @@ class DecodePlan:
     parts: int  # blocks per K/V matrix along the keys
     kv_group: int = 1  # query matrices per K/V matrix
     unroll: int = 4  # keys per row group per step (U)
+    prefetch: bool = True  # the next step's K and V rows load during this step's arithmetic
     threads: int = 128
 
     @property
@@ -140,9 +141,9 @@ def split_kernel(p: DecodePlan, W: str, M: str, L: str) -> ir.Kernel:
         _put("m_run", r, NEG_INF), _put("l_run", r, _f(0.0)),
         _unroll("e", vec, _put("o_acc", b("+", b("*", r, vec), e), _f(0.0))))))
     key = b("+", v("base"), b("*", u, Y))  # this row group's key u of the step
-    row = b("min", key, b("-", v("hi"), 1))  # clamped: the load stays in the part
 
-    def kv_load(buf, src):
+    def kv_load(buf, src, base):
+        row = b("min", b("+", base, b("*", u, Y)), b("-", v("hi"), 1))  # clamped: in the part
         return _unroll("u", U, _vector("e", vec, _put(
             buf, b("+", b("*", u, vec), e),
             ir.Load(src, (v("zk"), row, b("+", lane0, e)), p.dtype))))
@@ -174,8 +175,22 @@ def split_kernel(p: DecodePlan, W: str, M: str, L: str) -> ir.Kernel:
     shift = ir.Select(b("==", f32("m_new"), NEG_INF, BOOL), _f(0.0), f32("m_new"), F32)
     softmax = _unroll("r", R, let("m_new", smax, let("shift", shift, let(
         "corr", _exp2(fb("-", _loc("m_run", r), f32("shift"))), ir.seq(rescale, per_key)))))
-    step = let("base", b("+", b("+", v("lo"), b("*", v("it"), Y * U)), y),
-               ir.seq(kv_load("kr", "K"), kv_load("vr", "V"), scores, softmax))
+    first = b("+", v("lo"), y)
+    if p.prefetch:
+        # the next step's rows load into kn, vn while this step computes on kr, vr (a
+        # register double buffer: 2 U 16 bytes in flight per thread through the arithmetic)
+        nxt = b("+", v("base"), Y * U)
+        ev = v("e")
+        step = let("base", b("+", first, b("*", v("it"), Y * U)), ir.seq(
+            kv_load("kn", "K", nxt), kv_load("vn", "V", nxt), scores, softmax,
+            _unroll("e", U * vec, ir.seq(_put("kr", ev, _loc("kn", ev, p.dtype)),
+                                         _put("vr", ev, _loc("vn", ev, p.dtype))))))
+        prologue = ir.If(b(">", v("hi"), v("lo"), BOOL), ir.seq(
+            kv_load("kr", "K", first), kv_load("vr", "V", first)))
+    else:
+        step = let("base", b("+", first, b("*", v("it"), Y * U)), ir.seq(
+            kv_load("kr", "K", v("base")), kv_load("vr", "V", v("base")), scores, softmax))
+        prologue = None
     slot = b("+", b("*", v("blockIdx.x"), Y), y)
     write = _unroll("r", R, ir.seq(
         ir.If(b("==", x, 0, BOOL), ir.seq(
@@ -186,13 +201,15 @@ def split_kernel(p: DecodePlan, W: str, M: str, L: str) -> ir.Kernel:
     body = let("zk", v("blockIdx.y"), let("chunk", b("/", b("+", p.T, p.parts - 1), p.parts),
                let("lo", b("*", v("blockIdx.x"), v("chunk")),
                let("hi", b("min", b("+", v("lo"), v("chunk")), p.T),
-               ir.seq(init, serial("it", b("/", b("+", n, Y * U - 1), Y * U), step), write)))))
+               ir.seq(init, prologue, serial("it", b("/", b("+", n, Y * U - 1), Y * U), step), write)))))
     allocs = [ir.Buffer("qr", F32, (c(R * vec),), "local"),
               ir.Buffer("o_acc", F32, (c(R * vec),), "local"),
               ir.Buffer("m_run", F32, (c(R),), "local"),
               ir.Buffer("l_run", F32, (c(R),), "local"),
               ir.Buffer("kr", p.dtype, (c(U * vec),), "local"),
               ir.Buffer("vr", p.dtype, (c(U * vec),), "local"),
+              *([ir.Buffer(n_, p.dtype, (c(U * vec),), "local") for n_ in ("kn", "vn")]
+                if p.prefetch else []),
               ir.Buffer("s", F32, (c(U * R),), "local"),
               ir.Buffer("red", F32, (c(1),), "local")]
     for a in reversed(allocs):
@@ -259,14 +276,16 @@ def annotate_vectors(k: ir.Kernel) -> ir.Kernel:
 
 
 def bytes_in_flight(p: DecodePlan) -> int:
-    """K and V bytes a block has requested before its first use of them in a step."""
+    """K and V bytes a block has requested before its first use of them in a step
+    (with prefetch, the next step's: they stay in flight through the step's arithmetic)."""
     return p.threads * p.unroll * 2 * 16
 
 
 def describe(p: DecodePlan) -> str:
     return (f"decode_attention: {p.parts} parts of the keys x Z/{p.kv_group} K/V matrices, "
             f"{p.groups} key rows x {p.lanes} lanes of {p.vec} ({p.dtype.name}, 16-byte loads), "
-            f"unroll {p.unroll}: {bytes_in_flight(p)} bytes of K and V in flight per block, "
+            f"unroll {p.unroll}" + (", next step prefetched into registers" if p.prefetch else "")
+            + f": {bytes_in_flight(p)} bytes of K and V in flight per block, "
             f"{p.rows} query rows sharing each load (g={p.kv_group}, S={p.S}), online softmax "
             f"in float32 registers (scale {p.scale:.6g}), {p.slots} float32 partials per row")
 
