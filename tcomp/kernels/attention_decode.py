@@ -26,6 +26,11 @@ plain `+=!` stage and take 16-byte vectors (_scores).
 
     k = attention_decode(sizes={"D": 128, "E": 128}, parts=8)   # CUDA
     O = k(Q, K, V)      # Q (Z, S, D), K (Z / g, T, D), V (Z / g, T, E) -> O (Z, S, E)
+
+`fused=True` takes the other route, two kernels built as Kernel IR from a plan
+(kernels/attention_decode_fused.py, lower/decode_attention.py): one pass over
+K and V in 16-byte loads shared by the g query heads of a group, the online
+softmax in registers, then the same combine.
 """
 from __future__ import annotations
 

@@ -170,3 +170,40 @@ def test_fixed_sizes():
     Q, K, V = inputs(4, 1, 45, 16, 2)
     want = tcomp.evaluate(tcomp.op(source("float32", None, False, 16, 2)), Q, K, V)
     np.testing.assert_allclose(k(Q, K, V), want, rtol=2e-5, atol=2e-6)
+
+
+def _cuda_bin(tool):
+    """A CUDA binary tool of the pip NVIDIA wheels (nvidia/cu13/bin), or None."""
+    import os
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for root in nvidia.__path__:
+        path = os.path.join(root, "cu13", "bin", tool)
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+@pytest.mark.parametrize("g, bits", [(1, 32), (1, 64), (4, 32)])
+def test_the_sass_loads_k_and_v_in_16_bytes_without_local_memory(g, bits, tmp_path):
+    """The split kernel's SASS (32- and 64-bit index variants): LDG.E.128 for
+    Q, K and V (1 or g for Q, unroll 4 x 2 before the loop and in it), no
+    local memory (no spills)."""
+    import re
+    import subprocess
+    nvdisasm, cuobjdump = _cuda_bin("nvdisasm"), _cuda_bin("cuobjdump")
+    if nvdisasm is None or cuobjdump is None:
+        pytest.skip("nvdisasm / cuobjdump of the nvidia cu13 wheels not installed")
+    k = attention_decode(sizes={"D": 128, "E": 128, "S": 1}, parts=16, kv_group=g, fused=True)
+    f = tmp_path / "k.cubin"
+    f.write_bytes(k.variant(bits).cubin)
+    sass = subprocess.run([nvdisasm, "-c", str(f)], capture_output=True, text=True,
+                          check=True).stdout
+    split = sass[sass.index(".text.attention_decode_split:"):]
+    assert len(re.findall(r"LDG\.E\.128", split)) == g + 16
+    assert not re.search(r"\bLDL|\bSTL", sass)
+    usage = subprocess.run([cuobjdump, "-res-usage", str(f)], capture_output=True, text=True,
+                           check=True).stdout
+    assert re.search(r"attention_decode_split:\s*\n\s*REG:\d+ STACK:0 SHARED:0 LOCAL:0", usage)
