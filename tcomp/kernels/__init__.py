@@ -4,7 +4,8 @@ the sim carry a mechanism before schedules reach it.
 
     gemm_sm90(...)        a warp-specialised TMA + wgmma GEMM for Hopper (from its schedule)
     attention_sm90(...)   FlashAttention's forward pass for Hopper (lower/hopper_attention.py)
-    attention_decode(...) decode attention split over the keys (a comprehension + schedule, SIMT)
+    attention_decode(...) decode attention split over the keys (a comprehension + schedule, SIMT;
+                          fused=True: two kernels from a plan, lower/decode_attention.py)
 """
 from .attention_decode import attention_decode, decode_schedule, decode_source
 from .attention_sm90 import AttentionConfig, attention_program, attention_sm90

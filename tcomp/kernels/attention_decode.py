@@ -26,6 +26,11 @@ plain `+=!` stage and take 16-byte vectors (_scores).
 
     k = attention_decode(sizes={"D": 128, "E": 128}, parts=8)   # CUDA
     O = k(Q, K, V)      # Q (Z, S, D), K (Z / g, T, D), V (Z / g, T, E) -> O (Z, S, E)
+
+`fused=True` takes the other route, two kernels built as Kernel IR from a plan
+(kernels/attention_decode_fused.py, lower/decode_attention.py): one pass over
+K and V in 16-byte loads shared by the g query heads of a group, the online
+softmax in registers, then the same combine.
 """
 from __future__ import annotations
 
@@ -113,12 +118,21 @@ def decode_schedule(op, d: int, threads: int = 128):
 
 def attention_decode(sizes: dict | None = None, parts: int = 8, dtype: str = "bfloat16",
                      scale: float | None = None, kv_group: int = 1, threads: int = 128,
-                     target: str = "cuda"):
+                     target: str = "cuda", fused: bool = False, unroll: int = 4,
+                     prefetch: bool = True):
     """The decode kernel, `O = k(Q, K, V)`: a CudaKernel, or with
     `target="sim"` a SimKernel. `sizes` must give D and E (the head sizes);
-    Z, S and T may be given too (fixed) or left to the call."""
+    Z, S and T may be given too (fixed) or left to the call. With
+    `fused=True`, the fused kernels of attention_decode_fused.py (one pass over
+    K and V, 16-byte loads, `unroll` keys per row group per step; `sizes` must
+    give S too; `threads` is then its block size; `prefetch`: the next step's K
+    and V rows load into registers during this step's arithmetic)."""
     import tcomp
     sizes = dict(sizes or {})
+    if fused:
+        from .attention_decode_fused import attention_decode_fused
+        return attention_decode_fused(sizes, parts, dtype, scale, kv_group, unroll, threads,
+                                      target, prefetch)
     if "D" not in sizes or "E" not in sizes:
         raise LoweringError("attention_decode: give the head sizes D and E in sizes")
     op = tcomp.op(decode_source(dtype, scale, sizes["D"], parts, kv_group))

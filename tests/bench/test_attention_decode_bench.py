@@ -51,3 +51,31 @@ def test_each_case_lowers(case):
     op = tcomp.op(decode_source("bfloat16", None, 128, 8, h // hk))
     prog = tcomp.lower(decode_schedule(op, 128), sizes={"D": 128, "E": 128, "T": t})
     assert [k.name for k in prog.kernels][0] == "attention_decode_Sc"
+
+
+def test_empty_lists_and_the_other_flags():
+    m = _mod()
+    assert m.parse_splits("") == []
+    with pytest.raises(SystemExit, match="--fused: positive integers"):
+        m.parse_splits("-1", "--fused")
+
+
+def test_fused_ratios_and_lines():
+    m = _mod()
+    res = dict(case="c", kv_bytes=4e9, copy=dict(ms=2.0, kv_GBps=2000.0, rw_GBps=4000.0),
+               tcomp={}, fused={"16/u4": dict(ms=1.0, kv_GBps=3600.0, blocks=16384),
+                                "8/u2": dict(error="E: y")},
+               sdpa={"cudnn": dict(ms=1.2, kv_GBps=3000.0)})
+    m.summarise(res)
+    assert res["fused"]["16/u4"]["vs_copy"] == pytest.approx(0.9)
+    text = "\n".join(m.lines(res))
+    assert "fused P=16/u4 (16384 blocks): 1.000 ms 3600 GB/s 0.90x copy 1.20x best SDPA" in text
+    assert "fused P=8/u2: E: y" in text
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_each_case_builds_fused(case):
+    from tcomp.kernels.attention_decode_fused import decode_program
+    name, b, h, hk, t = _mod().cases()[case]
+    prog = decode_program({"D": 128, "E": 128, "S": 1, "T": t}, parts=16, kv_group=h // hk)
+    assert [k.name for k in prog.kernels] == ["attention_decode_split", "attention_decode_combine"]
