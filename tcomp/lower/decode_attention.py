@@ -20,8 +20,8 @@ Two launches.
    step's end), so that U 2 16 bytes a thread stay in flight through the
    step's arithmetic (without it the CUDA compiler interleaves the loads with
    the arithmetic that uses them: seen in the SASS); then for each key and
-   query row the partial q . k over its vec elements, summed over the row's lanes (AllReduce: shuffles), the
-   key masked to -inf past the part's end (the load's row is clamped to the
+   query row the partial q . k over its vec elements, summed over the row's
+   lanes (AllReduce: shuffles), the key masked to -inf past the part's end (the load's row is clamped to the
    part's last key, so every load is in bounds and no branch diverges); the
    online softmax per query row in base 2 (q is pre-multiplied by scale log2
    e): the step's max, the factor exp2(m_old - m_new) on the running sum and
