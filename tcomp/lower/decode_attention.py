@@ -7,32 +7,32 @@ keys, head sizes D = E:
 
 Two launches.
 
-1. `<name>_split`, grid (parts, Z / g): block (p, zk) takes the keys
-   [p C, min(T, (p + 1) C)), C = ceil(T / parts), of K/V matrix zk for all
-   R = g S query rows that read it (the g query heads share every K and V
-   load). Its threads are `lanes` = D / vec threads per key row (threadIdx.x,
-   each holding `vec` consecutive elements: one 16-byte vector load) times Y
-   = threads / lanes row groups (threadIdx.y). Row group y takes keys
-   lo + it Y U + u Y + y (u < U, the unroll): for each u the block's row groups
-   read Y consecutive rows (Y 2 D bytes, coalesced). Per step a thread loads
-   U vectors of K and U of V; with `prefetch` (the default) those of the next
+1. `<name>_split`, grid (parts, Z / g): block (p, zk) takes the keys [p C,
+   min(T, (p + 1) C)), C = ceil(T / parts), of K/V matrix zk for all R = g S
+   query rows that read it (the g query heads share every K and V load). Its
+   threads are `lanes` = D / vec threads per key row (threadIdx.x, each
+   holding `vec` consecutive elements: one 16-byte vector load) times Y =
+   threads / lanes row groups (threadIdx.y). Row group y takes keys lo + it Y
+   U + u Y + y (u < U, the unroll): for each u the block's row groups read Y
+   consecutive rows (Y 2 D bytes, coalesced). Per step a thread loads U
+   vectors of K and U of V; with `prefetch` (the default) those of the next
    step, into a second set of registers (kn, vn, copied to kr, vr at the
    step's end), so that U 2 16 bytes a thread stay in flight through the
    step's arithmetic (without it the CUDA compiler interleaves the loads with
    the arithmetic that uses them: seen in the SASS); then for each key and
    query row the partial q . k over its vec elements, summed over the row's
-   lanes (AllReduce: shuffles), the key masked to -inf past the part's end (the load's row is clamped to the
-   part's last key, so every load is in bounds and no branch diverges); the
-   online softmax per query row in base 2 (q is pre-multiplied by scale log2
-   e): the step's max, the factor exp2(m_old - m_new) on the running sum and
-   O (a row whose keys so far are all masked keeps shift 0: no NaN), then
-   exp2(s - m_new) per key into the sum and into O += p v. The running state
-   is registers only. Each row group writes its own partial: W (its O slice,
-   unnormalised), m and l in float32 to slot p Y + y of (Z, S, parts Y)
-   buffers. (Why no block-level combine through shared memory: the partials
-   are 4 E (parts Y) bytes a query row, 67 MB at B32 H32 parts 16 Y 8 against
-   17.2 GB of K and V, 0.4 %, while a combine would cost a barrier and shared
-   memory per block.)
+   lanes (AllReduce: shuffles), the key masked to -inf past the part's end
+   (the load's row is clamped to the part's last key, so every load is in
+   bounds and no branch diverges); the online softmax per query row in base 2
+   (q is pre-multiplied by scale log2 e): the step's max, the factor
+   exp2(m_old - m_new) on the running sum and O (a row whose keys so far are
+   all masked keeps shift 0: no NaN), then exp2(s - m_new) per key into the
+   sum and into O += p v. The running state is registers only. Each row group
+   writes its own partial: W (its O slice, unnormalised), m and l in float32
+   to slot p Y + y of (Z, S, parts Y) buffers. (Why no block-level combine
+   through shared memory: the partials are 4 E (parts Y) bytes a query row, 67
+   MB at B32 H32 parts 16 Y 8 against 17.2 GB of K and V, 0.4 %, while a
+   combine would cost a barrier and shared memory per block.)
 2. `<name>_combine`, grid Z S, block E: exactly the comprehension's combine
    (kernels/attention_decode.decode_source), over the parts Y slots:
    m = max_q m_q; c_q = exp2(m_q - m), 0 for an empty slot (m_q = -inf);
