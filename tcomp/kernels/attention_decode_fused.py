@@ -70,6 +70,9 @@ def decode_program(sizes: dict, parts: int = 16, dtype: str = "bfloat16",
     if "Z" in sizes and sizes["Z"] % kv_group:
         raise LoweringError(f"{name}: Z = {sizes['Z']} query matrices is not a multiple of "
                             f"kv_group = {kv_group}")
+    if "Z" in sizes and sizes["Z"] // kv_group > 65535:
+        raise LoweringError(f"{name}: Z / kv_group = {sizes['Z'] // kv_group} K/V matrices; the "
+                            f"grid's y dimension takes at most 65535")
     s = 1 / math.sqrt(D) if scale is None else scale
     op = tcomp.op(source(dtype, s, False, D, kv_group))
     base = tcomp.lower(tcomp.Schedule(op), sizes=sizes)

@@ -7,34 +7,39 @@ keys, head sizes D = E:
 
 Two launches.
 
-1. `<name>_split`, grid (parts, Z / g): block (p, zk) takes the keys
-   [p C, min(T, (p + 1) C)), C = ceil(T / parts), of K/V matrix zk for all
-   R = g S query rows that read it (the g query heads share every K and V
-   load). Its threads are `lanes` = D / vec threads per key row (threadIdx.x,
-   each holding `vec` consecutive elements: one 16-byte vector load) times Y
-   = threads / lanes row groups (threadIdx.y). Row group y takes keys
-   lo + it Y U + u Y + y (u < U, the unroll): for each u the block's row groups
-   read Y consecutive rows (Y 2 D bytes, coalesced). Per step a thread issues
-   U vector loads of K and U of V before any arithmetic (U 2 16 bytes in
-   flight per thread); then for each key and query row the partial q . k over
-   its vec elements, summed over the row's lanes (AllReduce: shuffles), the
-   key masked to -inf past the part's end (the load's row is clamped to the
-   part's last key, so every load is in bounds and no branch diverges); the
-   online softmax per query row in base 2 (q is pre-multiplied by scale log2
-   e): the step's max, the factor exp2(m_old - m_new) on the running sum and
-   O (a row whose keys so far are all masked keeps shift 0: no NaN), then
-   exp2(s - m_new) per key into the sum and into O += p v. The running state
-   is registers only. Each row group writes its own partial: W (its O slice,
-   unnormalised), m and l in float32 to slot p Y + y of (Z, S, parts Y)
-   buffers. (Why no block-level combine through shared memory: the partials
-   are 4 E (parts Y) bytes a query row, 67 MB at B32 H32 parts 16 Y 8 against
-   17.2 GB of K and V, 0.4 %, while a combine would cost a barrier and shared
-   memory per block.)
+1. `<name>_split`, grid (parts, Z / g): block (p, zk) takes the keys [p C,
+   min(T, (p + 1) C)), C = ceil(T / parts), of K/V matrix zk for all R = g S
+   query rows that read it (the g query heads share every K and V load). Its
+   threads are `lanes` = D / vec threads per key row (threadIdx.x, each
+   holding `vec` consecutive elements: one 16-byte vector load) times Y =
+   threads / lanes row groups (threadIdx.y). Row group y takes keys lo + it Y
+   U + u Y + y (u < U, the unroll): for each u the block's row groups read Y
+   consecutive rows (Y 2 D bytes, coalesced). Per step a thread loads U
+   vectors of K and U of V; with `prefetch` (the default) those of the next
+   step, into a second set of registers (kn, vn, copied to kr, vr at the
+   step's end), so that U 2 16 bytes a thread stay in flight through the
+   step's arithmetic (without it the CUDA compiler interleaves the loads with
+   the arithmetic that uses them: seen in the SASS); then for each key and
+   query row the partial q . k over its vec elements, summed over the row's
+   lanes (AllReduce: shuffles), the key masked to -inf past the part's end
+   (the load's row is clamped to the part's last key, so every load is in
+   bounds and no branch diverges); the online softmax per query row in base 2
+   (q is pre-multiplied by scale log2 e): the step's max, the factor
+   exp2(m_old - m_new) on the running sum and O (a row whose keys so far are
+   all masked keeps shift 0: no NaN), then exp2(s - m_new) per key into the
+   sum and into O += p v. The running state is registers only. Each row group
+   writes its own partial: W (its O slice, unnormalised), m and l in float32
+   to slot p Y + y of (Z, S, parts Y) buffers. (Why no block-level combine
+   through shared memory: the partials are 4 E (parts Y) bytes a query row, 67
+   MB at B32 H32 parts 16 Y 8 against 17.2 GB of K and V, 0.4 %, while a
+   combine would cost a barrier and shared memory per block.)
 2. `<name>_combine`, grid Z S, block E: exactly the comprehension's combine
    (kernels/attention_decode.decode_source), over the parts Y slots:
    m = max_q m_q; c_q = exp2(m_q - m), 0 for an empty slot (m_q = -inf);
    L = sum_q c_q l_q; O = sum_q c_q W_q / L, rounded to O's type. No keys at
    all (T = 0) gives 0 / 0 = NaN, as tcomp.evaluate of decode_source does.
+
+The grid's y dimension (Z / g K/V matrices) is at most 65535.
 
 Registers: q (R vec float32), O (R vec float32), m and l (R), the loaded K
 and V (U vec 16-bit each), the scores (U R): the plan limits R = g S to 16.
@@ -161,7 +166,7 @@ def split_kernel(p: DecodePlan, W: str, M: str, L: str) -> ir.Kernel:
     for i in range(U):
         smax = fb("max", smax, _loc("s", b("+", c(i * R), r)))
     oi = b("+", b("*", r, vec), e)
-    f32 = lambda n: v(n, F32)  # noqa: E731
+    f32 = lambda name: v(name, F32)  # noqa: E731
     pv = _unroll("e", vec, _put("o_acc", oi, fb("+", _loc("o_acc", oi), fb(
         "*", f32("pr"), ir.Cast(F32, _loc("vr", b("+", b("*", u, vec), e), p.dtype))))))
     per_key = _unroll("u", U, let("pr", _exp2(fb("-", _loc("s", b("+", b("*", u, R), r)),
@@ -201,7 +206,8 @@ def split_kernel(p: DecodePlan, W: str, M: str, L: str) -> ir.Kernel:
     body = let("zk", v("blockIdx.y"), let("chunk", b("/", b("+", p.T, p.parts - 1), p.parts),
                let("lo", b("*", v("blockIdx.x"), v("chunk")),
                let("hi", b("min", b("+", v("lo"), v("chunk")), p.T),
-               ir.seq(init, prologue, serial("it", b("/", b("+", n, Y * U - 1), Y * U), step), write)))))
+               ir.seq(init, prologue, serial("it", b("/", b("+", n, Y * U - 1), Y * U), step),
+                      write)))))
     allocs = [ir.Buffer("qr", F32, (c(R * vec),), "local"),
               ir.Buffer("o_acc", F32, (c(R * vec),), "local"),
               ir.Buffer("m_run", F32, (c(R),), "local"),
@@ -220,7 +226,8 @@ def split_kernel(p: DecodePlan, W: str, M: str, L: str) -> ir.Kernel:
 
 
 def combine_kernel(p: DecodePlan, W: str, M: str, L: str, O: str) -> ir.Kernel:
-    zq, i, e, q = b("/", v("blockIdx.x"), p.S), b("%", v("blockIdx.x"), p.S), v("threadIdx.x"), v("q")
+    zq, i = b("/", v("blockIdx.x"), p.S), b("%", v("blockIdx.x"), p.S)
+    e, q = v("threadIdx.x"), v("q")
     mq = ir.Load(M, (zq, i, q), F32)
     empty = b("==", v("mq", F32), NEG_INF, BOOL)
     cq = ir.Select(empty, _f(0.0), _exp2(fb("-", v("mq", F32), _loc("acc", 0))), F32)

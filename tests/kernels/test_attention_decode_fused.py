@@ -131,6 +131,8 @@ def test_the_loads_are_16_byte_vectors_in_the_ir():
     (dict(threads=2048), "threads = 2048; a multiple of the 8 threads of a key row, at most 1024"),
     (dict(kv_group=4, sizes={"D": 64, "E": 64, "S": 1, "Z": 6}),
      "Z = 6 query matrices is not a multiple of kv_group = 4"),
+    (dict(sizes={"D": 64, "E": 64, "S": 1, "Z": 65536}),
+     "Z / kv_group = 65536 K/V matrices; the grid's y dimension takes at most 65535"),
     (dict(target="ptx"), "target 'ptx'; 'cuda' or 'sim'"),
 ])
 def test_errors(kw, msg):
