@@ -5,6 +5,8 @@ storage_order, storage_align and the two halves of a double-buffered copy),
 or into its global tensor."""
 from __future__ import annotations
 
+import math
+
 from ..errors import LoweringError, ScheduleError
 from ..arch import threads
 from ..schedule.primitives import consumes
@@ -251,8 +253,8 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
         if pst.storage is not None:
             perm = tuple(pd.spatial.index(v) for v in pst.storage)
             shape = [shape[j] for j in perm]
-        shape = _align(shape, [pst.align.get(pd.spatial[j]) for j in
-                               (perm or range(len(pd.spatial)))])
+        order = [pd.spatial[j] for j in (perm or range(len(pd.spatial)))]
+        shape = _align(shape, [pst.align.get(v) for v in order], pname, order)
         prefix = ()
         if double is not None:
             var, n = double if isinstance(double, tuple) else (double, 2)
@@ -310,9 +312,13 @@ def _swizzle(pname, pst, dtype, shape) -> ir.Swizzle | None:
     return layout
 
 
-def _align(shape, aligns):
+def _align(shape, aligns, pname="", axes=()):
     """storage_align: pad the row after an aligned dimension so that the
-    dimension's stride is offset mod factor."""
+    dimension's stride is offset mod factor. The stride is the padded row times
+    the elements of the dimensions inside it (`inner`), so only offsets that
+    are multiples of gcd(inner, factor) are reachable: another offset is an
+    error naming the stage (before: the padding loop never ended, seed 7 pair
+    10924, factor 6, offset 4, inner 3). `axes`: the buffer's dimensions' names."""
     shape = list(shape)
     for k, a in enumerate(aligns):
         if a is None or k + 1 >= len(shape):
@@ -321,6 +327,16 @@ def _align(shape, aligns):
         inner = 1
         for n in shape[k + 2:]:
             inner *= n
-        while (shape[k + 1] * inner) % factor != offset:
+        g = math.gcd(inner, factor)
+        if offset % g:
+            name = f" (axis '{axes[k]}')" if k < len(axes) else ""
+            raise LoweringError(
+                f"storage_align: stage '{pname}' wants the stride of its buffer's dimension "
+                f"{k}{name} to be {offset} modulo {factor} elements, but that stride is the "
+                f"length of dimension {k + 1} times {inner} (the elements of the dimensions "
+                f"inside that one, {' x '.join(str(n) for n in shape[k + 2:])}), and no "
+                f"multiple of {inner} is {offset} modulo {factor}: choose an offset that is a multiple of "
+                f"gcd({inner}, {factor}) = {g}, or a factor prime to {inner}")
+        while (shape[k + 1] * inner) % factor != offset:  # (ends within factor / g steps)
             shape[k + 1] += 1
     return shape

@@ -87,3 +87,23 @@ def test_an_output_s_tolerance_is_the_loosest_type_it_is_computed_in():
     got = (np.full(2, -2.402997915074876),) + want[1:]
     assert compare(op, got, want) is None
     assert "output P (float64) differs" in compare(op, want[:1] + got[:1] + want[2:], want)
+
+
+def test_the_schedule_generator_knows_an_empty_loop_split_by_nparts():
+    """Seed 6 pair 26663: `where j in 1:N` at N = 1 (an empty loop) split with nparts=3;
+    the generator's own extent of the outer part divided by the inner's extent, 0:
+    ZeroDivisionError, reported as a crash of compute_at. Both parts have extent 0."""
+    import random
+    import numpy as np
+    import tcomp
+    from .schedules import ScheduleGen
+    op = tcomp.op("""def f(float(N) A) -> (C) {
+    C(j) = A(j) * 2.0 where j in 1:N
+}""")
+    gen = ScheduleGen(random.Random(0), op, {"N": 1})
+    c = gen.s["C"]
+    c.split(c.axes[0], nparts=3)
+    assert gen.extent("C", "j_o") == 0 and gen.extent("C", "j_i") == 0
+    a = np.arange(1, dtype=np.float32)
+    np.testing.assert_array_equal(tcomp.build(gen.s, "sim", sizes={"N": 1})(a),
+                                  tcomp.evaluate(op, a))
