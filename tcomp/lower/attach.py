@@ -81,6 +81,8 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
         # a region not known here: the whole tensor, computed each time (correct;
         # compute the reader's cache elsewhere to make it smaller)
         reg = None
+    if pst.scope == "global" and cst.definition.tensor == pd.tensor:
+        _check_in_place(reg, cst, pname, cname, level)
     domain = {}
     for v in pd.reduce:
         lo, hi = pd.ranges[v]
@@ -160,6 +162,27 @@ def _through_views(domain: dict, views: dict, skip: str, sched=None) -> dict:
     r = _ViewLoads(views, skip, sched)
     return {v: (simplify_expr(r.expr(lo)), simplify_expr(r.expr(n)))
             for v, (lo, n) in domain.items()}
+
+
+def _check_in_place(reg, cst, pname, cname, level) -> None:
+    """A stage computed at a loop of a statement that updates its tensor in place
+    (`O(j, k) = f(O(j, k))`, the tensor's next writer) is computed again in every
+    iteration of that loop: its region there must be known (what the statement
+    updates there), or an iteration recomputes (and so undoes) what an earlier one
+    updated (issue 22's long fuzz run, seed 4 pair 65201: the region of `O` at `j` after a
+    split by `nparts` was not known, `O_1_k_o * ((j_i + 1) / 2)`, so the whole tensor
+    was computed at each `j`, over the rows updated before: wrong answers)."""
+    at = f"'{cname}.{cst.leaves[level]}'"
+    if reg is None:
+        raise LoweringError(
+            f"stage '{pname}' is computed at {at}, where '{cname}' updates "
+            f"'{cst.definition.tensor}' in place, but the region of '{pname}' there is "
+            f"not known (it would be the whole tensor, computed again in every iteration, "
+            f"over the elements earlier iterations updated): compute '{pname}' at root, "
+            f"or split the loops of '{cname}' by constant factors (`factor=`) so that "
+            f"its region is known")
+    # (A known region is the updated one: compute_at refuses a statement that updates
+    # an element from others, primitives_compute.py.)
 
 
 def _loads(*exprs) -> bool:
