@@ -41,3 +41,22 @@ def test_the_region_of_a_row_runs_like_evaluate():
     B = np.array([1, -3, 7], np.int64)
     s = _schedule({"factor": 2})
     np.testing.assert_array_equal(tcomp.build(s, "sim")(A, B), tcomp.evaluate(OP, A, B))
+
+
+def test_a_region_not_known_at_an_overwriting_statement_is_refused():
+    """Seed 7 pair 24612 (the seed 7 long run, on a snapshot before the rule): the
+    next statement overwrites every element (`O(j, k) = 7.5`) without reading it, and
+    `O` was computed at its loop of a split by nparts: the whole tensor recomputed in
+    every iteration put the first statement's values back over the rows already
+    overwritten (got -2.0, evaluate 7.5)."""
+    op = tcomp.op("""def f(double(3, K) A, float(N, M) B) -> (O) {
+    O(k, m) = min(A(1, k), B(m, 0))
+    O(v, i) = float64(7.5) where v in 0:K, i in 0:N
+}""")
+    s = tcomp.Schedule.from_json(op, json.dumps({"tcomp_schedule": 1, "directives": [
+        {"kind": "Split", "stage": "O.1", "axis": "i", "factor": None, "nparts": 2},
+        {"kind": "ComputeAt", "stage": "O", "target": "O.1", "axis": "v"}]}))
+    with pytest.raises(tcomp.LoweringError, match=r"^stage 'O' is computed at 'O.1.v', "
+                       r"where 'O.1' updates 'O' in place, but the region of 'O' there is "
+                       r"not known"):
+        tcomp.lower(s)
