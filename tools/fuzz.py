@@ -70,10 +70,13 @@ def main(argv=None) -> int:
     ap.add_argument("--emulate-rate", type=float, default=Config.emulate_rate)
     ap.add_argument("--hygiene", type=float, default=Config.hygiene,
                     help="share of names drawn from the hygiene pools (0: plain names only)")
+    ap.add_argument("--pair-timeout", type=float, default=120.0,
+                    help="seconds a pair may take before it is reported as a hang (0: none)")
     ap.add_argument("--out", help="also write the failures' reproducers to this file")
     ap.add_argument("--max-failures", type=int, default=50, help="reproducers printed in full")
     a = ap.parse_args(argv)
-    cfg = Config(cuda_rate=a.cuda_rate, emulate_rate=a.emulate_rate, hygiene=a.hygiene)
+    cfg = Config(cuda_rate=a.cuda_rate, emulate_rate=a.emulate_rate, hygiene=a.hygiene,
+                 pair_timeout=a.pair_timeout or None)
     if a.replay:
         return _replay(a.replay, a.pair, a.shrink)
     if a.pair is not None:  # (the rates decide no draw of the program or schedule: run it all)

@@ -5,6 +5,8 @@ storage_order, storage_align and the two halves of a double-buffered copy),
 or into its global tensor."""
 from __future__ import annotations
 
+import math
+
 from ..errors import LoweringError, ScheduleError
 from ..arch import threads
 from ..schedule.primitives import consumes
@@ -79,6 +81,8 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
         # a region not known here: the whole tensor, computed each time (correct;
         # compute the reader's cache elsewhere to make it smaller)
         reg = None
+    if pst.scope == "global" and cst.definition.tensor == pd.tensor:
+        _check_in_place(reg, cst, pname, cname, level)
     domain = {}
     for v in pd.reduce:
         lo, hi = pd.ranges[v]
@@ -158,6 +162,27 @@ def _through_views(domain: dict, views: dict, skip: str, sched=None) -> dict:
     r = _ViewLoads(views, skip, sched)
     return {v: (simplify_expr(r.expr(lo)), simplify_expr(r.expr(n)))
             for v, (lo, n) in domain.items()}
+
+
+def _check_in_place(reg, cst, pname, cname, level) -> None:
+    """A stage computed at a loop of a statement that updates its tensor in place
+    (`O(j, k) = f(O(j, k))`, the tensor's next writer) is computed again in every
+    iteration of that loop: its region there must be known (what the statement
+    updates there), or an iteration recomputes (and so undoes) what an earlier one
+    updated (issue 22's long fuzz run, seed 4 pair 65201: the region of `O` at `j` after a
+    split by `nparts` was not known, `O_1_k_o * ((j_i + 1) / 2)`, so the whole tensor
+    was computed at each `j`, over the rows updated before: wrong answers)."""
+    at = f"'{cname}.{cst.leaves[level]}'"
+    if reg is None:
+        raise LoweringError(
+            f"stage '{pname}' is computed at {at}, where '{cname}' updates "
+            f"'{cst.definition.tensor}' in place, but the region of '{pname}' there is "
+            f"not known (it would be the whole tensor, computed again in every iteration, "
+            f"over the elements earlier iterations updated): compute '{pname}' at root, "
+            f"or split the loops of '{cname}' by constant factors (`factor=`) so that "
+            f"its region is known")
+    # (A known region is the updated one: compute_at refuses a statement that updates
+    # an element from others, primitives_compute.py.)
 
 
 def _loads(*exprs) -> bool:
@@ -251,8 +276,8 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
         if pst.storage is not None:
             perm = tuple(pd.spatial.index(v) for v in pst.storage)
             shape = [shape[j] for j in perm]
-        shape = _align(shape, [pst.align.get(pd.spatial[j]) for j in
-                               (perm or range(len(pd.spatial)))])
+        order = [pd.spatial[j] for j in (perm or range(len(pd.spatial)))]
+        shape = _align(shape, [pst.align.get(v) for v in order], pname, order)
         prefix = ()
         if double is not None:
             var, n = double if isinstance(double, tuple) else (double, 2)
@@ -310,9 +335,13 @@ def _swizzle(pname, pst, dtype, shape) -> ir.Swizzle | None:
     return layout
 
 
-def _align(shape, aligns):
+def _align(shape, aligns, pname="", axes=()):
     """storage_align: pad the row after an aligned dimension so that the
-    dimension's stride is offset mod factor."""
+    dimension's stride is offset mod factor. The stride is the padded row times
+    the elements of the dimensions inside it (`inner`), so only offsets that
+    are multiples of gcd(inner, factor) are reachable: another offset is an
+    error naming the stage (before: the padding loop never ended, seed 7 pair
+    10924, factor 6, offset 4, inner 3). `axes`: the buffer's dimensions' names."""
     shape = list(shape)
     for k, a in enumerate(aligns):
         if a is None or k + 1 >= len(shape):
@@ -321,6 +350,16 @@ def _align(shape, aligns):
         inner = 1
         for n in shape[k + 2:]:
             inner *= n
-        while (shape[k + 1] * inner) % factor != offset:
+        g = math.gcd(inner, factor)
+        if offset % g:
+            name = f" (axis '{axes[k]}')" if k < len(axes) else ""
+            raise LoweringError(
+                f"storage_align: stage '{pname}' wants the stride of its buffer's dimension "
+                f"{k}{name} to be {offset} modulo {factor} elements, but that stride is the "
+                f"length of dimension {k + 1} times {inner} (the elements of the dimensions "
+                f"inside that one, {' x '.join(str(n) for n in shape[k + 2:])}), and no "
+                f"multiple of {inner} is {offset} modulo {factor}: choose an offset that is a multiple of "
+                f"gcd({inner}, {factor}) = {g}, or a factor prime to {inner}")
+        while (shape[k + 1] * inner) % factor != offset:  # (ends within factor / g steps)
             shape[k + 1] += 1
     return shape

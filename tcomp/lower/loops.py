@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..arch import threads
 from . import ir
+from .block_regions import check_block_regions
 
 
 def leaf_loop(b, stage, st, i, info, inner, pre=None):
@@ -18,6 +19,7 @@ def leaf_loop(b, stage, st, i, info, inner, pre=None):
     for p in reversed(attached):
         domains[p] = b.region(p, stage, st, i, info, [(q, domains[q]) for q in attached
                                                       if q in domains])
+    check_block_regions(b, stage, st, i, info, attached, domains, info.ctx.views)
     var, ext = info.loopvar[leaf], info.ext[leaf]
     tag = st.bind.get(leaf, "")
     if threads.is_thread(tag):

@@ -376,7 +376,7 @@ class _Kernel:
         else:
             for b in shared:
                 self.emit(f"__shared__ __align__(16) {ctype(b.dtype)} "
-                          f"{self.name(b.name)}[{_size(b)}];", 1)
+                          f"{self.name(b.name)}[{_declared(b)}];", 1)
         # Local arrays are declared once at the top (unrolled loops may allocate the same
         # buffer several times); with constant indices they live in registers.
         seen = set()
@@ -384,7 +384,7 @@ class _Kernel:
             if isinstance(x, ir.Alloc) and x.buffer.scope == "local" and x.buffer.name not in seen:
                 seen.add(x.buffer.name)
                 self.emit(f"{ctype(x.buffer.dtype)} {self.name(x.buffer.name)}"
-                          f"[{_size(x.buffer)}];", 1)
+                          f"[{_declared(x.buffer)}];", 1)
             elif (isinstance(x, ir.Alloc) and x.buffer.scope == "fragment"
                   and x.buffer.name not in seen):
                 seen.add(x.buffer.name)
@@ -426,6 +426,15 @@ def _size(b: ir.Buffer) -> int:
             raise CudaError(f"codegen: {b.scope} buffer '{b.name}' has non-constant shape")
         n *= int(d.value)
     return n
+
+
+def _declared(b: ir.Buffer) -> int:
+    """The elements a static shared or local array is declared with: C++ has no
+    array of zero elements (NVRTC: "the size of an array must be greater than
+    zero"), and a buffer for an empty region (a range `k in 1:K` at K = 1) is
+    never accessed (the sim reports any access out of its bounds): one element
+    (issue 22's long fuzz run, seed 6 pair 25243)."""
+    return max(1, _size(b))
 
 
 def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()

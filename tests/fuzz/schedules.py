@@ -76,6 +76,8 @@ class ScheduleGen:
                 if e is None:
                     return None
                 n = rel.factor or -(-e // rel.nparts)
+                if n == 0:  # an empty loop (`where j in 1:N` at N = 1) split by nparts
+                    return 0  # (seed 6 pair 26663: ZeroDivisionError in the generator)
                 return n if leaf == rel.inner else -(-e // n)
             if isinstance(rel, FuseRel) and leaf == rel.fused:
                 a, b = self.extent(stage, rel.outer), self.extent(stage, rel.inner)

@@ -87,3 +87,54 @@ def test_an_output_s_tolerance_is_the_loosest_type_it_is_computed_in():
     got = (np.full(2, -2.402997915074876),) + want[1:]
     assert compare(op, got, want) is None
     assert "output P (float64) differs" in compare(op, want[:1] + got[:1] + want[2:], want)
+
+
+def test_the_schedule_generator_knows_an_empty_loop_split_by_nparts():
+    """Seed 6 pair 26663: `where j in 1:N` at N = 1 (an empty loop) split with nparts=3;
+    the generator's own extent of the outer part divided by the inner's extent, 0:
+    ZeroDivisionError, reported as a crash of compute_at. Both parts have extent 0."""
+    import random
+    import numpy as np
+    import tcomp
+    from .schedules import ScheduleGen
+    op = tcomp.op("""def f(float(N) A) -> (C) {
+    C(j) = A(j) * 2.0 where j in 1:N
+}""")
+    gen = ScheduleGen(random.Random(0), op, {"N": 1})
+    c = gen.s["C"]
+    c.split(c.axes[0], nparts=3)
+    assert gen.extent("C", "j_o") == 0 and gen.extent("C", "j_i") == 0
+    a = np.arange(1, dtype=np.float32)
+    np.testing.assert_array_equal(tcomp.build(gen.s, "sim", sizes={"N": 1})(a),
+                                  tcomp.evaluate(op, a))
+
+
+def test_a_launch_beyond_the_limits_at_symbolic_sizes_is_an_accepted_outcome():
+    """Seed 6 pair 21891: j^3 threads along z, j = 5 at the call (sizes symbolic at
+    build): the sim refuses the launch of 125 > 64 threads, as the CUDA target does
+    (lower/launch.py checks at launch what is not known at build). The oracle took it
+    for a sim failure; it accepts it now, and only at symbolic sizes: bound at build,
+    the build refuses it."""
+    import numpy as np
+    import tcomp
+    from tcomp.arch.limits import LaunchLimits
+    from tcomp.lower.launch import launch_problem
+    from .oracle import launch_limit
+    op = tcomp.op("""def f(half(J, J, N) X) -> (O) {
+    O(a, i, c) *=! X(i, i, 0) where a in 0:J, c in 0:J
+}""")
+    s = tcomp.Schedule(op)
+    O = s["O"]
+    a, i, c = O.leaf_axes
+    O.bind(O.fuse(O.fuse(a, i), c), "threadIdx.z")
+    with pytest.raises(tcomp.LoweringError, match="125 threads along threadIdx.z exceed"):
+        tcomp.build(s, "sim", sizes={"J": 5, "N": 3})
+    X = np.ones((5, 5, 3), np.float16)
+    with pytest.raises(tcomp.SimError) as e:
+        tcomp.build(s, "sim")(X)
+    assert "block dimension z is 125" in str(e.value) and launch_limit(str(e.value))
+    small = LaunchLimits(threads_per_block=8, block=(8, 8, 4), grid=(4, 4, 4))
+    for grid, block in (((1, 1, 1), (4, 4, 1)), ((1, 1, 1), (1, 1, 5)), ((5, 1, 1), (1, 1, 1))):
+        assert launch_limit(launch_problem("k", grid, block, small))
+    assert not launch_limit("kernel f_C: block (0, 2, 0) overwrites O[0], which block "
+                            "(0, 0, 0) read in the same launch")

@@ -1,0 +1,170 @@
+"""A global stage computed at a consumer's loop inside the consumer's block loops
+computes its region once in each block: the regions of two blocks must not share
+an element, or the blocks write it (and a reduction reads it back) in no fixed
+order, a race between blocks.
+
+The region is inferred (attach.region) from the consumer's indices over its loop
+variables; a loop bound to blockIdx.T that was fused from several loops (`j_o`,
+`k`, `j_i` into one) reaches the indices only as `f / 2 / K` and `f % K`, where no
+dependence can be read off. Here the region is inferred once more with every
+block loop at or outside the attach point taken apart into the loops it was fused
+from (their own variables, `f.k`), and each of them must move the region:
+
+- a loop the region does not read at all makes every block along it compute
+  the same elements (issue 22's long fuzz run, seed 4 pair 32738: a block loop;
+  seed 4 pair 11495: `k` of a fused block loop over `j_o, k, j_i` whose region
+  `O(j)` reads `j_o` and `j_i` only);
+- a loop read by one dimension of the region, `a * v + ...` with a constant
+  width `w > |a|` there, gives neighbouring blocks overlapping regions (`O(j)`
+  and `O(j + 1)` read at a block loop `j`: both blocks compute `O(j + 1)`). That
+  is a race only where the stage accumulates in memory (a reduction with a
+  spatial loop inside its reduction loops: one block zeroes what the other is
+  summing); a plain store of the same value by both blocks is a halo computed
+  twice, legal and right (tests/lower/test_sim_batches.py).
+
+Both are refused naming the stage, the loops and the remedy."""
+from __future__ import annotations
+
+from ..arch import threads
+from ..errors import ScheduleError
+from ..schedule.stage import FuseRel, SplitRel
+from . import ir
+from .construct import add, mul
+from .ir_walk import free_vars
+from .printer import expr as show
+from .simplify import Simplifier, simplify_expr
+
+
+def check_block_regions(b, cname, cst, level, info, attached, domains, views) -> None:
+    """Refuse a global stage among `attached` (computed at leaf `level` of `cname`)
+    whose region is not one-to-one in the blocks of the consumer's block loops.
+    `domains`: their regions as inferred; `views`: the kernel's buffer views."""
+    from .attach import _through_views, region
+
+    glob = [p for p in attached if b.sched.states[p].scope == "global"]
+    blocks = [(j, leaf) for j, leaf in enumerate(cst.leaves)
+              if threads.is_block(cst.bind.get(leaf))]
+    if not glob or not blocks:
+        return
+    atoms, index = _taken_apart(cst, level, info, [leaf for j, leaf in blocks if j <= level])
+    alt = None
+    if any(len(parts) > 1 for parts in atoms.values()):
+        alt_info = type(info)(info.loopvar, info.ext, info.domain, index, info.ctx, ())
+        alt = {}
+        for p in reversed(attached):
+            alt[p] = region(b, p, cname, cst, level, alt_info,
+                            [(q, alt[q]) for q in attached if q in alt])
+    for p in glob:
+        pd = b.sched.states[p].definition
+        dom = _through_views(domains[p] if alt is None else alt[p], views, pd.tensor, b.sched)
+        for j, leaf in blocks:
+            for var, name in atoms.get(leaf, [(info.loopvar[leaf], leaf)]):
+                if _is_one(info.ext[name]):
+                    continue
+                _check_moves(p, cname, cst, leaf, info.loopvar[leaf], var, name,
+                             atoms.get(leaf, []), dom, b.sched.states[p])
+
+
+def _taken_apart(cst, level, info, leaves):
+    """{block leaf: [(variable, loop name)] of the loops it was fused from} (a leaf
+    fused from nothing: itself) and the consumer's indices with those variables."""
+    val = {leaf: ir.Var(info.loopvar[leaf]) for leaf in cst.leaves}
+    owner = {leaf: leaf for leaf in leaves}  # a loop taken apart -> its block leaf
+    parts = {leaf: [] for leaf in leaves}
+    for r in reversed(cst.relations):
+        if isinstance(r, SplitRel):
+            val[r.parent] = add(mul(val[r.outer], info.ext[r.inner]), val[r.inner])
+        elif r.fused in owner:
+            top = owner[r.fused]
+            for name in (r.outer, r.inner):
+                owner[name] = top
+                val[name] = ir.Var(f"{info.loopvar[top]}.{name}")
+        else:
+            val[r.outer] = ir.Bin("/", val[r.fused], info.ext[r.inner], ir.int32)
+            val[r.inner] = ir.Bin("%", val[r.fused], info.ext[r.inner], ir.int32)
+    fused = {r.fused for r in cst.relations if isinstance(r, FuseRel)}
+    for name, top in owner.items():
+        if name != top and name not in fused:
+            parts[top].append((f"{info.loopvar[top]}.{name}", name))
+    for top in leaves:
+        if not parts[top]:
+            parts[top] = [(info.loopvar[top], top)]
+        else:  # outermost first, as fused
+            order = _fuse_order(cst, top)
+            parts[top].sort(key=lambda vn: order.index(vn[1]))
+    d = cst.definition
+    index = {v: simplify_expr(add(info.domain[v][0], val[v])) for v in d.spatial + d.reduce}
+    return parts, index
+
+
+def _fuse_order(cst, top) -> list:
+    """The loops fused into `top`, outermost first."""
+    by = {r.fused: r for r in cst.relations if isinstance(r, FuseRel)}
+    if top not in by:
+        return [top]
+    r = by[top]
+    return _fuse_order(cst, r.outer) + _fuse_order(cst, r.inner)
+
+
+def _is_one(e) -> bool:
+    return isinstance(e, ir.Imm) and int(e.value) <= 1
+
+
+def _accumulates_in_memory(pst) -> bool:
+    """Whether stage state `pst` reads back the elements it writes: a reduction
+    with a spatial loop inside its reduction loops (stage_nest's `registers`)."""
+    d = pst.definition
+    if d.reduce_op is None or not (d.reduce or not d.init):
+        return False
+    kinds = [pst.kinds[leaf] for leaf in pst.leaves]
+    first = kinds.index("reduce") if "reduce" in kinds else len(kinds)
+    return not all(k == "reduce" for k in kinds[first:])
+
+
+def _check_moves(p, cname, cst, leaf, lvar, var, name, parts, dom, pst) -> None:
+    pd = pst.definition
+    tag = cst.bind[leaf]
+    reads = [v for v, (base, width) in dom.items()
+             if var in free_vars(base) | free_vars(width)]
+    if not reads:
+        if not parts or len(parts) == 1:
+            raise ScheduleError(
+                f"stage '{p}' (global scope) is computed at a loop of '{cname}' in "
+                f"each block of its loop '{lvar}' (bound to {tag}), but the "
+                f"region it computes there does not move with '{lvar}': "
+                f"every block would write the same elements of '{p}' in no fixed "
+                f"order (a race between blocks). Compute '{p}' at root, or give it "
+                f"shared or local scope (a copy in each block)")
+        fused = ", ".join(f"'{n}'" for _, n in parts)
+        raise ScheduleError(
+            f"stage '{p}' (global scope) is computed at a loop of '{cname}' in each "
+            f"block of its loop '{lvar}' (bound to {tag}, fused from {fused}), but the "
+            f"region it computes there does not move with '{name}': blocks that differ "
+            f"only in '{name}' would write the same elements of '{p}' in no fixed order "
+            f"(a race between blocks). Compute '{p}' at root, give it shared or local "
+            f"scope (a copy in each block), or do not fuse '{name}' into the block loop")
+    if len(reads) != 1 or not _accumulates_in_memory(pst):
+        return
+    v = reads[0]
+    base, width = dom[v]
+    if var in free_vars(width) or not isinstance(width, ir.Imm):
+        return
+    lin = Simplifier().linear(base)
+    coef = lin.terms.get(ir.Var(var))
+    if coef is None or any(var in free_vars(a) for a in lin.terms if a != ir.Var(var)):
+        return
+    w = int(width.value)
+    if abs(coef) >= w:
+        return
+    k = pd.spatial.index(v) if v in pd.spatial else v
+    what = f"'{lvar}'" if not parts or len(parts) == 1 else f"'{name}' (of '{lvar}')"
+    raise ScheduleError(
+        f"stage '{p}' (global scope) is computed at a loop of '{cname}' in each block of "
+        f"its loop '{lvar}' (bound to {tag}), where its region is {w} elements wide in "
+        f"dimension {k} ({v}: from {show(base)}) but moves by only {abs(coef)} from one "
+        f"block of {what} to the next, and it accumulates in '{pd.tensor}' (a spatial loop "
+        f"inside its reduction loops): neighbouring blocks would sum into the same "
+        f"elements of '{p}' in no fixed order (a race between blocks). Compute '{p}' at "
+        f"root, give it shared or local scope (a copy in each block), or reorder its "
+        f"reduction loops innermost (it then stores each element once, the same in both "
+        f"blocks)")
