@@ -36,7 +36,7 @@ from ..schedule.primitives_hopper import ATTENTION_BN, WGMMA, WGMMA_RS
 from . import ir
 from .construct import ident, lang_sub
 from .hopper_attention import SMEM_LIMIT, AttentionPlan, smem_bytes
-from .hopper_plan import split_once, tensorized_leaf
+from .hopper_plan import split_once, tensorized_leaf, tile_grid
 from .ir_walk import walk
 from .printer import expr
 
@@ -148,24 +148,11 @@ def plan(builder, stage: str) -> AttentionPlan | None:
         _bad(stage, f"warp_specialize: {preg} + {consumers} x {creg} registers per thread of "
                     f"128-thread warpgroups need {128 * (preg + consumers * creg)}; a "
                     f"multiprocessor has 65536 (lower consumer_regs)")
-    persistent = True
-    if st.persistent is not None:
-        if st.persistent[:2] != (z, io):
-            _bad(stage, f"persistent must name the tile loops ({z!r}, {io!r})")
-        if st.persistent[2] != 1:
-            _bad(stage, f"persistent(..., group_m={st.persistent[2]}): the attention kernel "
-                        f"walks a matrix's query tiles in its own order (causal: longest "
-                        f"first); give group_m=1")
-    elif st.bind.get(z, "").startswith("blockIdx") and st.bind.get(io, "").startswith(
-            "blockIdx"):
-        persistent = False
-    else:
-        _bad(stage, f"its tile loops {z!r}, {io!r} need persistent({z}, {io}, group_m=1) or "
-                    f"binding to block indices")
-    extra = set(st.bind) - {z, io}
-    if extra:
-        _bad(stage, f"loop '{sorted(extra)[0]}' is bound; the roles bind the loops inside the "
-                    f"tile themselves")
+    persistent, group_m = tile_grid(st, z, io, lambda msg: _bad(stage, msg), ", group_m=1")
+    if group_m != 1:
+        _bad(stage, f"persistent(..., group_m={group_m}): the attention kernel walks a "
+                    f"matrix's query tiles in its own order (causal: longest first); give "
+                    f"group_m=1")
     if set(st.pipeline) != {jo}:
         _bad(stage, f"pipeline({jo!r}, stages=N) is needed (the ring of K and V slots the TMA "
                     f"engine fills ahead of the wgmma), and no other loop pipelined")

@@ -55,6 +55,27 @@ def split_once(st, parent, what, bad):
     return rels[0]
 
 
+def tile_grid(st, o, i, bad, hint=""):
+    """(persistent, group_m) of a Hopper stage whose tile loops are o, i:
+    persistent(o, i, ...) or both bound to block indices, no other loop
+    bound; else bad(the message)."""
+    persistent, group_m = True, 1
+    if st.persistent is not None:
+        if st.persistent[:2] != (o, i):
+            bad(f"persistent must name the tile loops ({o!r}, {i!r})")
+        group_m = st.persistent[2]
+    elif st.bind.get(o, "").startswith("blockIdx") and st.bind.get(i, "").startswith("blockIdx"):
+        persistent = False
+    else:
+        bad(f"its tile loops {o!r}, {i!r} need persistent({o}, {i}{hint}) or binding to block "
+            f"indices")
+    extra = set(st.bind) - {o, i}
+    if extra:
+        bad(f"loop '{sorted(extra)[0]}' is bound; the roles bind the loops inside the tile "
+            f"themselves")
+    return persistent, group_m
+
+
 def _split(st, parent, stage, what):
     return split_once(st, parent, what, lambda msg: _bad(stage, msg))
 
@@ -117,20 +138,7 @@ def plan(builder, stage: str) -> GemmPlan | None:
                     f"128-thread warpgroups need {128 * (preg + consumers * creg)}; a "
                     f"multiprocessor has 65536 (lower consumer_regs)")
     # the grid
-    persistent, group_m = True, 1
-    if st.persistent is not None:
-        if st.persistent[:2] != (mo, no):
-            _bad(stage, f"persistent must name the tile loops ({mo!r}, {no!r})")
-        group_m = st.persistent[2]
-    elif st.bind.get(mo, "").startswith("blockIdx") and st.bind.get(no, "").startswith("blockIdx"):
-        persistent = False
-    else:
-        _bad(stage, f"its tile loops {mo!r}, {no!r} need persistent({mo}, {no}) or binding to "
-                    f"block indices")
-    extra = set(st.bind) - {mo, no}
-    if extra:
-        _bad(stage, f"loop '{sorted(extra)[0]}' is bound; the roles bind the loops inside the "
-                    f"tile themselves")
+    persistent, group_m = tile_grid(st, mo, no, lambda msg: _bad(stage, msg))
     # the ring and its copies
     if set(st.pipeline) != {ko}:
         _bad(stage, f"pipeline({ko!r}, stages=N) is needed (the ring of shared slots the "
