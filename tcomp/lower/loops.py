@@ -93,8 +93,11 @@ def one_thread(prod: ir.Stmt, thread_loops) -> ir.Stmt:
         return prod
     own_tags = {str(x.tag) for x in nodes if isinstance(x, ir.For) and x.kind == "thread"}
     used = {x.name for x in nodes if isinstance(x, ir.Var)}
+    # a tag the producer reads through another loop bound to it (a compute_at chain that
+    # re-enters threadIdx.x): its threads compute different elements (fuzz seed 7 pair 50377)
+    used_tags = {str(tag) for var, _, tag in thread_loops if var in used}
     conds = [ir.Bin("==", ir.Var(var), ir.const(0), ir.bool_) for var, _, tag in thread_loops
-             if var not in used and str(tag) not in own_tags
+             if var not in used and str(tag) not in own_tags | used_tags
              and str(tag).startswith("threadIdx")]
     if not conds:
         return prod
