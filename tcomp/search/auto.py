@@ -11,7 +11,9 @@ The choice, in order:
 2. otherwise the schedule space of the search (space.py: the sketch rules,
    every candidate replayed, lowered and checked against the device limits),
    `candidates` plans drawn with a seed derived from the op and the sizes (so
-   the same call chooses the same schedule), ranked by the analytic estimate
+   the same call chooses the same schedule), plus, per sketch drawn, its
+   rules' reference point (the measured-good tile of bench/'s hand schedule,
+   rules/references.py: Space.references), ranked by the analytic estimate
    of features.py (traffic and arithmetic against the H200's ceilings, over
    the share of the device the launch keeps busy). The plain default schedule
    (`tcomp.Schedule(op)`: one thread) is a candidate too, so the choice is
@@ -129,6 +131,7 @@ def choose(op: Op, sizes: dict | None = None, target: str = "cuda", *, records=N
     space = Space(op, at, "cuda" if target.startswith("cuda") else "sim", limits_for(target))
     rng = np.random.default_rng(seed if seed is not None else seed_of(op, at))
     pool = space.generate(candidates, rng)
+    pool += space.references(pool)  # the rules' measured-good tiles, whatever the draws
     default = space.default()
     if default.schedule not in {c.schedule for c in pool} and space.analyse(default).ok:
         pool.append(default)

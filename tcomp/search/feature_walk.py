@@ -39,6 +39,20 @@ class _Walk:
         self.stages = 0
         self.unroll = 1
         self.unrolled: dict[str, range] = {}  # unrolled loops around: var -> its values
+        # the unrolled loops (var, trips, buffers stored in the body) inside the innermost
+        # serial loop around, with no barrier in their bodies: their copies are one
+        # straight-line block, where the CUDA compiler loads once what every copy loads at
+        # the same address (a load whose subscripts do not read the loop's variable, of a
+        # buffer the copies do not store to)
+        self.copies: list[tuple[str, int, frozenset]] = []
+        self.deps: dict[str, frozenset] = {}  # a let's variable -> the variables it reads
+        # the loads of the current straight-line region (the body of the innermost serial
+        # loop, up to a barrier), each counted once: (buffer, subscripts); a store to a
+        # buffer forgets that buffer's
+        self.loaded: set = set()
+        self._barriers: dict[int, bool] = {}
+        self.guards: list[tuple[frozenset, float]] = []  # decided guards around: (vars, share)
+        self._stores: dict[int, frozenset] = {}
         self.unroll_lets: dict[str, ir.Expr] = {}  # lets over those (and sizes) only
         self.size_names = set(sizes)
         self.touched = set()
@@ -83,16 +97,23 @@ class _Walk:
             copies = s.kind == "unroll" and lo0 is not None and _eval(s.extent, {}) is not None
             if copies:  # the unroll pass will make a copy per value: guards may decide
                 self.unrolled[s.var] = range(lo0, lo0 + n)
-            lanes, serial = self.vector_lanes, self.serial
+            lanes, serial, straight = self.vector_lanes, self.serial, self.copies
             if vector is not None:
                 self.vector_lanes = lanes * max(1, n)
+            loaded = self.loaded
             if s.kind == "serial":
                 self.serial = serial * max(1.0, n / max(1, s.stages))
+                self.copies, self.loaded = [], set()
+            elif copies and not self._barrier(s.body):
+                self.copies = straight + [(s.var, n, self._stored(s.body))]
             self.stmt(s.body, w * n, u)
-            self.vector_lanes, self.serial = lanes, serial
+            self.vector_lanes, self.serial, self.copies = lanes, serial, straight
+            self.loaded = loaded if s.kind == "serial" else self.loaded
             if copies:
                 del self.unrolled[s.var]
         elif isinstance(s, ir.Let):
+            self.deps[s.var] = frozenset().union(
+                *(self.deps.get(v, (v,)) for v in ir.free_vars(s.value)))
             self.env0[s.var] = _eval(s.value, self.env0)
             self.env1[s.var] = _eval(s.value, self.env1)
             self.expr(s.value, w)
@@ -107,12 +128,15 @@ class _Walk:
             self.stmt(s.body, w, unroll)
         elif isinstance(s, ir.If):
             self.expr(s.cond, w)
-            taken, decided = self._guard(s.cond)
+            taken, decided, names = self._guard(s.cond)
+            self.guards.append((names, taken))
             self.stmt(s.then, w * taken, unroll)
+            self.guards.pop()
             if s.else_ is not None:
                 self.stmt(s.else_, w * (1 - taken if decided else 1), unroll)
         elif isinstance(s, ir.Store):
             self.c["stores"] += w
+            self.loaded = {x for x in self.loaded if x[0] != s.buffer}
             self._access(s.buffer, s.indices, _bytes(self._dtype(s.buffer, s.value.dtype)), w,
                          "store")
             for e in s.indices:
@@ -120,6 +144,7 @@ class _Walk:
             self.expr(s.value, w)
         elif isinstance(s, ir.Barrier):
             self.c["barriers"] += w
+            self.loaded = set()
         elif isinstance(s, ir.AllReduce):
             self.c["allreduce"] += w
         elif isinstance(s, ir.Evaluate):
@@ -154,8 +179,48 @@ class _Walk:
                 if x.fn not in intrinsics.REGISTRY:
                     self.c["special"] += w
             elif isinstance(x, ir.Load):
-                self._access(x.buffer, x.indices, _bytes(x.dtype), w, "load")
+                key = (x.buffer, x.indices)
+                if self.scopes.get(x.buffer, ("global",))[0] not in ("global", "shared"):
+                    self._access(x.buffer, x.indices, _bytes(x.dtype), w, "load")  # registers
+                elif key not in self.loaded:  # a second load of the same address: CSE'd
+                    self.loaded.add(key)
+                    self._access(x.buffer, x.indices, _bytes(x.dtype), w / self._repeats(x),
+                                 "load")
             stack.extend(ir.children(x))
+
+    def _barrier(self, s) -> bool:
+        """Whether statement `s` contains a barrier (memoised per node)."""
+        key = id(s)
+        if key not in self._barriers:
+            self._barriers[key] = isinstance(s, ir.Barrier) or any(
+                self._barrier(c) for c in ir.children(s) if isinstance(c, ir.Stmt))
+        return self._barriers[key]
+
+    def _stored(self, s) -> frozenset:
+        """The buffers statement `s` stores to (memoised per node)."""
+        key = id(s)
+        if key not in self._stores:
+            own = {s.buffer} if isinstance(s, ir.Store) else set()
+            self._stores[key] = frozenset(own).union(
+                *(self._stored(c) for c in ir.children(s) if isinstance(c, ir.Stmt)))
+        return self._stores[key]
+
+    def _repeats(self, load: ir.Load) -> float:
+        """How many of the straight-line unrolled copies around (self.copies)
+        load what `load` loads: the product of the trips of those whose
+        variable its subscripts do not read (directly or through lets)."""
+        if not self.copies:
+            return 1
+        reads = set()
+        for e in load.indices:
+            for v in ir.free_vars(e):
+                reads |= self.deps.get(v, {v})
+        same = {var for var, n, stored in self.copies
+                if var not in reads and load.buffer not in stored}
+        # a guard over those copies only leaves some of them: one load still
+        # serves those left (the share it weighs `w` by is given back)
+        kept = math.prod(t for names, t in self.guards if names and names <= same and t > 0)
+        return math.prod(n for var, n, _ in self.copies if var in same) * kept
 
     def _intrinsic(self, call: ir.Call, w: float) -> None:
         fn = call.fn
@@ -190,25 +255,26 @@ class _Walk:
     def _decidable(self) -> set:
         return set(self.unrolled) | set(self.unroll_lets) | self.size_names
 
-    def _guard(self, cond) -> tuple[float, bool]:
+    def _guard(self, cond) -> tuple[float, bool, frozenset]:
         """(share of the unrolled copies in which `cond` can hold, whether
-        it is decided in every copy). The conjuncts over unrolled loop
+        it is decided in every copy, the unrolled loop variables that share
+        is over). The conjuncts over unrolled loop
         variables and constants only are what simplification after unrolling
         folds: copies where one is false lose the then-branch. Others are
         assumed true (guards in tiled code nearly always are)."""
         if not self.unrolled:
-            return 1.0, False
+            return 1.0, False, frozenset()
         known, parts = self._decidable(), _conjuncts(cond)
         mine = [c for c in parts if ir.free_vars(c) <= known and
                 ir.free_vars(c) & (set(self.unrolled) | set(self.unroll_lets))]
         if not mine:
-            return 1.0, False
+            return 1.0, False, frozenset()
         names = sorted(set().union(*(ir.free_vars(c) for c in mine)) & set(self.unrolled)
                        | {v for c in mine for x in ir.free_vars(c) if x in self.unroll_lets
                           for v in ir.free_vars(self.unroll_lets[x]) if v in self.unrolled})
         combos = math.prod(len(self.unrolled[v]) for v in names)
         if combos > 4096:
-            return 1.0, False
+            return 1.0, False, frozenset()
         true = 0
         for values in itertools.product(*(self.unrolled[v] for v in names)):
             env = {**self.env0, **dict(zip(names, values))}
@@ -216,7 +282,7 @@ class _Walk:
                 env[var] = _eval(e, env)
             if all(_eval(c, env) for c in mine):
                 true += 1
-        return true / combos, len(mine) == len(parts)
+        return true / combos, len(mine) == len(parts), frozenset(names)
 
     def _strides(self, buf: str):
         """Row-major element strides of `buf` at the tuning sizes (None if unknown)."""
@@ -250,6 +316,21 @@ class _Walk:
         return "global" if any(self.scopes.get(n, ("global",))[0] == "global" for n in names) \
             else "other"
 
+    def _lane_stride(self, buf: str, indices) -> int | None:
+        """Bytes between what neighbouring lanes access in `buf` at `indices`
+        (row-major at the tuning sizes), or None when unknown."""
+        entry = self.scopes.get(buf)
+        strides = [1] if len(indices) == 1 else self._strides(buf)
+        if entry is None or strides is None:
+            return None
+        a = b = 0
+        for i, st in zip(indices, strides):
+            x, y = _eval(i, self.env0), _eval(i, self.env1)
+            if x is None or y is None:
+                return None
+            a, b = a + x * st, b + y * st
+        return abs(b - a) * _bytes_of(entry[1])
+
     def _access(self, buf: str, indices, nbytes: int, w: float, kind: str) -> None:
         scope = self.scopes.get(buf, ("global", None))[0]
         scope = scope if scope in SCOPES else "local"
@@ -261,19 +342,7 @@ class _Walk:
 
         self.touched.add(buf)
         # bytes between what neighbouring lanes touch -> sectors a warp moves per access
-        stride = None
-        entry = self.scopes.get(buf)
-        strides = [1] if len(indices) == 1 else self._strides(buf)
-        if entry is not None and strides is not None:
-            a = b = 0
-            for i, st in zip(indices, strides):
-                x, y = _eval(i, self.env0), _eval(i, self.env1)
-                if x is None or y is None:
-                    a = None
-                    break
-                a, b = a + x * st, b + y * st
-            if a is not None:
-                stride = abs(b - a) * _bytes_of(entry[1])
+        stride = self._lane_stride(buf, indices)
         if stride is None or self.lane_var is None:
             per_thread = nbytes  # unknown: count as coalesced
         elif stride == 0:

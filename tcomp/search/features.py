@@ -161,10 +161,17 @@ def _kernel(k: ir.Kernel, res, scopes: dict, sizes: dict, flat: bool = True) -> 
     warps = -(-threads // 32)
     by_threads = THREADS_PER_SM // max(1, warps * 32)
     by_shared = SHARED_PER_SM // (res.shared_bytes + 1024) if res.shared_bytes else BLOCKS_PER_SM
-    by_regs = REGS_PER_SM // max(1, res.registers * warps * 32)
+    # the kernel's __launch_bounds__ make ptxas fit one block in the register file: at most
+    # REGS_PER_SM / (its threads) registers a thread, in eights (the rest spill, not modelled)
+    regs = min(res.registers, max(16, REGS_PER_SM // (warps * 32) // 8 * 8))
+    by_regs = REGS_PER_SM // max(1, regs * warps * 32)
     per_sm = max(0, min(BLOCKS_PER_SM, by_threads, by_shared, by_regs))
     f["blocks_per_sm"] = per_sm
     f["occupancy"] = min(1.0, per_sm * warps / WARPS_PER_SM)
+    # the share of the register file the resident blocks hold: a thread with many registers
+    # has many values in flight (a register tile of accumulators), which hides latency as
+    # more warps would
+    f["register_use"] = min(1.0, per_sm * warps * 32 * regs / REGS_PER_SM)
     f["waves"] = blocks / (SMS * max(1, per_sm))
     f["threads"], f["blocks"] = threads, blocks
     f["shared_bytes"], f["registers"] = res.shared_bytes, res.registers
@@ -193,7 +200,9 @@ def _kernel_ms(f: dict) -> float:
     # How much of the device the launch keeps busy: SMs with a block, and warps
     # enough per SM to hide arithmetic latency (a quarter of the maximum here).
     sms_busy = min(1.0, f["blocks"] / SMS)
-    latency = min(1.0, max(f["occupancy"], 1 / WARPS_PER_SM) / 0.25)
+    latency = min(1.0, max(f["occupancy"], f["register_use"] / 2, 1 / WARPS_PER_SM) / 0.25)
+    # a warp issues for all its 32 lanes: a block of 8 threads pays for 32
+    lanes = f["threads"] / (32 * math.ceil(max(1, f["threads"]) / 32))
     tail = math.ceil(f["waves"]) / f["waves"] if f["waves"] >= 1 else 1.0
     # issue slots: a fused multiply-add is two flops in one instruction; a vector
     # access is one instruction. (Integer index arithmetic is left out: counted before
@@ -201,12 +210,13 @@ def _kernel_ms(f: dict) -> float:
     # not what runs.)
     issue = (f["flops"] / 2 + f["special"] + f["mem_instructions"]) / ISSUE_OPS_S
     compute = _bound(f["flops"] / FP32_FLOPS_S + f["special"] / SPECIAL_OPS_S,
-                     f["mma_flops"] / MMA_FLOPS_S, issue) / latency
+                     f["mma_flops"] / MMA_FLOPS_S, issue) / latency / lanes
     # global traffic at the share of the bandwidth its bytes in flight sustain
     memory = _bound(_bound(f["unique_global_bytes"] / DRAM_BYTES_S,
                            f["global_sector_bytes"] / L2_BYTES_S)
                     / max(f["memory_efficiency"], 1 / 64),
-                    (f["shared_load_bytes"] + f["shared_store_bytes"]) / SHARED_BYTES_S / latency)
+                    (f["shared_load_bytes"] + f["shared_store_bytes"]) / SHARED_BYTES_S / latency
+                    / lanes)
     # the last, partial wave leaves SMs idle for arithmetic; a stream of memory
     # requests goes on at the rate the bytes in flight allow
     body = _bound(compute * tail, memory)

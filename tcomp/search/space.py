@@ -217,6 +217,42 @@ class Space:
             out.append(self.default())
         return out
 
+    def referenced(self, cand: Candidate) -> Candidate | None:
+        """`cand`'s plan with each stage's parameters replaced by the first
+        reference point of its rule (Rule.reference: the measured-good
+        parameters of bench/'s hand schedules, rules/references.py) that the
+        rule's `feasible` accepts, merged over the drawn ones; None when no
+        stage has such a point, nothing changes, or the result is invalid."""
+        plan = cand.plan_dict()
+        changed = False
+        for st, p in plan["stages"].items():
+            rule = RULES[p["rule"]]
+            if rule.reference is None:
+                continue
+            drawn = {k: v for k, v in p.items() if k != "rule"}
+            for ref in rule.reference(self.ctx, st):
+                params = {**drawn, **ref}
+                if rule.feasible(self.ctx, st, params):
+                    new = {"rule": p["rule"], **_jsonable(params)}
+                    changed |= new != p
+                    plan["stages"][st] = new
+                    break
+        return self._try(plan) if changed else None
+
+    def references(self, pool: list) -> list:
+        """One referenced candidate (`referenced`) per distinct sketch of
+        `pool` (its first candidate of that sketch), each new to the pool."""
+        seen, sketches, out = {c.schedule for c in pool}, set(), []
+        for c in pool:
+            if c.sketch in sketches:
+                continue
+            sketches.add(c.sketch)
+            r = self.referenced(c)
+            if r is not None and r.schedule not in seen:
+                seen.add(r.schedule)
+                out.append(r)
+        return out
+
     def mutate(self, cand: Candidate, rng: np.random.Generator, attempts: int = 20) -> Candidate:
         """A valid neighbour of `cand`: one parameter of one stage's rule drawn
         again (a tile size, an unroll or vector width, the pipeline depth, a

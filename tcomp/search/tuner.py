@@ -417,9 +417,12 @@ def _pool(st: _State, pop: list, batch: int, wide: int = 0) -> list:
 
 def _first_population(st: _State, size: int) -> list:
     """The first round's population: the best measured candidates (the
-    records', on resume) for up to half, fresh unmeasured ones for the rest."""
+    records', on resume) for up to half, then the drawn sketches at their
+    rules' reference points (Space.references: bench/'s measured-good tiles),
+    then fresh unmeasured ones for the rest."""
     keep = [st.cands[t.schedule] for t in _ranked(st) if t.schedule in st.cands][:size // 2]
-    fresh = [c for c in st.space.generate(size, st.rng)
+    drawn = st.space.generate(size, st.rng)
+    fresh = [c for c in st.space.references(drawn) + drawn
              if canonical(c.schedule) not in st.measured]
     return keep + fresh[:size - len(keep)]
 

@@ -39,21 +39,21 @@ CASES.update({f"{name} (bench/auto_time.py)": AUTO_TIME[name] for name in (
 
 # name -> (sketch, estimate in ms to 6 digits, sha256 of Schedule.to_json() (first 16 hex))
 CHOSEN = {
-    'gemm+bias+gelu': ('D:simt_epilogue', '0.0638529', '28276f73672552f8'),
-    'gemm+bias+leaky chain': ('D:simt_epilogue', '0.0501696', '96535f8391b0d286'),
-    'gemm+bias+gelu bf16 tensor cores': ('D:tc_epilogue', '0.0123827', '565243692b19bc11'),
-    'swiglu': ('O:simt_epilogue', '0.208052', 'e91747e7e2a8664e'),
-    'gemm in-place scale': ('P.1:simt_epilogue', '0.085035', '5dda106acb45be62'),
+    'gemm+bias+gelu': ('D:simt_epilogue', '0.0637728', '28276f73672552f8'),
+    'gemm+bias+leaky chain': ('D:simt_epilogue', '0.0492041', '96535f8391b0d286'),
+    'gemm+bias+gelu bf16 tensor cores': ('D:hopper_epilogue', '0.0100214', 'c90467542f826b13'),
+    'swiglu': ('O:simt_epilogue', '0.139149', '38c67d320ec9a735'),
+    'gemm in-place scale': ('P.1:simt_epilogue', '0.0884638', 'd8a74f9b82cc2b30'),
     'add+rmsnorm': ('Y:row_regs', '0.0712124', '43228af4c0efd4e3'),
     'softmax': ('O:row_regs', '0.00427027', '81f12ef0bc3da4f1'),
-    'mm (docs/schedules.md)': ('C:simt_tile', '8.14683', 'cab9823e4b1b3e70'),
+    'mm (docs/schedules.md)': ('C:simt_tile', '2.90117', '758ae84d2773a764'),
     'group_norm (bench/auto_time.py)': ('Y:row_regs', '0.0399227', '6d68313192cfd422'),
-    'depthwise_conv (bench/auto_time.py)': ('O:shared_tile', '0.101872', '3d7028d41da52f59'),
+    'depthwise_conv (bench/auto_time.py)': ('O:shared_tile', '0.0805696', '1a0fba7939080582'),
     'bmm_fp16 (bench/auto_time.py)': ('C:hopper_tile', '0.00655395', '458c715814517a5c'),
     'stencil (bench/auto_time.py)': ('O:flat', '0.0470973', '14f98eaf50b0007c'),
-    'swiglu (bench/auto_time.py)': ('O:simt_epilogue', '15.478', '98ca8f85a991fbb1'),
-    'add_rmsnorm (bench/auto_time.py)': ('Y:row_regs', '0.551477', '01c009a7f4a73071'),
-    'gemm_bias_gelu (bench/auto_time.py)': ('D:simt_epilogue', '3.21687', '0cf0a3a784b1b975'),
+    'swiglu (bench/auto_time.py)': ('O:simt_epilogue', '5.96606', '5005ac9e4c44f1ef'),
+    'add_rmsnorm (bench/auto_time.py)': ('Y:row_regs', '0.549207', '01c009a7f4a73071'),
+    'gemm_bias_gelu (bench/auto_time.py)': ('D:simt_epilogue', '2.90534', 'f5f05b3d3c895eb9'),
 }
 
 

@@ -106,13 +106,15 @@ from .tiles import (LANES, _rt_applies, _rt_apply, _rt_feasible, _rt_sample,  # 
                     _tc_feasible, _tc_keeps, _tc_sample)
 from .hopper import (_he_applies, _he_apply, _he_claims, _he_feasible,  # noqa: F401
                      _he_sample, _ht_applies, _ht_apply, _ht_feasible, _ht_sample)
+from . import references as REF
 from .fused import (_se_applies, _se_apply, _se_feasible, _se_sample, _te_applies,  # noqa: F401
                     _te_apply, _te_feasible, _te_keeps, _te_sample, products)
 
 RULES = {r.name: r for r in (
     Rule("tc_tile", _tc_applies, _tc_sample, _tc_feasible, _tc_apply, keeps=_tc_keeps,
-         weight=4.0),
-    Rule("simt_tile", _st_applies, _st_sample, _st_feasible, _st_apply, weight=3.0),
+         reference=REF.tc, weight=4.0),
+    Rule("simt_tile", _st_applies, _st_sample, _st_feasible, _st_apply, reference=REF.simt,
+         weight=3.0),
     Rule("shared_tile", _sh_applies, _sh_sample, _sh_feasible, _sh_apply, weight=3.0),
     Rule("reg_tile", _rt_applies, _rt_sample, _rt_feasible, _rt_apply, weight=2.0),
     Rule("row", _row_applies, _row_sample, _row_feasible, _row_apply, claims=row_producers,
@@ -126,11 +128,12 @@ RULES = {r.name: r for r in (
     Rule("flat", _flat_applies, _flat_sample, _flat_feasible, _flat_apply, weight=1.0),
     # (last: a rule's place changes the draws of the stages it applies to, and only there)
     Rule("tc_epilogue", _te_applies, _te_sample, _te_feasible, _te_apply, claims=products,
-         keeps=_te_keeps, weight=6.0),
+         keeps=_te_keeps, reference=REF.tc, weight=6.0),
     Rule("simt_epilogue", _se_applies, _se_sample, _se_feasible, _se_apply, claims=products,
-         weight=4.0),
-    Rule("hopper_tile", _ht_applies, _ht_sample, _ht_feasible, _ht_apply, weight=6.0),
+         reference=REF.simt, weight=4.0),
+    Rule("hopper_tile", _ht_applies, _ht_sample, _ht_feasible, _ht_apply,
+         reference=REF.hopper, weight=6.0),
     Rule("hopper_epilogue", _he_applies, _he_sample, _he_feasible, _he_apply, claims=_he_claims,
-         weight=8.0),
+         reference=REF.hopper, weight=8.0),
     Rule("scan", _scan_applies, _scan_sample, _scan_feasible, _scan_apply, weight=2.0),
 )}

@@ -95,5 +95,7 @@ class Rule:
     apply: object
     claims: object = None  # (ctx, stage) -> producers the rule schedules at the stage
     keeps: object = None  # (ctx, stage, params) -> inlinable producers it keeps as stages
+    # (ctx, stage) -> [params, ...]: measured-good points, best first (references.py)
+    reference: object = None
     weight: float = 1.0
 
