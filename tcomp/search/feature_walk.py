@@ -13,7 +13,7 @@ from ..lower import intrinsics, ir, vectorize
 from ..lower.rewriter import Rewriter
 
 SCOPES = ("global", "shared", "local", "fragment")
-_SUMMED = (["flops", "special", "mma_flops", "int_ops"]
+_SUMMED = (["flops", "special", "mma_flops", "wgmma_flops", "int_ops"]
            + [f"{s}_{d}_bytes" for s in SCOPES for d in ("load", "store")]
            + ["global_sector_bytes", "global_vector_bytes", "unique_global_bytes",
               "mma", "ldmatrix", "cp_async", "cp_async_bytes", "barriers", "allreduce",
@@ -29,8 +29,11 @@ class _Walk:
     `flat`: whether subscripts are flat (else vector accesses are predicted)."""
 
     def __init__(self, scopes: dict, sizes: dict, lane_var: str | None, flat: bool = True,
-                 threads: int | None = None):
+                 threads: int | None = None, maps: dict | None = None,
+                 blocks_x: int | None = None):
         self.flat = flat
+        self.blocks_x = blocks_x  # gridDim.x: a persistent loop's trips, over the blocks
+        self.maps = dict(maps or {})  # TMA descriptors: name -> ir.TensorMap
         self.threads = threads  # of the block: a Role's share of them runs its body
         self.scopes = dict(scopes)
         self.c = {n: 0.0 for n in _SUMMED}
@@ -77,6 +80,17 @@ class _Walk:
         elif isinstance(s, ir.For):
             n = _eval(s.extent, self.env0)
             n = max(0, n) if n is not None else 1
+            if (s.kind == "serial" and self.blocks_x and self.blocks_x > 1
+                    and "blockIdx.x" in ir.free_vars(s.extent)):
+                # a persistent grid's tile loop: the blocks' mean trips (block 0 takes
+                # the most tiles; with fewer tiles than blocks, some take none)
+                env = dict(self.env0)
+                trips = []
+                for bx in range(min(self.blocks_x, 4096)):
+                    env["blockIdx.x"] = bx
+                    trips.append(_eval(s.extent, env))
+                if None not in trips:
+                    n = sum(max(0, t) for t in trips) / len(trips)
             lo0 = _eval(s.lo, self.env0)
             lo1 = _eval(s.lo, self.env1)
             self.env0[s.var] = lo0 if lo0 is not None else 0
@@ -130,7 +144,7 @@ class _Walk:
             self.expr(s.cond, w)
             taken, decided, names = self._guard(s.cond)
             self.guards.append((names, taken))
-            self.stmt(s.then, w * taken, unroll)
+            self.stmt(s.then, w * taken * self._one_of(s.cond), unroll)
             self.guards.pop()
             if s.else_ is not None:
                 self.stmt(s.else_, w * (1 - taken if decided else 1), unroll)
@@ -153,9 +167,12 @@ class _Walk:
             # counts are per thread of the block: a role's body runs on its warpgroups
             # only (a producer's copies are not every thread's); its index at the
             # role's first warpgroup, as lane 0 stands for the threads
+            # (each of its warpgroups walked at its own index: ping-pong consumers take
+            # alternate tiles)
             share = 128 * s.count / self.threads if self.threads else 1.0
-            self.env0[s.var] = self.env1[s.var] = 0
-            self.stmt(s.body, w * min(1.0, share), unroll)
+            for i in range(max(1, s.count)):
+                self.env0[s.var] = self.env1[s.var] = i
+                self.stmt(s.body, w * min(1.0, share) / max(1, s.count), unroll)
         else:  # any other statement: its children
             for c in ir.children(s):
                 if isinstance(c, ir.Stmt):
@@ -231,6 +248,10 @@ class _Walk:
             n = int(fn[len("wgmma_m64n"):].split("k")[0])
             self.c["mma"] += w
             self.c["mma_flops"] += w * 2 * 64 * n * 16 / 128  # per thread: its share
+            self.c["wgmma_flops"] += w * 2 * 64 * n * 16 / 128
+        elif fn.startswith(("tma_load_", "tma_store_")) and fn != "tma_store_commit" \
+                and fn != "tma_store_wait":
+            self._tma(call, w)
         elif fn.startswith("ldmatrix_x"):
             count = int(fn[len("ldmatrix_x")])
             self.c["ldmatrix"] += w
@@ -251,6 +272,40 @@ class _Walk:
         for a in call.args:
             if not isinstance(a, ir.Ref):
                 self.expr(a, w)
+
+    def _one_of(self, cond) -> float:
+        """The share of the threads a branch on `cond` runs on when it picks
+        one thread of a group: `threadIdx.x % K == c` (one of K: a
+        warpgroup's elected thread) or `threadIdx.x == c` (one of the
+        block); 1 for any other condition (assumed true)."""
+        if not (isinstance(cond, ir.Bin) and cond.op == "==" and isinstance(cond.b, ir.Imm)):
+            return 1.0
+        x = cond.a
+        if isinstance(x, ir.Var) and x.name == "threadIdx.x" and self.threads:
+            return 1.0 / self.threads
+        if (isinstance(x, ir.Bin) and x.op == "%" and isinstance(x.a, ir.Var)
+                and x.a.name == "threadIdx.x" and isinstance(x.b, ir.Imm) and x.b.value > 0):
+            return 1.0 / int(x.b.value)
+        return 1.0
+
+    def _tma(self, call: ir.Call, w: float) -> None:
+        """A TMA copy: the box of its tensor map moved between global and
+        shared memory in whole sectors."""
+        load = call.fn.startswith("tma_load_")
+        arg = call.args[1 if load else 0]
+        m = self.maps.get(arg.name) if isinstance(arg, ir.Var) else None
+        entry = self.scopes.get(m.buffer) if m is not None else None
+        if entry is None:
+            return
+        nbytes = math.prod(m.box) * _bytes_of(entry[1])
+        self.touched.add(m.buffer)
+        self.c["global_load_bytes" if load else "global_store_bytes"] += w * nbytes
+        self.c["shared_store_bytes" if load else "shared_load_bytes"] += w * nbytes
+        self.c["global_vector_bytes"] += w * nbytes
+        self.c["mem_instructions"] += w
+        self.sector_bytes += w * nbytes
+        if load:
+            self.c["inflight_bytes"] += w * nbytes / self.serial
 
     def _decidable(self) -> set:
         return set(self.unrolled) | set(self.unroll_lets) | self.size_names

@@ -10,7 +10,13 @@ SM count, SMS). The body of a warp-specialised `Role` counts at its share of
 the block's threads (128 per warpgroup), its index at 0. Both branches of an
 `if` count in full:
 the counts are upper bounds, and guards in tiled code are nearly always
-true. Per-thread counts times threads times blocks are the kernel's totals.
+true, except a branch that picks one thread (`threadIdx.x == c`,
+`threadIdx.x % K == c`), which counts for that thread. Global and shared
+loads count as the CUDA compiler issues them: once per address within a
+straight-line region, and once for the unrolled copies that load the same
+address (feature_walk.py `_repeats`). A persistent tile loop runs the
+blocks' mean trips; each warpgroup of a role is walked at its own index.
+Per-thread counts times threads times blocks are the kernel's totals.
 
 Per kernel:
 - arithmetic: float operations (`+ - * / min max`, casts not counted) and
@@ -18,7 +24,7 @@ Per kernel:
   tensor-core flops (`mma_m16n8k16`: 4096 per warp);
 - memory per scope (global, shared, local, fragment): bytes loaded and
   stored per thread; `cp_async` counts as a global load and a shared store,
-  `ldmatrix` as a shared load;
+  `ldmatrix` as a shared load, a TMA copy as its tensor map's box;
 - global coalescing: for each global access, the distance in bytes between
   what neighbouring lanes touch (the index evaluated for lane 0 and lane 1 of
   the block's innermost thread dimension); a *sector* estimate of the bytes a
@@ -89,6 +95,7 @@ L2_BYTES_S = 10e12           # issued global traffic that hits in cache
 SHARED_BYTES_S = 33e12       # 128 B/clock/SM at 1.98 GHz
 FP32_FLOPS_S = 60e12         # CUDA cores (cuBLAS fp32 no-TF32 reaches 50.9)
 MMA_FLOPS_S = 660e12         # mma.sync on Hopper: about two thirds of the wgmma peak
+WGMMA_FLOPS_S = 800e12       # wgmma: cuBLAS's 790-800 of the 989 dense peak (bf16 8192^3)
 SPECIAL_OPS_S = 8e12         # SFU: 16 per clock per SM
 LAUNCH_MS = 0.003            # per kernel
 ISSUE_OPS_S = 33.5e12        # lane instructions: 132 SMs x 128 lanes x 1.98 GHz
@@ -150,7 +157,8 @@ def _flattened(until: str | None) -> bool:
 
 def _kernel(k: ir.Kernel, res, scopes: dict, sizes: dict, flat: bool = True) -> dict:
     # a persistent grid's loops run over the tiles per SM: its SM count is the device's
-    walk = _Walk(scopes, {ir.SM_COUNT: SMS, **sizes}, _lane_var(res), flat, res.threads)
+    walk = _Walk(scopes, {ir.SM_COUNT: SMS, **sizes}, _lane_var(res), flat, res.threads,
+                 {m.name: m for m in k.tensor_maps}, res.grid[0])
     walk.stmt(k.body, 1.0, 1)
     threads, blocks = res.threads, max(1, res.grid[0] * res.grid[1] * res.grid[2])
     n = threads * blocks
@@ -209,8 +217,11 @@ def _kernel_ms(f: dict) -> float:
     # unrolling and before the CUDA compiler's common-subexpression elimination, it is
     # not what runs.)
     issue = (f["flops"] / 2 + f["special"] + f["mem_instructions"]) / ISSUE_OPS_S
-    compute = _bound(f["flops"] / FP32_FLOPS_S + f["special"] / SPECIAL_OPS_S,
-                     f["mma_flops"] / MMA_FLOPS_S, issue) / latency / lanes
+    # (wgmma is asynchronous: a TMA ring and the accumulators in flight hide its latency,
+    # not resident warps)
+    compute = _bound((f["flops"] / FP32_FLOPS_S + f["special"] / SPECIAL_OPS_S) / latency,
+                     (f["mma_flops"] - f["wgmma_flops"]) / MMA_FLOPS_S / latency,
+                     f["wgmma_flops"] / WGMMA_FLOPS_S, issue / latency) / lanes
     # global traffic at the share of the bandwidth its bytes in flight sustain
     memory = _bound(_bound(f["unique_global_bytes"] / DRAM_BYTES_S,
                            f["global_sector_bytes"] / L2_BYTES_S)

@@ -41,7 +41,7 @@ CASES.update({f"{name} (bench/auto_time.py)": AUTO_TIME[name] for name in (
 CHOSEN = {
     'gemm+bias+gelu': ('D:simt_epilogue', '0.0637728', '28276f73672552f8'),
     'gemm+bias+leaky chain': ('D:simt_epilogue', '0.0492041', '96535f8391b0d286'),
-    'gemm+bias+gelu bf16 tensor cores': ('D:hopper_epilogue', '0.0100214', 'c90467542f826b13'),
+    'gemm+bias+gelu bf16 tensor cores': ('D:hopper_epilogue', '0.00712256', '3b40dabe80079c12'),
     'swiglu': ('O:simt_epilogue', '0.139149', '38c67d320ec9a735'),
     'gemm in-place scale': ('P.1:simt_epilogue', '0.0884638', 'd8a74f9b82cc2b30'),
     'add+rmsnorm': ('Y:row_regs', '0.0712124', '43228af4c0efd4e3'),
@@ -49,7 +49,7 @@ CHOSEN = {
     'mm (docs/schedules.md)': ('C:simt_tile', '2.90117', '758ae84d2773a764'),
     'group_norm (bench/auto_time.py)': ('Y:row_regs', '0.0399227', '6d68313192cfd422'),
     'depthwise_conv (bench/auto_time.py)': ('O:shared_tile', '0.0805696', '1a0fba7939080582'),
-    'bmm_fp16 (bench/auto_time.py)': ('C:hopper_tile', '0.00655395', '458c715814517a5c'),
+    'bmm_fp16 (bench/auto_time.py)': ('C:hopper_tile', '0.013982', '6f6502aa4422290e'),
     'stencil (bench/auto_time.py)': ('O:flat', '0.0470973', '14f98eaf50b0007c'),
     'swiglu (bench/auto_time.py)': ('O:simt_epilogue', '5.96606', '5005ac9e4c44f1ef'),
     'add_rmsnorm (bench/auto_time.py)': ('Y:row_regs', '0.549207', '01c009a7f4a73071'),

@@ -46,7 +46,7 @@ def test_a_shared_load_the_unrolled_copies_share_counts_once():
 
 def test_a_block_of_eight_threads_pays_for_a_whole_warp():
     f = {"threads": 32, "blocks": 4096, "occupancy": 0.5, "register_use": 0.5, "waves": 4.0,
-         "flops": 1e12, "special": 0.0, "mma_flops": 0.0, "mem_instructions": 0.0,
+         "flops": 1e12, "special": 0.0, "mma_flops": 0.0, "wgmma_flops": 0.0, "mem_instructions": 0.0,
          "unique_global_bytes": 1e6, "global_sector_bytes": 1e6, "memory_efficiency": 1.0,
          "shared_load_bytes": 0.0, "shared_store_bytes": 0.0, "barriers": 0.0,
          "allreduce": 0.0}
