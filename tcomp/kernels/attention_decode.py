@@ -118,7 +118,7 @@ def decode_schedule(op, d: int, threads: int = 128):
 
 def attention_decode(sizes: dict | None = None, parts: int = 8, dtype: str = "bfloat16",
                      scale: float | None = None, kv_group: int = 1, threads: int = 128,
-                     target: str = "cuda", fused: bool = False, unroll: int = 4,
+                     target: str = "cuda", fused: bool | None = None, unroll: int = 4,
                      prefetch: bool = True):
     """The decode kernel, `O = k(Q, K, V)`: a CudaKernel, or with
     `target="sim"` a SimKernel. `sizes` must give D and E (the head sizes);
@@ -126,14 +126,32 @@ def attention_decode(sizes: dict | None = None, parts: int = 8, dtype: str = "bf
     `fused=True`, the fused kernels of attention_decode_fused.py (one pass over
     K and V, 16-byte loads, `unroll` keys per row group per step; `sizes` must
     give S too; `threads` is then its block size; `prefetch`: the next step's K
-    and V rows load into registers during this step's arithmetic)."""
+    and V rows load into registers during this step's arithmetic); with
+    `fused=False`, the comprehension route (seven kernels from the
+    comprehension and its schedule); with `fused=None` (the default), the
+    fused kernels where they apply, else the comprehension route, and the
+    kernel's `remarks` say which and why."""
     import tcomp
     sizes = dict(sizes or {})
-    if fused:
+    if fused or fused is None:
         from .attention_decode_fused import attention_decode_fused
-        return attention_decode_fused(sizes, parts, dtype, scale, kv_group, unroll, threads,
-                                      target, prefetch)
+        try:
+            k = attention_decode_fused(sizes, parts, dtype, scale, kv_group, unroll, threads,
+                                       target, prefetch)
+        except LoweringError as e:
+            if fused:
+                raise
+            why = str(e).splitlines()[0]
+        else:
+            if fused is None:
+                k.remarks = ("attention_decode: the fused kernels (fused=None: they apply "
+                             "here)",) + tuple(getattr(k, "remarks", ()))
+            return k
     if "D" not in sizes or "E" not in sizes:
         raise LoweringError("attention_decode: give the head sizes D and E in sizes")
     op = tcomp.op(decode_source(dtype, scale, sizes["D"], parts, kv_group))
-    return tcomp.build(decode_schedule(op, sizes["D"], threads), target=target, sizes=sizes)
+    k = tcomp.build(decode_schedule(op, sizes["D"], threads), target=target, sizes=sizes)
+    if fused is None:
+        k.remarks = (f"attention_decode: the comprehension route (seven kernels): the fused "
+                     f"kernels do not apply here ({why})",) + tuple(k.remarks)
+    return k

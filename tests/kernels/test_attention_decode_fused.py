@@ -209,3 +209,27 @@ def test_the_sass_loads_k_and_v_in_16_bytes_without_local_memory(g, bits, tmp_pa
     usage = subprocess.run([cuobjdump, "-res-usage", str(f)], capture_output=True, text=True,
                            check=True).stdout
     assert re.search(r"attention_decode_split:\s*\n\s*REG:\d+ STACK:0 SHARED:0 LOCAL:0", usage)
+
+
+def test_the_default_takes_the_fused_kernels_where_they_apply_and_says_so():
+    """fused=None (the default): the fused kernels when `sizes` give S, the
+    comprehension route otherwise, each named in the kernel's remarks; an
+    explicit fused=True still raises where the fused kernels do not apply."""
+    k = attention_decode(sizes={"D": 16, "E": 16, "S": 1}, parts=2, dtype="float32",
+                         target="sim")
+    assert k.remarks[0] == "attention_decode: the fused kernels (fused=None: they apply here)"
+    assert [kk.name for kk in k.program.kernels] == ["attention_decode_split",
+                                                     "attention_decode_combine"]
+    k = attention_decode(sizes={"D": 16, "E": 16}, parts=2, dtype="float32", target="sim")
+    assert k.remarks[0] == (
+        "attention_decode: the comprehension route (seven kernels): the fused kernels do not "
+        "apply here (attention_decode(fused=True): give S (query rows per matrix) in sizes: "
+        "the rows are kept in registers)")
+    assert len(k.program.kernels) == 7
+    rng = np.random.default_rng(1)
+    Q = rng.standard_normal((2, 1, 16)).astype(np.float32)
+    K, V = (rng.standard_normal((2, 9, 16)).astype(np.float32) for _ in range(2))
+    want = tcomp.evaluate(tcomp.op(source("float32", None, False, 16, 1)), Q, K, V)
+    assert np.allclose(k(Q, K, V), want, atol=1e-5)
+    with pytest.raises(LoweringError, match="give S"):
+        attention_decode(sizes={"D": 16, "E": 16}, parts=2, fused=True)
