@@ -22,6 +22,25 @@ t_i * K + t_k; `slot` = the row's index (its independent indices, row-major)
                                          (v: the state before the thread's elements)
     for t_k in 0:K (unrolled): if (guards) O[..., t, ...] = v o items[t_k]
 
+With K > 1 a thread's K consecutive elements would make every load and store
+instruction of a warp touch 32 sectors, 4 bytes of each (8 instructions a
+sector at K = 8; measured at 0.12-0.2x a copy on the H200). The tile goes
+through shared memory instead (CUB's BLOCK_LOAD_TRANSPOSE): element
+e = j * threads + t_i of the tile (j in 0:K, unrolled: a warp's loads are 32
+consecutive elements) is computed into stage[e + e / 32] (one padding word a
+32: the reads at t_i * K + t_k, for K a power of two, hit 32 banks), the
+items are read back from stage[t_i * K + t_k + ...] after a barrier; the
+results go back the same way (a barrier after the scan: its reads of stage
+are done) and are stored from stage[e + e / 32] at e, again 32 consecutive
+elements a warp's instruction:
+
+    alloc stage[threads K + threads K / 32] (shared) [, stage_coef]
+    for j in 0:K (unrolled): e = j threads + t_i
+        stage[e + e/32] = identity; if (guards at e) stage[e + e/32] = f(t at e)
+    barrier;  for t_k: items[t_k] = stage[pad(t_i K + t_k)]   ...scan...
+    barrier;  for t_k: stage[pad(t_i K + t_k)] = v o items[t_k]
+    barrier;  for j: if (guards at e) O[..., t at e, ...] = stage[e + e/32];  barrier
+
 The linear recurrence's elements are pairs (coefs, items); `v o (a, b)` is the
 state a v + b. The flags start at 0 (the program's temporaries are
 zero-filled before each call); tiles of one row are chained only through
@@ -35,6 +54,7 @@ from ..schedule.scan import scan_form
 from . import ir
 from .construct import add, mul, sub
 from .intrinsics import LOOKBACK_OPS
+from .rewriter import substitute
 from .ir_walk import identity
 from .simplify import simplify_expr
 from .translate import Translator, cast, combine
@@ -91,7 +111,33 @@ def lookback_body(n) -> ir.Stmt:
     if linear:
         sets.append(ir.Store(coefs, kidx, cast(n.tr(form.coef), dt)))
         starts.append(ir.Store(coefs, kidx, one))
-    load = per_item(ir.seq(*starts, n.guarded(n.allg, ir.seq(*sets))))
+    staged = K > 1 and kvar is not None
+    if staged:  # (the module docstring: the tile through shared memory)
+        st_names = [ctx.fresh(f"{prefix}_stage", prefix)]
+        if linear:
+            st_names.append(ctx.fresh(f"{prefix}_stage_coef", prefix))
+        tivar = n.info.loopvar[inner]
+        j = ctx.fresh(f"{prefix}_j", prefix)
+        e = add(mul(ir.Var(j), ir.const(threads)), ir.Var(tivar))
+        at_e = {tivar: ir.Bin("/", e, ir.const(K), dtypes.int32),
+                kvar: ir.Bin("%", e, ir.const(K), dtypes.int32)}
+
+        def at(x):
+            return None if x is None else simplify_expr(substitute(x, at_e))
+
+        def pad(x):
+            return (simplify_expr(add(x, ir.Bin("/", x, ir.const(32), dtypes.int32))),)
+
+        mine = pad(add(mul(ir.Var(tivar), ir.const(K)), ir.Var(kvar)))
+        striped = ir.For(j, ir.const(0), ir.const(K), "unroll", ir.seq(
+            *[ir.Store(nm, pad(e), x.value) for nm, x in zip(st_names, starts)],
+            n.guarded(at(n.allg), ir.seq(*[ir.Store(nm, pad(e), at(x.value))
+                                           for nm, x in zip(st_names, sets)]))))
+        load = ir.seq(striped, ir.Barrier(), per_item(ir.seq(
+            *[ir.Store(x.buffer, x.indices, ir.Load(nm, mine, dt))
+              for nm, x in zip(st_names, sets)])))
+    else:
+        load = per_item(ir.seq(*starts, n.guarded(n.allg, ir.seq(*sets))))
     # the thread's inclusive scan of them, in order
     local = None
     if K > 1:
@@ -126,7 +172,14 @@ def lookback_body(n) -> ir.Stmt:
                                dtypes.int32))
     result = _then(op, ir.Load(value, a0, dt), ir.Load(items, kidx, dt),
                    ir.Load(coefs, kidx, dt) if linear else None, dt)
-    stores = per_item(n.guarded(n.allg, n.store(result)))
+    if staged:
+        out = n.store(ir.Load(st_names[0], pad(e), dt))
+        stores = ir.seq(
+            ir.Barrier(), per_item(ir.Store(st_names[0], mine, result)), ir.Barrier(),
+            ir.For(j, ir.const(0), ir.const(K), "unroll", n.guarded(at(n.allg), ir.Store(
+                out.buffer, tuple(at(i) for i in out.indices), out.value, loc=out.loc))))
+    else:
+        stores = per_item(n.guarded(n.allg, n.store(result)))
     body = ir.seq(init, load, local, *total, call, stores)
     allocs = [ir.Buffer(carry, dt, (ir.const(1),), "local"),
               ir.Buffer(value, dt, (ir.const(1),), "local")]
@@ -135,6 +188,9 @@ def lookback_body(n) -> ir.Stmt:
     allocs.append(ir.Buffer(items, dt, (ir.const(K),), "local"))
     if linear:
         allocs.append(ir.Buffer(coefs, dt, (ir.const(K),), "local"))
+    if staged:
+        words = threads * K + (threads * K - 1) // 32 + 1
+        allocs += [ir.Buffer(nm, dt, (ir.const(words),), "shared") for nm in st_names]
     for buf in allocs:
         body = ir.Alloc(buf, body)
     return body

@@ -6,15 +6,23 @@ The block is `threads` threads along x, one tile of a row; each thread holds
 the combine of its elements. Inside each warp an inclusive scan by
 `__shfl_up_sync` (offsets 1 to 16), its exclusive form one more shuffle up;
 each warp's last lane writes its warp's total to shared memory; after a
-barrier thread 0 folds the totals into the tile's aggregate and does the
-decoupled look-back alone:
+barrier warp 0 folds the totals into the tile's aggregate and does the
+decoupled look-back, 32 predecessors at a time (CUB's warp-wide look-back):
 
     tile 0:  h = carry
-    else:    aggregate[slot] = agg;  st.release.gpu flags[slot] = 1
-             for j = 1, 2, ...: spin on ld.acquire.gpu flags[slot - j] until non-zero;
-                 2: h = prefix[slot - j] (combined with what it gathered), stop;
-                 1: gather aggregate[slot - j] (in front), go on
-    prefix[slot] = h followed by agg;  st.release.gpu flags[slot] = 2
+    else:    lane 0: aggregate[slot] = agg;  st.release.gpu flags[slot] = 1
+             for base = 0, 32, ...: lane l looks at tile j = base + 1 + l before its own
+                 (lanes past the row's first tile: as if published, never the nearest)
+                 spin on ld.acquire.gpu flags[slot - j] until non-zero;
+                 its value: prefix[slot - j] (flag 2) or aggregate[slot - j] (flag 1)
+                 n = the nearest lane with flag 2 (__ballot_sync, __ffs), else 31
+                 lanes n .. 0 combined in order (the farthest first) into lane 0 by
+                 __shfl_down_sync (lane l takes lane l + o's while l + o <= n),
+                 in front of what the windows before gathered; stop if a lane had flag 2
+    lane 0:  prefix[slot] = h followed by agg;  st.release.gpu flags[slot] = 2
+
+The linear recurrence's values are pairs (a, b), a published prefix the
+pair (0, h).
 
 Memory order (PTX memory model, gpu scope): the release store of a flag
 orders the thread's earlier stores of the aggregate or prefix before it; an
@@ -88,24 +96,39 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
         e(f"__shared__ {ct} {u}_sa[{warps}], {u}_sb[{warps}];")
         e(f"if ({u}_lane == 31) {{ {u}_sa[{u}_warp] = {u}_a; {u}_sb[{u}_warp] = {u}_b; }}")
         e("__syncthreads();")
-        e("if (threadIdx.x == 0) {")
+        e(f"if ({u}_warp == 0) {{")
         e(f"{ct} {u}_A = {u}_sa[0], {u}_B = {u}_sb[0];", 2)
         e(f"for (int {u}_w = 1; {u}_w < {warps}; ++{u}_w) {{ {u}_B = {u}_sa[{u}_w] * {u}_B + "
           f"{u}_sb[{u}_w]; {u}_A = {u}_A * {u}_sa[{u}_w]; }}", 2)
         e(f"{ct} {u}_x = {reg[carry]};", 2)
         e(f"if ({gen.expr(tile)} > 0) {{", 2)
-        e(f"*{G} = {u}_B; *{A} = {u}_A;", 3)
-        _release(e, F, 1, 3)
-        e(f"{ct} {u}_ga = 1, {u}_gb = 0;", 3)
-        e(f"for (int {u}_j = 1;; ++{u}_j) {{", 3)
-        _spin(e, u, F, 4)
-        e(f"if ({u}_f == 2) {{ {u}_x = {u}_ga * ({P})[-{u}_j] + {u}_gb; break; }}", 4)
-        e(f"{u}_gb = {u}_ga * ({G})[-{u}_j] + {u}_gb; {u}_ga = ({A})[-{u}_j] * {u}_ga;", 4)
+        e(f"if ({u}_lane == 0) {{ *{G} = {u}_B; *{A} = {u}_A;", 3)
+        _release(e, F, 1, 4)
+        e("}", 3)
+        e(f"{ct} {u}_ca = 1, {u}_cb = 0; bool {u}_any = false;", 3)
+        _window_head(e, u, F, gen.expr(tile), 3)
+        e(f"{ct} {u}_va = {u}_A, {u}_vb = {u}_B;", 4)
+        e(f"if ({u}_j <= {gen.expr(tile)}) {{", 4)
+        _spin(e, u, F, 5)
+        e(f"if ({u}_f == 2) {{ {u}_va = 0; {u}_vb = ({P})[-{u}_j]; }} "
+          f"else {{ {u}_va = ({A})[-{u}_j]; {u}_vb = ({G})[-{u}_j]; }}", 5)
+        e("}", 4)
+        _window_mask(e, u, 4)
+        e(f"for (int {u}_o = 1; {u}_o < 32; {u}_o <<= 1) {{", 4)
+        e(f"const {ct} {u}_pa = __shfl_down_sync(0xffffffffu, {u}_va, {u}_o), "
+          f"{u}_pb = __shfl_down_sync(0xffffffffu, {u}_vb, {u}_o);", 5)
+        e(f"if ({u}_lane + {u}_o <= {u}_n) {{ {u}_vb = {u}_va * {u}_pb + {u}_vb; "
+          f"{u}_va = {u}_pa * {u}_va; }}", 5)
+        e("}", 4)
+        e(f"if ({u}_any) {{ {u}_cb = {u}_ca * {u}_vb + {u}_cb; {u}_ca = {u}_va * {u}_ca; }} "
+          f"else {{ {u}_ca = {u}_va; {u}_cb = {u}_vb; }}", 4)
+        e(f"{u}_any = true;", 4)
+        e(f"if ({u}_m) {{ {u}_x = {u}_cb; break; }}", 4)
         e("}", 3)
         e("}", 2)
-        e(f"*{P} = {u}_A * {u}_x + {u}_B;", 2)
-        _release(e, F, 2, 2)
-        e(f"{u}_h = {u}_x;", 2)
+        e(f"if ({u}_lane == 0) {{ *{P} = {u}_A * {u}_x + {u}_B;", 2)
+        _release(e, F, 2, 3)
+        e(f"{u}_h = {u}_x; }}", 3)
         e("}")
         e("__syncthreads();")
         e(f"{ct} {u}_v = {u}_h;")
@@ -125,26 +148,34 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
         e(f"__shared__ {ct} {u}_t[{warps}];")
         e(f"if ({u}_lane == 31) {u}_t[{u}_warp] = {u}_s;")
         e("__syncthreads();")
-        e("if (threadIdx.x == 0) {")
+        e(f"if ({u}_warp == 0) {{")
         e(f"{ct} {u}_g = {u}_t[0];", 2)
         e(f"for (int {u}_w = 1; {u}_w < {warps}; ++{u}_w) "
           f"{u}_g = {comb(f'{u}_g', f'{u}_t[{u}_w]')};", 2)
         e(f"{ct} {u}_x = {reg[carry]};", 2)
         e(f"if ({gen.expr(tile)} > 0) {{", 2)
-        e(f"*{G} = {u}_g;", 3)
-        _release(e, F, 1, 3)
+        e(f"if ({u}_lane == 0) {{ *{G} = {u}_g;", 3)
+        _release(e, F, 1, 4)
+        e("}", 3)
         e(f"{ct} {u}_acc = {u}_g; bool {u}_any = false;", 3)
-        e(f"for (int {u}_j = 1;; ++{u}_j) {{", 3)
-        _spin(e, u, F, 4)
-        e(f"if ({u}_f == 2) {{ {u}_x = ({P})[-{u}_j]; if ({u}_any) {u}_x = "
-          f"{comb(f'{u}_x', f'{u}_acc')}; break; }}", 4)
-        e(f"{u}_acc = {u}_any ? {comb(f'({G})[-{u}_j]', f'{u}_acc')} : ({G})[-{u}_j]; "
-          f"{u}_any = true;", 4)
+        _window_head(e, u, F, gen.expr(tile), 3)
+        e(f"{ct} {u}_y = {u}_g;", 4)
+        e(f"if ({u}_j <= {gen.expr(tile)}) {{", 4)
+        _spin(e, u, F, 5)
+        e(f"{u}_y = {u}_f == 2 ? ({P})[-{u}_j] : ({G})[-{u}_j];", 5)
+        e("}", 4)
+        _window_mask(e, u, 4)
+        e(f"for (int {u}_o = 1; {u}_o < 32; {u}_o <<= 1) {{", 4)
+        e(f"const {ct} {u}_p = __shfl_down_sync(0xffffffffu, {u}_y, {u}_o);", 5)
+        e(f"if ({u}_lane + {u}_o <= {u}_n) {u}_y = {comb(f'{u}_p', f'{u}_y')};", 5)
+        e("}", 4)
+        e(f"{u}_acc = {u}_any ? {comb(f'{u}_y', f'{u}_acc')} : {u}_y; {u}_any = true;", 4)
+        e(f"if ({u}_m) {{ {u}_x = {u}_acc; break; }}", 4)
         e("}", 3)
         e("}", 2)
-        e(f"*{P} = {comb(f'{u}_x', f'{u}_g')};", 2)
-        _release(e, F, 2, 2)
-        e(f"{u}_h = {u}_x;", 2)
+        e(f"if ({u}_lane == 0) {{ *{P} = {comb(f'{u}_x', f'{u}_g')};", 2)
+        _release(e, F, 2, 3)
+        e(f"{u}_h = {u}_x; }}", 3)
         e("}")
         e("__syncthreads();")
         e(f"{ct} {u}_v = {u}_h;")
@@ -181,6 +212,21 @@ def _release(e, flag: str, v: int, depth: int) -> None:
     e(f"tc_store_release({flag}, {v});", depth)
 
 
+def _window_head(e, u: str, flag: str, tile: str, depth: int) -> None:
+    """The loop over windows of 32 predecessors: lane l of warp 0 looks at the
+    tile `j` = base + 1 + l before its own (lanes past the row's first tile
+    read nothing and count as published: the first tile's lane is nearer)."""
+    e(f"for (int {u}_base = 0;; {u}_base += 32) {{", depth)
+    e(f"const int {u}_j = {u}_base + 1 + {u}_lane;", depth + 1)
+    e(f"int {u}_f = 2;", depth + 1)
+
+
+def _window_mask(e, u: str, depth: int) -> None:
+    """The nearest lane whose tile published its prefix (flag 2), or 31: the
+    window's lanes 0 .. n are combined (the farthest first) into lane 0."""
+    e(f"const unsigned {u}_m = __ballot_sync(0xffffffffu, {u}_f == 2);", depth)
+    e(f"const int {u}_n = {u}_m ? __ffs({u}_m) - 1 : 31;", depth)
+
+
 def _spin(e, u: str, flag: str, depth: int) -> None:
-    e(f"int {u}_f;", depth)
     e(f"do {u}_f = tc_load_acquire(({flag}) - {u}_j); while ({u}_f == 0);", depth)

@@ -94,8 +94,17 @@ def test_the_lowered_scan_and_its_buffers():
     assert ("scan_lookback_linear(&O_1_coef[0], &O_1_scan[0], &O_1_carry[0], "
             "&O_1_flags[b * 2 + t_o], &O_1_aggregate_coef[b * 2 + t_o], "
             "&O_1_aggregate[b * 2 + t_o], &O_1_prefix[b * 2 + t_o], t_o, 32)") in kernel
-    assert "O[b * 150 + t_o * 96 + t_i * 3 + 3] = O_1_coefs[2] * O_1_scan[0] + O_1_items[2]" \
-        in kernel
+    # the tile through shared memory: a warp's loads and stores are 32 consecutive
+    # elements (e = j * 32 + t_i at stage[e + e / 32]), the items read back blocked
+    assert "alloc shared float32 O_1_stage[99]" in kernel
+    assert "alloc shared float32 O_1_stage_coef[99]" in kernel
+    assert ("if t_o * 96 + t_i + 32 < 149\n    O_1_stage[t_i + 33] = X[b * 150 + t_o * 96 + "
+            "t_i + 33]\n    O_1_stage_coef[t_i + 33] = A[b * 150 + t_o * 96 + t_i + 33]") in kernel
+    assert "barrier()\n  O_1_items[0] = O_1_stage[t_i * 3 + t_i * 3 / 32]" in kernel
+    assert ("barrier()\n  O_1_stage[t_i * 3 + t_i * 3 / 32] = O_1_coefs[0] * O_1_scan[0] + "
+            "O_1_items[0]") in kernel
+    assert "barrier()\n  O[b * 150 + t_o * 96 + t_i + 1] = O_1_stage[t_i]\n" in kernel
+    assert kernel.count("barrier()") == 3
     prog = tcomp.lower(scanned(recurrence("O(b, t - 1) + X(b, t)")), sizes={"B": 3, "T": 150})
     assert {"O_1_flags", "O_1_aggregate", "O_1_prefix"} <= prog.zero_fill
     assert "O_1_aggregate_coef" not in {b.name for b in prog.buffers}
@@ -192,6 +201,24 @@ def test_emulated_cuda_lookback_scans():
         op = recurrence(rhs)
         got = run_emulated(tcomp.build(scanned(op, 64, 3, rows=None), target="cuda"), X, A)
         np.testing.assert_allclose(got, loop_reference(op, X, A), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not HAVE_CXX, reason="the CUDA emulator needs g++")
+@pytest.mark.parametrize("rhs", ["A(b, t) * O(b, t - 1) + X(b, t)", "O(b, t - 1) + X(b, t)",
+                                 "max(O(b, t - 1), X(b, t))"])
+def test_emulated_lookback_over_windows_of_32_tiles(rhs):
+    """Warp 0 looks back 32 tiles at a time (lane l at the l + 1-th predecessor),
+    combines the window from the nearest published prefix, and goes on to the
+    next window when none has one. The emulator runs blocks in order, so only
+    every 40th (then 7th, 33rd) prefix is published: a tile walks back up to 40
+    tiles, across a window's end; 97 tiles a row, rows serial and on blockIdx.y."""
+    op = recurrence(rhs)
+    X, A = data(2, 32 * 2 * 97, 5)
+    want = loop_reference(op, X, A)
+    for every, rows in ((40, None), (7, "blockIdx.y"), (33, None)):
+        k = tcomp.build(scanned(op, 32, 2, rows=rows), target="cuda")
+        got = run_emulated(k, X, A, prefix_every=every)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.cuda

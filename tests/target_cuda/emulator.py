@@ -10,7 +10,7 @@ Only what the generated kernels of these tests use is provided (float32,
 float64, integer and bool buffers, the shuffle intrinsics, the math of <cmath>,
 __int_as_float, __longlong_as_double, the float -> integer `_rz` conversions
 with PTX cvt.rzi's saturation, float2/float4 vector casts, the release/acquire
-flags of multi-block scans as C++ atomics).
+flags of multi-block scans as C++ atomics, __ballot_sync, __ffs).
 """
 from __future__ import annotations
 
@@ -31,6 +31,19 @@ from tcomp.target_cuda.scan_lookback import PRELUDE as LOOKBACK_FLAGS
 # st.release / ld.acquire at gpu scope) as C++ atomics of the same order.
 EMULATED_FLAGS = r"""
 inline void tc_store_release(int* p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+inline int tc_load_acquire(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }"""
+
+# The same, but a tile's prefix (flag 2) is published only by every `every`-th tile
+# to publish one; the others stay at flag 1 (their aggregates stand), so a
+# look-back walks back up to `every` tiles (blocks run in order here: otherwise
+# it always finds its predecessor's prefix). Tile 0 of a row (no flag 1 before
+# its 2) always publishes.
+SPARSE_FLAGS = r"""
+static int tc_prefixes = 0;
+inline void tc_store_release(int* p, int v) {
+  if (v == 2 && __atomic_load_n(p, __ATOMIC_RELAXED) == 1 && ++tc_prefixes % EVERY != 0) return;
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
 inline int tc_load_acquire(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }"""
 
 HAVE_CXX = shutil.which("g++") is not None
@@ -102,6 +115,17 @@ template <class T> static T tc_exchange(T v, int src) {
   w.bar->arrive_and_wait();
   return out;
 }
+inline unsigned __ballot_sync(unsigned m, int p) {
+  tc_check_mask(m);
+  tc_warp& w = *tc_my_warp;
+  w.vals[tc_my_lane] = p != 0;
+  w.bar->arrive_and_wait();
+  unsigned out = 0;
+  for (unsigned i = 0; i < w.lanes; ++i) out |= w.vals[i] ? 1u << i : 0u;
+  w.bar->arrive_and_wait();
+  return out;
+}
+inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 template <class T> T __shfl_sync(unsigned m, T v, int src) {
   tc_check_mask(m); return tc_exchange(v, src);
 }
@@ -201,13 +225,16 @@ def _compile(source: str) -> str:
     return _BUILT[source]
 
 
-def run_emulated(kernel, *arrays, timeout: int = 300):
+def run_emulated(kernel, *arrays, timeout: int = 300, prefix_every: int | None = None):
     """Run a tcomp CUDA kernel (from `tcomp.build(..., target="cuda")`) on the
     CPU in a separate process (a failed mask check aborts it, a barrier not
     every thread reaches hangs it); returns its outputs like calling it on a
-    GPU would."""
+    GPU would. `prefix_every`: multi-block scans publish only every n-th
+    tile's prefix (SPARSE_FLAGS), to exercise long look-backs."""
     meta = kernel.meta
-    lib = _compile(PRELUDE + kernel.source.replace(LOOKBACK_FLAGS, EMULATED_FLAGS) +
+    flags = EMULATED_FLAGS if prefix_every is None else \
+        SPARSE_FLAGS.replace("EVERY", str(int(prefix_every)))
+    lib = _compile(PRELUDE + kernel.source.replace(LOOKBACK_FLAGS, flags) +
                    "".join(_launcher(kd, meta) for kd in meta["kernels"]))
     with tempfile.TemporaryDirectory() as d:
         sizes = dict(meta["bound_sizes"])
