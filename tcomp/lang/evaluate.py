@@ -31,7 +31,7 @@ import string
 import numpy as np
 
 from ..errors import LangError
-from . import builtins, dtypes, monoids, npfuncs
+from . import builtins, dtypes, minmax, monoids, npfuncs
 from .ast import (Binary, Call, Cast, Const, Expr, Index, LetRef, Read, Select, Size, Unary)
 from .op import Op, Statement
 from .printer import expr_to_text
@@ -98,8 +98,7 @@ def _combine(op: str, a, b):
         return a + b
     if op == "*":
         return a * b
-    f = {"max": (np.fmax, np.maximum), "min": (np.fmin, np.minimum)}[op]
-    return f[0](a, b) if a.dtype.kind == "f" else f[1](a, b)
+    return minmax.of(op)(a, b)
 
 
 def _run(op: Op, st: Statement, env: dict, sizes: dict):
@@ -233,10 +232,7 @@ class _Eval:
             return val.sum(axis=red, dtype=val.dtype)
         if self.op == "*":
             return val.prod(axis=red, dtype=val.dtype)
-        if val.dtype.kind == "f":
-            f = np.fmax if self.op == "max" else np.fmin
-        else:
-            f = np.maximum if self.op == "max" else np.minimum
+        f = minmax.of(self.op)  # (floats: NaN ignored, -0 < +0)
         # Start from the identity, as compiled kernels do: float max/min ignore
         # NaN (fmaxf/fminf), so a row of NaNs only gives -inf (max) / +inf (min).
         # (the reduced length spelled out: -1 cannot be inferred when a spatial extent is 0)

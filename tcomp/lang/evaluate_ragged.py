@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LangError
-from . import npfuncs
+from . import minmax, npfuncs
 from .printer import expr_to_text
 from .symbolic import eval_int
 
@@ -61,8 +61,7 @@ def run_ragged(st, env: dict, sizes: dict) -> None:
         val = val.reshape(total, -1)
         op = st.reduce_op
         if op in ("max", "min"):
-            f = (np.fmax if op == "max" else np.fmin) if val.dtype.kind == "f" else \
-                (np.maximum if op == "max" else np.minimum)
+            f = minmax.of(op)
         else:
             f = np.add if op == "+" else np.multiply
         if val.shape[1] != 1:

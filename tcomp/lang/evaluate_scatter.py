@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LangError
-from . import npfuncs
+from . import minmax, npfuncs
 from .printer import expr_to_text
 
 
@@ -51,7 +51,7 @@ def run_scatter(st, env: dict, sizes: dict, box) -> None:
     # too: their scatter sums depend on the order of the points; here index order).
     op = st.reduce_op
     if op in ("max", "min") and out.dtype.kind == "f":
-        f = np.fmax if op == "max" else np.fmin
+        f = minmax.of(op)
     elif out.dtype.kind == "b":
         f = np.logical_or if op in ("+", "max") else np.logical_and
     else:

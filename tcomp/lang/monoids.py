@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import LangError
-from . import dtypes
+from . import dtypes, minmax
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def reference(name: str, values: list, accs: tuple) -> list:
         mean = np.where(np.isnan(m2), x.dtype.type(np.nan), mean)  # an inf or NaN value
         return [count, mean.astype(x.dtype), m2.astype(x.dtype)]
     x = values[0]
-    m = np.fmax.reduce(x, axis=-1, initial=-np.inf).astype(x.dtype)
+    m = minmax.MAX.reduce(x, axis=-1, initial=-np.inf).astype(x.dtype)
     e = np.exp(x - m[..., None])
     out = [m, e.sum(axis=-1, dtype=accs[1].numpy)]
     if len(values) == 2:

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from . import minmax
+
 
 def _via_math(fn):
     vec = np.vectorize(fn, otypes=[np.float64])
@@ -84,6 +86,12 @@ def _remainder(a, b):
         return math.nan
 
 
+def _copysign(a, b):
+    """copysign(a, b), with the sign of a NaN `b` taken as + (|a|): a NaN's sign
+    bit is not the same on every target (x86's default NaN is negative, the
+    GPU's canonical NaN positive), so tcomp defines it away (docs/language.md)."""
+    return np.where(np.isnan(b), np.abs(a), np.copysign(a, b)).astype(np.result_type(a, b))
+
 FUNCS = {
     "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1,
     # (IR only, not a language builtin: the GPU's ex2.approx.ftz, relative error 2^-22, results
@@ -102,10 +110,10 @@ FUNCS = {
     "lgamma": _via_math(_lgamma), "tgamma": _via_math(_tgamma),
     "floor": np.floor, "ceil": np.ceil, "round": _c_round, "trunc": np.trunc, "fabs": np.abs,
     "sigmoid": _f64(lambda x: 1.0 / (1.0 + np.exp(-x))),
-    "fmax": np.fmax, "fmin": np.fmin, "pow": np.power, "atan2": np.arctan2, "fmod": np.fmod,
+    "fmax": minmax.MAX, "fmin": minmax.MIN, "pow": np.power, "atan2": np.arctan2, "fmod": np.fmod,
     "remainder": lambda a, b: np.vectorize(_remainder, otypes=[np.float64])(a, b).astype(a.dtype)
     if np.broadcast(a, b).size else (a + b),
-    "nextafter": np.nextafter, "copysign": np.copysign,
+    "nextafter": np.nextafter, "copysign": _copysign,
     "fdim": lambda a, b: np.where(a > b, a - b, np.where(np.isnan(a - b), a - b, 0)).astype(a.dtype),
     "fdivide": np.divide, "hypot": np.hypot, "rhypot": _f64(lambda a, b: 1.0 / np.hypot(a, b)),
     "fma": _f64(lambda a, b, c: a * b + c),
@@ -119,9 +127,7 @@ FUNCS = {
 def apply(fn: str, args, float_result: bool):
     """Apply builtin `fn` to arrays already converted to the result type."""
     if fn in ("min", "max"):
-        if args[0].dtype.kind == "f":
-            return (np.fmin if fn == "min" else np.fmax)(*args)
-        return (np.minimum if fn == "min" else np.maximum)(*args)
+        return minmax.of(fn)(*args)
     if fn == "abs":
         return np.abs(args[0])
     out = FUNCS[fn](*args)

@@ -28,7 +28,7 @@ from .index_width import widen
 from . import atomics, casts, scan_lookback, sm90_ops, warp_ops
 from .names import cuda_name
 from .shared_layout import shared_layout
-from .ctypes_table import (CTYPE, EXP2_APPROX, F32, PRELUDE, STATIC_SMEM_LIMIT,  # noqa: F401
+from .ctypes_table import (COPYSIGN, CTYPE, EXP2_APPROX, F32, PRELUDE, STATIC_SMEM_LIMIT,  # noqa: F401
                            call_text, ctype)
 from .intrinsics import EMIT
 
@@ -454,9 +454,11 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
     if "bfloat16" in uses or _mentions(prog, "bfloat16"):
         parts.append("#include <cuda_bf16.h>")
     parts.append(PRELUDE)
-    if any(isinstance(y, ir.Call) and y.fn == "exp2_approx" for k in prog.kernels
-           for y in ir.walk(k.body)):
+    fns = {y.fn for k in prog.kernels for y in ir.walk(k.body) if isinstance(y, ir.Call)}
+    if "exp2_approx" in fns:
         parts.append(EXP2_APPROX)  # (its one call: attention's softmax)
+    if "copysign" in fns:
+        parts.append(COPYSIGN)
     helpers = atomics.prelude(prog)
     if helpers:
         parts.append(helpers)

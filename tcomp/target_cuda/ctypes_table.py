@@ -54,6 +54,17 @@ EXP2_APPROX = r"""__device__ __forceinline__ float tc_exp2_approx(float x) {
 """
 
 
+# copysign with the sign of a NaN second operand taken as + (|x|), as tcomp defines
+# it on every target (lang/npfuncs.py): a program calling copysign gets it
+COPYSIGN = r"""__device__ __forceinline__ float tc_copysign(float x, float y) {
+  return isnan(y) ? fabsf(x) : copysignf(x, y);
+}
+__device__ __forceinline__ double tc_copysign(double x, double y) {
+  return isnan(y) ? fabs(x) : copysign(x, y);
+}
+"""
+
+
 def call_text(fn: str, args: list[str], dt) -> str:
     """The CUDA of builtin `fn` applied to the printed `args`, of type `dt`."""
     f32 = dt.name == "float32"
@@ -66,6 +77,8 @@ def call_text(fn: str, args: list[str], dt) -> str:
         if not f32:
             raise CudaError("codegen: exp2_approx is float32 only")
         return f"tc_exp2_approx({args[0]})"
+    if fn == "copysign":
+        return f"tc_copysign({args[0]}, {args[1]})"
     if fn == "abs":
         if dt.is_float:
             return f"{'fabsf' if f32 else 'fabs'}({args[0]})"

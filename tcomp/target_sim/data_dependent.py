@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SimError
+from ..lang import minmax
 from ..lower import ir
 from ..lower.printer import expr as expr_text
 from ..lower.rewriter import walk_stmts
@@ -61,7 +62,7 @@ class ScatterOps:
             flat, vals = flat[lanes], vals[lanes]
         data = self.flat_globals[name]
         if op in ("max", "min") and data.dtype.kind == "f":
-            f = np.fmax if op == "max" else np.fmin
+            f = minmax.of(op)
         elif data.dtype.kind == "f" or op == "+":
             f = {"+": np.add, "max": np.maximum, "min": np.minimum}[op]
         else:

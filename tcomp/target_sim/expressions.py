@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SimError
-from ..lang import npfuncs
+from ..lang import minmax, npfuncs
 from ..lower import ir
 from ..lower.printer import expr as expr_text
 from .memory import Local, Shared
@@ -211,8 +211,7 @@ class Expressions:
         elif e.op in BITWISE and dt.kind in "iu":
             f, conv = BITWISE[e.op], _converter(dt)
         elif e.op in ("min", "max"):
-            f = (np.fmin if e.op == "min" else np.fmax) if dt.kind == "f" else \
-                (np.minimum if e.op == "min" else np.maximum)
+            f = minmax.of(e.op)
             conv = _converter(dt)
         elif e.op in ("/", "%"):
             if dt.kind != "f":

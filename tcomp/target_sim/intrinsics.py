@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SimError
+from ..lang import minmax
 from . import async_copy, mbarriers, scan, scan_lookback, tma, warp_ops, wgmma
 from .tasks import lockstep, named_barrier, named_barrier_arrive
 
@@ -26,9 +27,7 @@ def _allreduce(ex, s):
     extent_of = ex.compile_expr(s.extent)
     f = None
     if s.op not in ("+", "*"):
-        f = {"max": np.fmax, "min": np.fmin} if s.dtype.is_float else \
-            {"max": np.maximum, "min": np.minimum}
-        f = f[s.op]
+        f = minmax.of(s.op)
 
     def allreduce(env, mask):
         ex._whole_blocks(mask, "cross-thread reduction reached by only some threads of "

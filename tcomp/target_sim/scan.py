@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SimError
+from ..lang import minmax
 from ..lower import ir
 
 
@@ -22,9 +23,7 @@ def _combine(op: str, float_: bool):
         return np.add
     if op == "*":
         return np.multiply
-    if op == "max":
-        return np.fmax if float_ else np.maximum
-    return np.fmin if float_ else np.minimum
+    return minmax.of(op) if float_ else (np.maximum if op == "max" else np.minimum)
 
 
 def compile_scan(ex, s: ir.Evaluate):

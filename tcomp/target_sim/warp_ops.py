@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SimError
-from ..lang import dtypes
+from ..lang import dtypes, minmax
 from ..lower import ir
 from ..lower.warp_layouts import MMA_A, MMA_B, MMA_C, WARP, ldmatrix_source
 
@@ -120,7 +120,7 @@ def _quad(launch, call: ir.Call):
         h, off = _reg_offset(launch, name, idx, env, 1, fn)
         lanes = _active_lanes(warps)
         vals = _read_regs(launch, h, off, 1, lanes, fn)[:, 0].reshape(-1, 4)
-        r = np.fmax.reduce(vals, axis=1) if fn == "quad_max" else \
+        r = minmax.MAX.reduce(vals, axis=1) if fn == "quad_max" else \
             (vals[:, 0] + vals[:, 1]) + (vals[:, 2] + vals[:, 3])
         _write_regs(h, off, np.repeat(r.astype(h.data.dtype), 4)[:, None], lanes)
     return run

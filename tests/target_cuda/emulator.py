@@ -59,7 +59,23 @@ PRELUDE = r"""
 #include <limits>
 #include <thread>
 #include <vector>
-using std::min; using std::max;
+using std::min; using std::max; using std::isnan;
+// The GPU's max.f32 / min.f32 order signed zeros (-0 < +0), as tcomp defines max and min
+// (lang/minmax.py); glibc's fmaxf may return either zero: the emulator orders them.
+template <class F> inline F tc_emu_max(F a, F b) {
+  return (a == 0 && b == 0) ? (std::signbit(a) ? b : a) : std::fmax(a, b);
+}
+template <class F> inline F tc_emu_min(F a, F b) {
+  return (a == 0 && b == 0) ? (std::signbit(a) ? a : b) : std::fmin(a, b);
+}
+inline float tc_emu_fmaxf(float a, float b) { return tc_emu_max(a, b); }
+inline float tc_emu_fminf(float a, float b) { return tc_emu_min(a, b); }
+inline double tc_emu_fmax(double a, double b) { return tc_emu_max(a, b); }
+inline double tc_emu_fmin(double a, double b) { return tc_emu_min(a, b); }
+#define fmaxf tc_emu_fmaxf
+#define fminf tc_emu_fminf
+#define fmax tc_emu_fmax
+#define fmin tc_emu_fmin
 struct tc_dim3 { unsigned x, y, z; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
