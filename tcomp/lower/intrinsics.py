@@ -229,6 +229,27 @@ for _op, _name in LOOKBACK_OPS.items():
         # is a wait on this block's mbarriers or copies)
         effects=frozenset({"reads", "writes", "block_collective"}), noun="multi-block scan"))
 
+# The same with packed status words (schedule/scan.Lookback, 32-bit combines): slot
+# `status` holds flag << 32 | the value's bits, the aggregate while the flag is 1, the
+# inclusive prefix once it is 2; a predecessor's flag and value are one 64-bit load.
+LOOKBACK_WORD_OPS = {"+": "scan_lookback_word_add", "*": "scan_lookback_word_mul",
+                     "max": "scan_lookback_word_max", "min": "scan_lookback_word_min"}
+for _op, _name in LOOKBACK_WORD_OPS.items():
+    register(Intrinsic(
+        _name, f"'{_op}' scanned over the tiles of a row as the multi-block scan "
+               f"scan_lookback_{LOOKBACK_OPS[_op][14:]}, its flags, aggregates and prefixes "
+               f"packed in one uint64 status word a tile (flag << 32 | the 32-bit value)",
+        operands=(
+            Operand("value", ref=True, access=READWRITE, scopes=("local",),
+                    dtypes=("int32", "uint32", "float32")),
+            Operand("carry", ref=True, access=READWRITE, scopes=("local",),
+                    dtypes=("int32", "uint32", "float32")),
+            Operand("status", ref=True, access=READWRITE, scopes=("global",),
+                    dtypes=("uint64",)),
+            Operand("tile", dtypes=("int32",)),
+            Operand("threads", dtypes=("int32",))),
+        effects=frozenset({"reads", "writes", "block_collective"}), noun="multi-block scan"))
+
 # Tensor cores (layouts: warp_layouts.py; lowering: tensor_cores.py). Fragments
 # are per-lane registers; every lane of the warp executes these together.
 _16BIT = ("bfloat16", "float16")

@@ -19,6 +19,7 @@ t_i * K + t_k; `slot` = the row's index (its independent indices, row-major)
     alloc v [, a]; v = items[K - 1]                          (the thread's total)
     scan_lookback_<op>([&a,] &v, &carry, &flags[slot], [&aggregate_coef[slot],]
                        &aggregate[slot], &prefix[slot], t_o, threads)
+      (or, 32-bit combines: scan_lookback_word_<op>(&v, &carry, &status[slot], t_o, threads))
                                          (v: the state before the thread's elements)
     for t_k in 0:K (unrolled): if (guards) O[..., t, ...] = v o items[t_k]
 
@@ -53,7 +54,7 @@ from ..lang import dtypes
 from ..schedule.scan import scan_form
 from . import ir
 from .construct import add, mul, sub
-from .intrinsics import LOOKBACK_OPS
+from .intrinsics import LOOKBACK_OPS, LOOKBACK_WORD_OPS
 from .rewriter import substitute
 from .ir_walk import identity
 from .simplify import simplify_expr
@@ -163,13 +164,18 @@ def lookback_body(n) -> ir.Stmt:
             base, ext = n.info.domain[v]
             row = add(mul(row, ext), sub(n.info.index[v], base))
     slot = (simplify_expr(add(mul(row, n.info.ext[outer]), tile)),)
-    refs = [ir.Ref(value, a0, dt), ir.Ref(carry, a0, dt), ir.Ref(lb.flags, slot, dtypes.int32)]
-    if linear:
-        refs.insert(0, ir.Ref(coef, a0, dt))
-        refs.append(ir.Ref(lb.aggregate_coef, slot, dt))
-    refs += [ir.Ref(lb.aggregate, slot, dt), ir.Ref(lb.prefix, slot, dt)]
-    call = ir.Evaluate(ir.Call(LOOKBACK_OPS[op], tuple(refs) + (tile, ir.const(threads)),
-                               dtypes.int32))
+    refs = [ir.Ref(value, a0, dt), ir.Ref(carry, a0, dt)]
+    if lb.status is not None:  # packed status words (schedule/scan.Lookback)
+        refs.append(ir.Ref(lb.status, slot, dtypes.uint64))
+        fn = LOOKBACK_WORD_OPS[op]
+    else:
+        refs.append(ir.Ref(lb.flags, slot, dtypes.int32))
+        if linear:
+            refs.insert(0, ir.Ref(coef, a0, dt))
+            refs.append(ir.Ref(lb.aggregate_coef, slot, dt))
+        refs += [ir.Ref(lb.aggregate, slot, dt), ir.Ref(lb.prefix, slot, dt)]
+        fn = LOOKBACK_OPS[op]
+    call = ir.Evaluate(ir.Call(fn, tuple(refs) + (tile, ir.const(threads)), dtypes.int32))
     result = _then(op, ir.Load(value, a0, dt), ir.Load(items, kidx, dt),
                    ir.Load(coefs, kidx, dt) if linear else None, dt)
     if staged:

@@ -140,13 +140,28 @@ class Lookback:
     `flags` (int32: 0 not ready, 1 its aggregate published, 2 its inclusive prefix
     published), `aggregate` (the tile's own combine; `aggregate_coef`: the
     multiplier a of the linear recurrence's pair) and `prefix` (the state after the
-    tile, every earlier tile included)."""
+    tile, every earlier tile included).
+
+    A 32-bit combine ('+', '*', 'max', 'min' on int32, uint32, float32) packs them
+    instead into one uint64 `status` word a slot, `flag << 32 | the value's bits`
+    (the aggregate while the flag is 1, the prefix once it is 2; flags, aggregate
+    and prefix are then None): one 64-bit load reads a predecessor's flag and value
+    together, where the separate buffers need a second load ordered after the
+    flag's (an acquire), one more round trip to L2 a window of the look-back
+    (H200, a 2^28 cumsum: 1.19 -> 0.87 ms at 256 threads x 16 items). The linear
+    recurrence (a pair and a flag) and 64-bit types keep the separate buffers."""
     items: str | None
     count: int
-    flags: str
-    aggregate: str
+    flags: str | None
+    aggregate: str | None
     aggregate_coef: str | None
-    prefix: str
+    prefix: str | None
+    status: str | None = None
+
+
+def packed_status(dtype, linear: bool) -> bool:
+    """Whether the look-back's slots are packed 64-bit status words (Lookback)."""
+    return not linear and dtype.bits == 32
 
 
 def _temp_name(sched, base: str) -> str:
@@ -176,8 +191,14 @@ def _lookback_buffers(stage, d, axis: str, tile: int, dtype, linear: bool) -> di
             slots = Binary("*", extent(v), slots, dtypes.int32)
     base = stage.name.replace(".", "_")
     names = {}
-    for key, dt in (("flags", dtypes.int32), ("aggregate", dtype),
-                    ("aggregate_coef", dtype if linear else None), ("prefix", dtype)):
+    if packed_status(dtype, linear):
+        keys = (("flags", None), ("aggregate", None), ("aggregate_coef", None),
+                ("prefix", None), ("status", dtypes.uint64))
+    else:
+        keys = (("flags", dtypes.int32), ("aggregate", dtype),
+                ("aggregate_coef", dtype if linear else None), ("prefix", dtype),
+                ("status", None))
+    for key, dt in keys:
         if dt is None:
             names[key] = None
             continue

@@ -47,7 +47,12 @@ from .ctypes_table import ctype
 from .scan import combine_text
 
 _OPS = {"scan_lookback_add": "+", "scan_lookback_mul": "*", "scan_lookback_max": "max",
-        "scan_lookback_min": "min", "scan_lookback_linear": "linear"}
+        "scan_lookback_min": "min", "scan_lookback_linear": "linear",
+        "scan_lookback_word_add": "+", "scan_lookback_word_mul": "*",
+        "scan_lookback_word_max": "max", "scan_lookback_word_min": "min"}
+# a 32-bit value's bits in a status word, and back
+_BITS = {"float32": ("__float_as_uint({})", "__uint_as_float((unsigned){})"),
+         "int32": ("(unsigned)({})", "(int)(unsigned){}"), "uint32": ("({})", "(unsigned){}")}
 
 
 def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
@@ -60,15 +65,18 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
     if n is None or block != [n, 1, 1] or n % 32:
         raise CudaError(f"codegen: a multi-block scan needs a constant block of its threads "
                         f"along x, a multiple of 32 (got {n} threads, block {gen.k.block})")
-    if linear:
+    packed = "_word_" in s.call.fn
+    flags = agg = prefix = acoef = coef = status = None
+    if packed:
+        value, carry, status, tile, _ = args
+    elif linear:
         coef, value, carry, flags, acoef, agg, prefix, tile, _ = args
     else:
         value, carry, flags, agg, prefix, tile, _ = args
-        coef = acoef = None
     dt = carry.dtype
     ct = ctype(dt)
     reg = {r: f"{gen.name(r.buffer)}[0]" for r in (value, carry, coef) if r is not None}
-    ptr = {r: gen.expr(r) for r in (flags, agg, prefix, acoef) if r is not None}
+    ptr = {r: gen.expr(r) for r in (flags, agg, prefix, acoef, status) if r is not None}
     u = f"tc_lb{len(gen.lines)}"
     warps = n // 32
 
@@ -78,7 +86,12 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
     def e(line: str, depth: int = 1):
         gen.emit(line, d + depth)
 
-    F, G, P = ptr[flags], ptr[agg], ptr[prefix]
+    if packed:
+        W = ptr[status]
+        bits, unbits = _BITS[dt.name]
+        F = G = P = None
+    else:
+        F, G, P = ptr[flags], ptr[agg], ptr[prefix]
     gen.emit("{", d)
     e(f"const int {u}_lane = threadIdx.x & 31, {u}_warp = threadIdx.x >> 5;")
     e(f"__shared__ {ct} {u}_h;")
@@ -154,15 +167,24 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
           f"{u}_g = {comb(f'{u}_g', f'{u}_t[{u}_w]')};", 2)
         e(f"{ct} {u}_x = {reg[carry]};", 2)
         e(f"if ({gen.expr(tile)} > 0) {{", 2)
-        e(f"if ({u}_lane == 0) {{ *{G} = {u}_g;", 3)
-        _release(e, F, 1, 4)
-        e("}", 3)
+        if packed:
+            e(f"if ({u}_lane == 0) tc_store_word({W}, (1ull << 32) | "
+              f"{bits.format(f'{u}_g')});", 3)
+        else:
+            e(f"if ({u}_lane == 0) {{ *{G} = {u}_g;", 3)
+            _release(e, F, 1, 4)
+            e("}", 3)
         e(f"{ct} {u}_acc = {u}_g; bool {u}_any = false;", 3)
         _window_head(e, u, F, gen.expr(tile), 3)
         e(f"{ct} {u}_y = {u}_g;", 4)
         e(f"if ({u}_j <= {gen.expr(tile)}) {{", 4)
-        _spin(e, u, F, 5)
-        e(f"{u}_y = {u}_f == 2 ? ({P})[-{u}_j] : ({G})[-{u}_j];", 5)
+        if packed:  # the flag and the value in one load
+            e(f"unsigned long long {u}_wd;", 5)
+            e(f"do {u}_wd = tc_load_word(({W}) - {u}_j); while (({u}_wd >> 32) == 0);", 5)
+            e(f"{u}_f = (int)({u}_wd >> 32); {u}_y = {unbits.format(f'{u}_wd')};", 5)
+        else:
+            _spin(e, u, F, 5)
+            e(f"{u}_y = {u}_f == 2 ? ({P})[-{u}_j] : ({G})[-{u}_j];", 5)
         e("}", 4)
         _window_mask(e, u, 4)
         e(f"for (int {u}_o = 1; {u}_o < 32; {u}_o <<= 1) {{", 4)
@@ -173,8 +195,12 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
         e(f"if ({u}_m) {{ {u}_x = {u}_acc; break; }}", 4)
         e("}", 3)
         e("}", 2)
-        e(f"if ({u}_lane == 0) {{ *{P} = {comb(f'{u}_x', f'{u}_g')};", 2)
-        _release(e, F, 2, 3)
+        if packed:
+            e(f"if ({u}_lane == 0) {{ tc_store_word({W}, (2ull << 32) | "
+              f"{bits.format(comb(f'{u}_x', f'{u}_g'))});", 2)
+        else:
+            e(f"if ({u}_lane == 0) {{ *{P} = {comb(f'{u}_x', f'{u}_g')};", 2)
+            _release(e, F, 2, 3)
         e(f"{u}_h = {u}_x; }}", 3)
         e("}")
         e("__syncthreads();")
@@ -192,13 +218,22 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
 
 
 # The flags' release store and acquire load (module docstring), once a program.
-PRELUDE = r"""// tcomp: the flags of multi-block scans (release / acquire, gpu scope)
+PRELUDE = r"""// tcomp: the flags of multi-block scans (release / acquire, gpu scope), and their
+// packed status words (flag << 32 | value: single-copy atomic 64-bit accesses, relaxed)
 __device__ __forceinline__ void tc_store_release(int* p, int v) {
   asm volatile("st.release.gpu.b32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 __device__ __forceinline__ int tc_load_acquire(const int* p) {
   int v;
   asm volatile("ld.acquire.gpu.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void tc_store_word(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.relaxed.gpu.b64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long tc_load_word(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }"""
 

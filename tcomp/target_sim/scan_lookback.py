@@ -23,8 +23,10 @@ The blocks of a batch run together: all publish their aggregates (step 1),
 the tiles 0 their prefixes, then the sim resolves the others in groups of
 four consecutive blocks, the last of a group first, so that look-backs walk
 over aggregates (what a GPU block sees while its predecessors still run) as
-well as prefixes. A flag that is not 0 before step 1 (the flags were not
-zero-filled, or two blocks share a slot) and a look-back that meets a tile
+well as prefixes. The packed form (scan_lookback_word_*: one uint64 word
+a slot, flag << 32 | the value's bits, the aggregate under flag 1, the prefix
+under flag 2) runs the same protocol on the words. A flag that is not 0 before
+step 1 (the flags were not zero-filled, or two blocks share a slot) and a look-back that meets a tile
 which published nothing (it never ran, or runs later: a deadlock on the GPU)
 are SimErrors. Combining is in thread order, left to right (the CUDA code
 combines in a tree: float results may differ by rounding).
@@ -39,21 +41,45 @@ from .scan import _combine
 
 _OPS = {"scan_lookback_add": "+", "scan_lookback_mul": "*", "scan_lookback_max": "max",
         "scan_lookback_min": "min", "scan_lookback_linear": "linear"}
+_WORD_OPS = {"scan_lookback_word_add": "+", "scan_lookback_word_mul": "*",
+             "scan_lookback_word_max": "max", "scan_lookback_word_min": "min"}
 GROUP = 4  # blocks resolved last-first together (module docstring)
 
 
+class _Words:
+    """The packed status words of a scan_lookback_word_* call (flag << 32 | the
+    32-bit value: the aggregate under flag 1, the prefix under flag 2) seen as
+    the flags, aggregates and prefixes the protocol reads and writes; `store`
+    packs them back."""
+
+    def __init__(self, words, dt):
+        self.words, self.dt = words, dt
+        self.F = (words >> np.uint64(32)).astype(np.int64)
+        low = (words & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(dt)
+        self.G, self.P = low.copy(), low.copy()
+
+    def store(self):
+        v = np.where(self.F == 2, self.P, self.G).astype(self.dt).view(np.uint32)
+        self.words[:] = (self.F.astype(np.uint64) << np.uint64(32)) | v.astype(np.uint64)
+
+
 def compile_lookback(ex, s: ir.Evaluate):
-    op = _OPS[s.call.fn]
+    packed = s.call.fn in _WORD_OPS
+    op = _WORD_OPS[s.call.fn] if packed else _OPS[s.call.fn]
     linear = op == "linear"
     args = s.call.args
-    if linear:
+    if packed:
+        value, carry, status, tile, threads = args
+        acoef = flags = agg = prefix = None
+        local = [value, carry]
+    elif linear:
         coef, value, carry, flags, acoef, agg, prefix, tile, threads = args
         local = [coef, value, carry]
     else:
         value, carry, flags, agg, prefix, tile, threads = args
         acoef = None
         local = [value, carry]
-    glob = [r for r in (flags, acoef, agg, prefix) if r is not None]
+    glob = [status] if packed else [r for r in (flags, acoef, agg, prefix) if r is not None]
     slot_of = [ex.compile_expr(r.indices[0]) for r in glob]
     tile_of, threads_of = ex.compile_expr(tile), ex.compile_expr(threads)
 
@@ -84,8 +110,12 @@ def compile_lookback(ex, s: ir.Evaluate):
                                f"the same in every thread of a block")
             per_block.append(v[:, 0])
         arrays = [ex.flat_globals[r.buffer] for r in glob]
-        F, A, G, P = (arrays[0], arrays[1], arrays[2], arrays[3]) if linear else \
-            (arrays[0], None, arrays[1], arrays[2])
+        words = _Words(arrays[0], dt) if packed else None
+        if packed:
+            F, A, G, P = words.F, None, words.G, words.P
+        else:
+            F, A, G, P = (arrays[0], arrays[1], arrays[2], arrays[3]) if linear else \
+                (arrays[0], None, arrays[1], arrays[2])
         slots, tiles = per_block[0], per_block[-1]
         live = range(nb) if blocks is None else [int(x) for x in np.flatnonzero(blocks)]
         f = None if linear else _combine(op, dt.kind == "f")
@@ -149,6 +179,8 @@ def compile_lookback(ex, s: ir.Evaluate):
                                    f"published prefix before it")
                 h = acc_a * p + acc_b if linear else (p if acc_b is None else f(p, acc_b))
                 publish(blk, h)
+        if words is not None:
+            words.store()
         h = state[:, None]
         out = pa * h + pb if linear else np.concatenate(
             [h, f(h, inc[:, :-1])], axis=1)
@@ -163,4 +195,4 @@ def compile_lookback(ex, s: ir.Evaluate):
     return run
 
 
-RULES = {name: compile_lookback for name in _OPS}
+RULES = {name: compile_lookback for name in (*_OPS, *_WORD_OPS)}

@@ -105,9 +105,23 @@ def test_the_lowered_scan_and_its_buffers():
             "O_1_items[0]") in kernel
     assert "barrier()\n  O[b * 150 + t_o * 96 + t_i + 1] = O_1_stage[t_i]\n" in kernel
     assert kernel.count("barrier()") == 3
+    # a 32-bit combine packs flag and value in one uint64 status word a tile
     prog = tcomp.lower(scanned(recurrence("O(b, t - 1) + X(b, t)")), sizes={"B": 3, "T": 150})
+    assert "O_1_status" in prog.zero_fill
+    names = {b.name for b in prog.buffers}
+    assert not names & {"O_1_flags", "O_1_aggregate", "O_1_prefix", "O_1_aggregate_coef"}
+    text = str(prog)
+    assert "buffer temp global uint64 O_1_status[6]" in text
+    assert ("scan_lookback_word_add(&O_1_scan[0], &O_1_carry[0], &O_1_status[b * 2 + t_o], "
+            "t_o, 32)") in text
+    # 64-bit types keep the separate buffers
+    op = tcomp.op("""def f(double(B, T) X) -> (O) {
+        O(b, t) = X(b, t)
+        O(b, t) = O(b, t - 1) + X(b, t) where t in 1:T, ordered t
+    }""")
+    prog = tcomp.lower(scanned(op), sizes={"B": 3, "T": 150})
     assert {"O_1_flags", "O_1_aggregate", "O_1_prefix"} <= prog.zero_fill
-    assert "O_1_aggregate_coef" not in {b.name for b in prog.buffers}
+    assert "scan_lookback_add(" in str(prog)
 
 
 def test_json_replays_the_lookback_scan():
@@ -204,16 +218,22 @@ def test_emulated_cuda_lookback_scans():
 
 
 @pytest.mark.skipif(not HAVE_CXX, reason="the CUDA emulator needs g++")
-@pytest.mark.parametrize("rhs", ["A(b, t) * O(b, t - 1) + X(b, t)", "O(b, t - 1) + X(b, t)",
-                                 "max(O(b, t - 1), X(b, t))"])
-def test_emulated_lookback_over_windows_of_32_tiles(rhs):
+@pytest.mark.parametrize("rhs, dtype", [("A(b, t) * O(b, t - 1) + X(b, t)", "float"),
+                                        ("O(b, t - 1) + X(b, t)", "float"),
+                                        ("max(O(b, t - 1), X(b, t))", "float"),
+                                        ("O(b, t - 1) + X(b, t)", "double")])
+def test_emulated_lookback_over_windows_of_32_tiles(rhs, dtype):
     """Warp 0 looks back 32 tiles at a time (lane l at the l + 1-th predecessor),
     combines the window from the nearest published prefix, and goes on to the
     next window when none has one. The emulator runs blocks in order, so only
     every 40th (then 7th, 33rd) prefix is published: a tile walks back up to 40
-    tiles, across a window's end; 97 tiles a row, rows serial and on blockIdx.y."""
-    op = recurrence(rhs)
+    tiles, across a window's end; 97 tiles a row, rows serial and on blockIdx.y.
+    float32 '+' and max: packed status words; the linear pair and double: flags
+    and values apart."""
+    op = recurrence(rhs, dtype)
     X, A = data(2, 32 * 2 * 97, 5)
+    if dtype == "double":
+        X, A = X.astype(np.float64), A.astype(np.float64)
     want = loop_reference(op, X, A)
     for every, rows in ((40, None), (7, "blockIdx.y"), (33, None)):
         k = tcomp.build(scanned(op, 32, 2, rows=rows), target="cuda")

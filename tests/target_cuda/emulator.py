@@ -8,7 +8,7 @@ what is tested.
 
 Only what the generated kernels of these tests use is provided (float32,
 float64, integer and bool buffers, the shuffle intrinsics, the math of <cmath>,
-__int_as_float, __longlong_as_double, the float -> integer `_rz` conversions
+__int_as_float, __longlong_as_double, __float_as_uint, __uint_as_float, the float -> integer `_rz` conversions
 with PTX cvt.rzi's saturation, float2/float4 vector casts, the release/acquire
 flags of multi-block scans as C++ atomics, __ballot_sync, __ffs).
 """
@@ -31,7 +31,13 @@ from tcomp.target_cuda.scan_lookback import PRELUDE as LOOKBACK_FLAGS
 # st.release / ld.acquire at gpu scope) as C++ atomics of the same order.
 EMULATED_FLAGS = r"""
 inline void tc_store_release(int* p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-inline int tc_load_acquire(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }"""
+inline int tc_load_acquire(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline void tc_store_word(unsigned long long* p, unsigned long long v) {
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+inline unsigned long long tc_load_word(const unsigned long long* p) {
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+}"""
 
 # The same, but a tile's prefix (flag 2) is published only by every `every`-th tile
 # to publish one; the others stay at flag 1 (their aggregates stand), so a
@@ -44,7 +50,15 @@ inline void tc_store_release(int* p, int v) {
   if (v == 2 && __atomic_load_n(p, __ATOMIC_RELAXED) == 1 && ++tc_prefixes % EVERY != 0) return;
   __atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
-inline int tc_load_acquire(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }"""
+inline int tc_load_acquire(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline void tc_store_word(unsigned long long* p, unsigned long long v) {
+  if ((v >> 32) == 2 && (__atomic_load_n(p, __ATOMIC_RELAXED) >> 32) == 1 &&
+      ++tc_prefixes % EVERY != 0) return;  // (the aggregate word stays)
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+inline unsigned long long tc_load_word(const unsigned long long* p) {
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+}"""
 
 HAVE_CXX = shutil.which("g++") is not None
 
@@ -96,6 +110,8 @@ static thread_local int tc_my_lane;
 inline void __syncthreads() { tc_block_barrier->arrive_and_wait(); }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
+inline unsigned __float_as_uint(float f) { unsigned i; std::memcpy(&i, &f, 4); return i; }
+inline float __uint_as_float(unsigned i) { float f; std::memcpy(&f, &i, 4); return f; }
 // PTX cvt.rzi: toward zero, clamped to the type's range, NaN -> 0 (lo: the
 // smallest value, hi: one past the largest, both exact in float and double)
 template <class I, class F> I tc_cvt_rzi(F x, F lo, F hi, I min, I max, I nan) {
