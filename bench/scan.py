@@ -23,24 +23,14 @@ of `reps` calls with CUDA events, the L2 flushed before each
 (bench/timing.py). Prints GB/s of the minimum traffic (inputs read once, the
 output written once) and the ratios; writes $OUT/scan.json when $OUT is set.
 
-Predictions, not measured (no GPU in the sessions that wrote this):
-cumsum_rows with one block a row: ~0.6-0.8x copy (two barriers a tile of
-1024). With look-back, 256 threads x 8 elements: tiles of 2048 fp32 (8 KiB
-in, 8 KiB out), 2^17 tiles for the vector; a thread's 8 loads are
-consecutive (32 B a thread, a warp's load instruction touches 1 KiB with
-4 B of each 32 B sector used: L1 serves the other 7 of the 8 instructions),
-the stores likewise (partial sectors merged in L2); the look-back by one
-thread, ~1 L2 round trip a predecessor. A queueing model (1056 resident
-blocks, 8 us of memory time a tile, 0.3-0.7 us a look-back step) gives
-walks of one or two steps in steady state and 0.89-0.93x of the no-look-back
-time, the same for a warp-wide look-back of 32 predecessors a step: the cost
-is one round trip a tile, halved by --items 16. Expected 0.7-0.9x copy; below 0.9x
-the likely limits are the uncoalesced per-instruction stores (a shared-memory
-transpose, as CUB's BLOCK_LOAD_TRANSPOSE, is not built) and the serial
-look-back (CUB's is a warp's, 32 predecessors at a time). Try --items 4 and
-16, --lb-threads 128 and 512. linear_vector's Triton peer is one program for
-the whole row (the peer kernel scans rows), so it is slow by construction;
-its timing uses 3 reps.
+Measured on the H200 (BENCHMARKS.md, 2026-12-03): at 256 threads x 32 items the
+vector cumsum is 1.09x torch (0.66x copy), the rows 2.02x torch; at 256 x 16 the
+linear rows tie Triton (one tile a row). The tile goes through shared memory
+(coalesced loads and stores), warp 0 looks back 32 tiles at a time, and 32-bit
+combines publish flag and value in one 64-bit word (lower/scan_lookback.py,
+target_cuda/scan_lookback.py); bench/scan_ncu.py profiles one. linear_vector's
+Triton peer is one program for the whole row (the peer kernel scans rows), so it
+is slow by construction; its timing uses 3 reps.
 """
 from __future__ import annotations
 
@@ -163,7 +153,7 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--threads", type=int, default=1024)
     ap.add_argument("--lb-threads", type=int, default=256, help="threads of the look-back scan")
-    ap.add_argument("--items", type=int, default=8, help="elements a thread (look-back scan)")
+    ap.add_argument("--items", type=int, default=16, help="elements a thread (look-back scan)")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
     timer = Timer(args.reps)
