@@ -197,17 +197,16 @@ for _op, _name in QUAD_OPS.items():
 # tile found by a decoupled look-back (Merrill & Garland) through global memory: tile
 # `tile` of a row publishes its aggregate (flag 1), combines the aggregates of the tiles
 # before it back to one that published its inclusive prefix (flag 2; tile 0 starts
-# from the carry operand), then publishes its own inclusive prefix (flag 2). The flags,
-# aggregates and prefixes are Refs at the tile's slot; tile t's predecessors are the t
-# slots below it.
+# from the carry operand), then publishes its own inclusive prefix (flag 2). `status`
+# is a Ref at the tile's first status word (schedule/scan.Lookback: `words` uint64
+# words a tile, flag << 32 | a 32-bit piece of the value); tile t's predecessors are
+# the t slots below it.
 LOOKBACK_OPS = {"+": "scan_lookback_add", "*": "scan_lookback_mul", "max": "scan_lookback_max",
                 "min": "scan_lookback_min", "linear": "scan_lookback_linear"}
 for _op, _name in LOOKBACK_OPS.items():
     _lin = _op == "linear"
     _coef = (Operand("coef", ref=True, access=READWRITE, scopes=("local",), dtypes=_SCAN_TYPES),
              ) if _lin else ()
-    _acoef = (Operand("aggregate_coef", ref=True, access=READWRITE, scopes=("global",),
-                      dtypes=_SCAN_TYPES),) if _lin else ()
     register(Intrinsic(
         _name, ("the linear recurrence h = a h' + b" if _lin else f"'{_op}'") +
         " scanned over the tiles of a row, one tile a block, the threads along threadIdx.x "
@@ -218,36 +217,12 @@ for _op, _name in LOOKBACK_OPS.items():
         operands=_coef + (
             Operand("value", ref=True, access=READWRITE, scopes=("local",), dtypes=_SCAN_TYPES),
             Operand("carry", ref=True, access=READWRITE, scopes=("local",), dtypes=_SCAN_TYPES),
-            Operand("flags", ref=True, access=READWRITE, scopes=("global",), dtypes=("int32",)),
-            ) + _acoef + (
-            Operand("aggregate", ref=True, access=READWRITE, scopes=("global",),
-                    dtypes=_SCAN_TYPES),
-            Operand("prefix", ref=True, access=READWRITE, scopes=("global",), dtypes=_SCAN_TYPES),
-            Operand("tile", dtypes=("int32",)),
-            Operand("threads", dtypes=("int32",))),
-        # (its waits are on other blocks' flags, inside the intrinsic: no "blocking", which
-        # is a wait on this block's mbarriers or copies)
-        effects=frozenset({"reads", "writes", "block_collective"}), noun="multi-block scan"))
-
-# The same with packed status words (schedule/scan.Lookback, 32-bit combines): slot
-# `status` holds flag << 32 | the value's bits, the aggregate while the flag is 1, the
-# inclusive prefix once it is 2; a predecessor's flag and value are one 64-bit load.
-LOOKBACK_WORD_OPS = {"+": "scan_lookback_word_add", "*": "scan_lookback_word_mul",
-                     "max": "scan_lookback_word_max", "min": "scan_lookback_word_min"}
-for _op, _name in LOOKBACK_WORD_OPS.items():
-    register(Intrinsic(
-        _name, f"'{_op}' scanned over the tiles of a row as the multi-block scan "
-               f"scan_lookback_{LOOKBACK_OPS[_op][14:]}, its flags, aggregates and prefixes "
-               f"packed in one uint64 status word a tile (flag << 32 | the 32-bit value)",
-        operands=(
-            Operand("value", ref=True, access=READWRITE, scopes=("local",),
-                    dtypes=("int32", "uint32", "float32")),
-            Operand("carry", ref=True, access=READWRITE, scopes=("local",),
-                    dtypes=("int32", "uint32", "float32")),
             Operand("status", ref=True, access=READWRITE, scopes=("global",),
                     dtypes=("uint64",)),
             Operand("tile", dtypes=("int32",)),
             Operand("threads", dtypes=("int32",))),
+        # (its waits are on other blocks' flags, inside the intrinsic: no "blocking", which
+        # is a wait on this block's mbarriers or copies)
         effects=frozenset({"reads", "writes", "block_collective"}), noun="multi-block scan"))
 
 # Tensor cores (layouts: warp_layouts.py; lowering: tensor_cores.py). Fragments

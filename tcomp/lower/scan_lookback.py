@@ -17,9 +17,7 @@ t_i * K + t_k; `slot` = the row's index (its independent indices, row-major)
     for t_k in 0:K (unrolled): items[t_k] = identity; if (guards) items[t_k] = f
     for k in 1:K (unrolled):   items[k] = items[k - 1] o items[k]      (in the thread)
     alloc v [, a]; v = items[K - 1]                          (the thread's total)
-    scan_lookback_<op>([&a,] &v, &carry, &flags[slot], [&aggregate_coef[slot],]
-                       &aggregate[slot], &prefix[slot], t_o, threads)
-      (or, 32-bit combines: scan_lookback_word_<op>(&v, &carry, &status[slot], t_o, threads))
+    scan_lookback_<op>([&a,] &v, &carry, &status[slot * words], t_o, threads)
                                          (v: the state before the thread's elements)
     for t_k in 0:K (unrolled): if (guards) O[..., t, ...] = v o items[t_k]
 
@@ -43,9 +41,10 @@ elements a warp's instruction:
     barrier;  for j: if (guards at e) O[..., t at e, ...] = stage[e + e/32];  barrier
 
 The linear recurrence's elements are pairs (coefs, items); `v o (a, b)` is the
-state a v + b. The flags start at 0 (the program's temporaries are
-zero-filled before each call); tiles of one row are chained only through
-them, so rows (independent indices, serial or on blockIdx.y/z) scan alike.
+state a v + b. The status words start at 0, "not published" (the program's
+temporaries are zero-filled before each call); tiles of one row are chained
+only through them, so rows (independent indices, serial or on blockIdx.y/z)
+scan alike.
 """
 from __future__ import annotations
 
@@ -54,7 +53,7 @@ from ..lang import dtypes
 from ..schedule.scan import scan_form
 from . import ir
 from .construct import add, mul, sub
-from .intrinsics import LOOKBACK_OPS, LOOKBACK_WORD_OPS
+from .intrinsics import LOOKBACK_OPS
 from .rewriter import substitute
 from .ir_walk import identity
 from .simplify import simplify_expr
@@ -164,17 +163,12 @@ def lookback_body(n) -> ir.Stmt:
             base, ext = n.info.domain[v]
             row = add(mul(row, ext), sub(n.info.index[v], base))
     slot = (simplify_expr(add(mul(row, n.info.ext[outer]), tile)),)
-    refs = [ir.Ref(value, a0, dt), ir.Ref(carry, a0, dt)]
-    if lb.status is not None:  # packed status words (schedule/scan.Lookback)
-        refs.append(ir.Ref(lb.status, slot, dtypes.uint64))
-        fn = LOOKBACK_WORD_OPS[op]
-    else:
-        refs.append(ir.Ref(lb.flags, slot, dtypes.int32))
-        if linear:
-            refs.insert(0, ir.Ref(coef, a0, dt))
-            refs.append(ir.Ref(lb.aggregate_coef, slot, dt))
-        refs += [ir.Ref(lb.aggregate, slot, dt), ir.Ref(lb.prefix, slot, dt)]
-        fn = LOOKBACK_OPS[op]
+    first_word = (simplify_expr(mul(slot[0], ir.const(lb.words))),)
+    refs = [ir.Ref(value, a0, dt), ir.Ref(carry, a0, dt),
+            ir.Ref(lb.status, first_word, dtypes.uint64)]
+    if linear:
+        refs.insert(0, ir.Ref(coef, a0, dt))
+    fn = LOOKBACK_OPS[op]
     call = ir.Evaluate(ir.Call(fn, tuple(refs) + (tile, ir.const(threads)), dtypes.int32))
     result = _then(op, ir.Load(value, a0, dt), ir.Load(items, kidx, dt),
                    ir.Load(coefs, kidx, dt) if linear else None, dt)

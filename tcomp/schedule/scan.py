@@ -135,33 +135,28 @@ class Lookback:
     one tile (threads * count elements) a block, chained across blocks by a
     decoupled look-back (lower/scan_lookback.py). `items`: the leaf of a thread's
     `count` consecutive elements (None when count is 1). The look-back's global
-    buffers, temporaries of the program (zero-filled before each call, so every
-    tile starts 'not ready'), one slot per tile of every row:
-    `flags` (int32: 0 not ready, 1 its aggregate published, 2 its inclusive prefix
-    published), `aggregate` (the tile's own combine; `aggregate_coef`: the
-    multiplier a of the linear recurrence's pair) and `prefix` (the state after the
-    tile, every earlier tile included).
-
-    A 32-bit combine ('+', '*', 'max', 'min' on int32, uint32, float32) packs them
-    instead into one uint64 `status` word a slot, `flag << 32 | the value's bits`
-    (the aggregate while the flag is 1, the prefix once it is 2; flags, aggregate
-    and prefix are then None): one 64-bit load reads a predecessor's flag and value
-    together, where the separate buffers need a second load ordered after the
-    flag's (an acquire), one more round trip to L2 a window of the look-back
-    (H200, a 2^28 cumsum: 1.19 -> 0.87 ms at 256 threads x 16 items). The linear
-    recurrence (a pair and a flag) and 64-bit types keep the separate buffers."""
+    buffer `status`, a temporary of the program (zero-filled before each call, so
+    every tile starts 'not ready'), holds `words` uint64 words a tile of every row
+    (slot = row * tiles + tile, its words from slot * words): each word is
+    `flag << 32 | a 32-bit piece` (flag 0 not ready, 1 the tile's aggregate
+    published, 2 its inclusive prefix, the state after the tile, published), the
+    pieces the value's 32-bit halves, low first: one word for a 32-bit combine,
+    two for a 64-bit one; the linear recurrence's pair (a, b) twice that, a then b
+    (a prefix: (0, h)). Every word of a publication carries its flag, and each flag
+    value is written once a word, so a reader that finds one flag in all of a
+    slot's words has one publication's value; one round of independent 64-bit
+    loads reads a predecessor (separate flag and value buffers need the value's
+    load ordered after the flag's, one more round trip to L2 a window: H200, a
+    2^28 cumsum, 1.19 -> 0.87 ms at 256 threads x 16 items)."""
     items: str | None
     count: int
-    flags: str | None
-    aggregate: str | None
-    aggregate_coef: str | None
-    prefix: str | None
-    status: str | None = None
+    status: str
+    words: int
 
 
-def packed_status(dtype, linear: bool) -> bool:
-    """Whether the look-back's slots are packed 64-bit status words (Lookback)."""
-    return not linear and dtype.bits == 32
+def status_words(dtype, linear: bool) -> int:
+    """uint64 words a tile's status takes (Lookback)."""
+    return (2 if linear else 1) * (dtype.bits // 32)
 
 
 def _temp_name(sched, base: str) -> str:
@@ -190,21 +185,11 @@ def _lookback_buffers(stage, d, axis: str, tile: int, dtype, linear: bool) -> di
         if v != axis:
             slots = Binary("*", extent(v), slots, dtypes.int32)
     base = stage.name.replace(".", "_")
-    names = {}
-    if packed_status(dtype, linear):
-        keys = (("flags", None), ("aggregate", None), ("aggregate_coef", None),
-                ("prefix", None), ("status", dtypes.uint64))
-    else:
-        keys = (("flags", dtypes.int32), ("aggregate", dtype),
-                ("aggregate_coef", dtype if linear else None), ("prefix", dtype),
-                ("status", None))
-    for key, dt in keys:
-        if dt is None:
-            names[key] = None
-            continue
-        names[key] = _temp_name(sched, f"{base}_{key}")
-        sched.tensors[names[key]] = (dt, (slots,), "global")
-    return names
+    words = status_words(dtype, linear)
+    name = _temp_name(sched, f"{base}_status")
+    sched.tensors[name] = (dtypes.uint64, (Binary("*", slots, Const(words, dtypes.int32),
+                                                   dtypes.int32),), "global")
+    return {"status": name, "words": words}
 
 
 def scan(stage, ax, threads, items=1, lookback=False) -> tuple:

@@ -54,5 +54,4 @@ EMIT = {
     **{name: emit_scan for name in ("scan_add", "scan_mul", "scan_max", "scan_min",
                                     "scan_linear")},
     **{f"scan_lookback_{op}": emit_lookback for op in ("add", "mul", "max", "min", "linear")},
-    **{f"scan_lookback_word_{op}": emit_lookback for op in ("add", "mul", "max", "min")},
 }

@@ -10,24 +10,27 @@ barrier warp 0 folds the totals into the tile's aggregate and does the
 decoupled look-back, 32 predecessors at a time (CUB's warp-wide look-back):
 
     tile 0:  h = carry
-    else:    lane 0: aggregate[slot] = agg;  st.release.gpu flags[slot] = 1
+    else:    lane 0: publish (1, agg) in the slot's status words
              for base = 0, 32, ...: lane l looks at tile j = base + 1 + l before its own
                  (lanes past the row's first tile: as if published, never the nearest)
-                 spin on ld.acquire.gpu flags[slot - j] until non-zero;
-                 its value: prefix[slot - j] (flag 2) or aggregate[slot - j] (flag 1)
+                 spin on its words until they carry one non-zero flag;
+                 its value: the prefix (flag 2) or the aggregate (flag 1)
                  n = the nearest lane with flag 2 (__ballot_sync, __ffs), else 31
                  lanes n .. 0 combined in order (the farthest first) into lane 0 by
                  __shfl_down_sync (lane l takes lane l + o's while l + o <= n),
                  in front of what the windows before gathered; stop if a lane had flag 2
-    lane 0:  prefix[slot] = h followed by agg;  st.release.gpu flags[slot] = 2
+    lane 0:  publish (2, h followed by agg)
 
 The linear recurrence's values are pairs (a, b), a published prefix the
 pair (0, h).
 
-Memory order (PTX memory model, gpu scope): the release store of a flag
-orders the thread's earlier stores of the aggregate or prefix before it; an
-acquire load that reads the flag orders the loads after it (the aggregate or
-prefix), so they see those stores. `asm volatile` with a "memory" clobber
+Memory order (PTX memory model, gpu scope): a slot's status is one to four
+uint64 words (schedule/scan.Lookback), each flag << 32 | a 32-bit piece of the
+value, stored and loaded whole with st.relaxed.gpu.b64 / ld.relaxed.gpu.b64 (an
+aligned 64-bit access is single-copy atomic); every word of a publication
+carries its flag and each flag value is written once a word, so words that
+carry one flag are one publication's (tc_load_words spins until they do), and
+no load has to wait for another. `asm volatile` with a "memory" clobber
 keeps the compiler from moving loads and stores across them. A second
 barrier hands h to every thread: its value becomes h followed by the warps
 before its own and the lanes before it; its carry h followed by the whole
@@ -47,12 +50,54 @@ from .ctypes_table import ctype
 from .scan import combine_text
 
 _OPS = {"scan_lookback_add": "+", "scan_lookback_mul": "*", "scan_lookback_max": "max",
-        "scan_lookback_min": "min", "scan_lookback_linear": "linear",
-        "scan_lookback_word_add": "+", "scan_lookback_word_mul": "*",
-        "scan_lookback_word_max": "max", "scan_lookback_word_min": "min"}
-# a 32-bit value's bits in a status word, and back
-_BITS = {"float32": ("__float_as_uint({})", "__uint_as_float((unsigned){})"),
-         "int32": ("(unsigned)({})", "(int)(unsigned){}"), "uint32": ("({})", "(unsigned){}")}
+        "scan_lookback_min": "min", "scan_lookback_linear": "linear"}
+# a value as unsigned bits (32 or 64), and back (schedule/scan.Lookback's pieces)
+_BITS = {"float32": ("__float_as_uint({})", "__uint_as_float({})"),
+         "int32": ("(unsigned)({})", "(int){}"), "uint32": ("({})", "{}"),
+         "float64": ("(unsigned long long)__double_as_longlong({})",
+                     "__longlong_as_double((long long){})"),
+         "int64": ("(unsigned long long)({})", "(long long){}"),
+         "uint64": ("({})", "{}")}
+
+
+class _Status:
+    """The CUDA of one tile's status words: `publish` stores a flag with the
+    values' pieces in every word, `read` spins on a predecessor's words until all
+    carry one non-zero flag, then decodes its values."""
+
+    def __init__(self, u: str, dt, ptr: str, nvals: int):
+        self.u, self.dt, self.ptr = u, dt, ptr
+        self.n = dt.bits // 32  # pieces a value
+        self.words = self.n * nvals
+        self.bits, self.unbits = _BITS[dt.name]
+
+    def pieces(self, value: str) -> list[str]:
+        b = self.bits.format(value)
+        if self.n == 1:
+            return [b]
+        return [f"(unsigned)({b})", f"(unsigned)(({b}) >> 32)"]
+
+    def publish(self, flag: int, values: list[str]) -> str:
+        pc = ", ".join(p for v in values for p in self.pieces(v))
+        return (f"{{ const unsigned {self.u}_pc[{self.words}] = {{{pc}}}; "
+                f"tc_store_words<{self.words}>({self.ptr}, {flag}u, {self.u}_pc); }}")
+
+    def read(self, j: str) -> tuple[str, list[str]]:
+        """(the statement that reads tile j before this one into `f` and the pieces
+        array, the values' expressions)"""
+        u = self.u
+        stmt = (f"unsigned {u}_rd[{self.words}]; "
+                f"{u}_f = (int)tc_load_words<{self.words}>(({self.ptr}) - {j} * {self.words}, "
+                f"{u}_rd);")
+        vals = []
+        for k in range(self.words // self.n):
+            if self.n == 1:
+                vals.append(self.unbits.format(f"{u}_rd[{k}]"))
+            else:
+                lo, hi = f"{u}_rd[{2 * k}]", f"{u}_rd[{2 * k + 1}]"
+                vals.append(self.unbits.format(
+                    f"((unsigned long long){hi} << 32 | (unsigned long long){lo})"))
+        return stmt, vals
 
 
 def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
@@ -65,20 +110,18 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
     if n is None or block != [n, 1, 1] or n % 32:
         raise CudaError(f"codegen: a multi-block scan needs a constant block of its threads "
                         f"along x, a multiple of 32 (got {n} threads, block {gen.k.block})")
-    packed = "_word_" in s.call.fn
-    flags = agg = prefix = acoef = coef = status = None
-    if packed:
-        value, carry, status, tile, _ = args
-    elif linear:
-        coef, value, carry, flags, acoef, agg, prefix, tile, _ = args
+    coef = None
+    if linear:
+        coef, value, carry, status, tile, _ = args
     else:
-        value, carry, flags, agg, prefix, tile, _ = args
+        value, carry, status, tile, _ = args
     dt = carry.dtype
     ct = ctype(dt)
     reg = {r: f"{gen.name(r.buffer)}[0]" for r in (value, carry, coef) if r is not None}
-    ptr = {r: gen.expr(r) for r in (flags, agg, prefix, acoef, status) if r is not None}
     u = f"tc_lb{len(gen.lines)}"
     warps = n // 32
+    st = _Status(u, dt, gen.expr(status), 2 if linear else 1)
+    T = gen.expr(tile)
 
     def comb(a: str, b: str) -> str:
         return combine_text(op, dt, a, b)
@@ -86,17 +129,10 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
     def e(line: str, depth: int = 1):
         gen.emit(line, d + depth)
 
-    if packed:
-        W = ptr[status]
-        bits, unbits = _BITS[dt.name]
-        F = G = P = None
-    else:
-        F, G, P = ptr[flags], ptr[agg], ptr[prefix]
     gen.emit("{", d)
     e(f"const int {u}_lane = threadIdx.x & 31, {u}_warp = threadIdx.x >> 5;")
     e(f"__shared__ {ct} {u}_h;")
     if linear:
-        A = ptr[acoef]
         e(f"{ct} {u}_a = {reg[coef]}, {u}_b = {reg[value]};")
         e(f"for (int {u}_o = 1; {u}_o < 32; {u}_o <<= 1) {{")
         e(f"{ct} {u}_pa = __shfl_up_sync(0xffffffffu, {u}_a, {u}_o);", 2)
@@ -114,18 +150,15 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
         e(f"for (int {u}_w = 1; {u}_w < {warps}; ++{u}_w) {{ {u}_B = {u}_sa[{u}_w] * {u}_B + "
           f"{u}_sb[{u}_w]; {u}_A = {u}_A * {u}_sa[{u}_w]; }}", 2)
         e(f"{ct} {u}_x = {reg[carry]};", 2)
-        e(f"if ({gen.expr(tile)} > 0) {{", 2)
-        e(f"if ({u}_lane == 0) {{ *{G} = {u}_B; *{A} = {u}_A;", 3)
-        _release(e, F, 1, 4)
-        e("}", 3)
+        e(f"if ({T} > 0) {{", 2)
+        e(f"if ({u}_lane == 0) {st.publish(1, [f'{u}_A', f'{u}_B'])}", 3)
         e(f"{ct} {u}_ca = 1, {u}_cb = 0; bool {u}_any = false;", 3)
-        _window_head(e, u, F, gen.expr(tile), 3)
+        _window_head(e, u, 3)
         e(f"{ct} {u}_va = {u}_A, {u}_vb = {u}_B;", 4)
-        e(f"if ({u}_j <= {gen.expr(tile)}) {{", 4)
-        _spin(e, u, F, 5)
-        e(f"if ({u}_f == 2) {{ {u}_va = 0; {u}_vb = ({P})[-{u}_j]; }} "
-          f"else {{ {u}_va = ({A})[-{u}_j]; {u}_vb = ({G})[-{u}_j]; }}", 5)
-        e("}", 4)
+        rd, (ra, rb) = st.read(f"{u}_j")
+        e(f"if ({u}_j <= {T}) {{ {rd}", 4)
+        e(f"if ({u}_f == 2) {{ {u}_va = 0; {u}_vb = {rb}; }} "
+          f"else {{ {u}_va = {ra}; {u}_vb = {rb}; }} }}", 5)
         _window_mask(e, u, 4)
         e(f"for (int {u}_o = 1; {u}_o < 32; {u}_o <<= 1) {{", 4)
         e(f"const {ct} {u}_pa = __shfl_down_sync(0xffffffffu, {u}_va, {u}_o), "
@@ -139,8 +172,7 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
         e(f"if ({u}_m) {{ {u}_x = {u}_cb; break; }}", 4)
         e("}", 3)
         e("}", 2)
-        e(f"if ({u}_lane == 0) {{ *{P} = {u}_A * {u}_x + {u}_B;", 2)
-        _release(e, F, 2, 3)
+        e(f"if ({u}_lane == 0) {{ {st.publish(2, ['0', f'{u}_A * {u}_x + {u}_B'])}", 2)
         e(f"{u}_h = {u}_x; }}", 3)
         e("}")
         e("__syncthreads();")
@@ -166,26 +198,13 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
         e(f"for (int {u}_w = 1; {u}_w < {warps}; ++{u}_w) "
           f"{u}_g = {comb(f'{u}_g', f'{u}_t[{u}_w]')};", 2)
         e(f"{ct} {u}_x = {reg[carry]};", 2)
-        e(f"if ({gen.expr(tile)} > 0) {{", 2)
-        if packed:
-            e(f"if ({u}_lane == 0) tc_store_word({W}, (1ull << 32) | "
-              f"{bits.format(f'{u}_g')});", 3)
-        else:
-            e(f"if ({u}_lane == 0) {{ *{G} = {u}_g;", 3)
-            _release(e, F, 1, 4)
-            e("}", 3)
+        e(f"if ({T} > 0) {{", 2)
+        e(f"if ({u}_lane == 0) {st.publish(1, [f'{u}_g'])}", 3)
         e(f"{ct} {u}_acc = {u}_g; bool {u}_any = false;", 3)
-        _window_head(e, u, F, gen.expr(tile), 3)
+        _window_head(e, u, 3)
         e(f"{ct} {u}_y = {u}_g;", 4)
-        e(f"if ({u}_j <= {gen.expr(tile)}) {{", 4)
-        if packed:  # the flag and the value in one load
-            e(f"unsigned long long {u}_wd;", 5)
-            e(f"do {u}_wd = tc_load_word(({W}) - {u}_j); while (({u}_wd >> 32) == 0);", 5)
-            e(f"{u}_f = (int)({u}_wd >> 32); {u}_y = {unbits.format(f'{u}_wd')};", 5)
-        else:
-            _spin(e, u, F, 5)
-            e(f"{u}_y = {u}_f == 2 ? ({P})[-{u}_j] : ({G})[-{u}_j];", 5)
-        e("}", 4)
+        rd, (ry,) = st.read(f"{u}_j")
+        e(f"if ({u}_j <= {T}) {{ {rd} {u}_y = {ry}; }}", 4)
         _window_mask(e, u, 4)
         e(f"for (int {u}_o = 1; {u}_o < 32; {u}_o <<= 1) {{", 4)
         e(f"const {ct} {u}_p = __shfl_down_sync(0xffffffffu, {u}_y, {u}_o);", 5)
@@ -195,12 +214,7 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
         e(f"if ({u}_m) {{ {u}_x = {u}_acc; break; }}", 4)
         e("}", 3)
         e("}", 2)
-        if packed:
-            e(f"if ({u}_lane == 0) {{ tc_store_word({W}, (2ull << 32) | "
-              f"{bits.format(comb(f'{u}_x', f'{u}_g'))});", 2)
-        else:
-            e(f"if ({u}_lane == 0) {{ *{P} = {comb(f'{u}_x', f'{u}_g')};", 2)
-            _release(e, F, 2, 3)
+        e(f"if ({u}_lane == 0) {{ {st.publish(2, [comb(f'{u}_x', f'{u}_g')])}", 2)
         e(f"{u}_h = {u}_x; }}", 3)
         e("}")
         e("__syncthreads();")
@@ -217,24 +231,33 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
     gen.emit("}", d)
 
 
-# The flags' release store and acquire load (module docstring), once a program.
-PRELUDE = r"""// tcomp: the flags of multi-block scans (release / acquire, gpu scope), and their
-// packed status words (flag << 32 | value: single-copy atomic 64-bit accesses, relaxed)
-__device__ __forceinline__ void tc_store_release(int* p, int v) {
-  asm volatile("st.release.gpu.b32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+# The status words' stores and loads (module docstring), once a program.
+PRELUDE = r"""// tcomp: the status words of multi-block scans (flag << 32 | a 32-bit piece; relaxed,
+// gpu scope: an aligned 64-bit access is single-copy atomic, each word carries its flag)
+template <int N> __device__ __forceinline__ void tc_store_words(unsigned long long* p,
+                                                                unsigned flag, const unsigned* v) {
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    asm volatile("st.relaxed.gpu.b64 [%0], %1;" :: "l"(p + k),
+                 "l"((unsigned long long)flag << 32 | v[k]) : "memory");
 }
-__device__ __forceinline__ int tc_load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void tc_store_word(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.relaxed.gpu.b64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ unsigned long long tc_load_word(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
+template <int N> __device__ __forceinline__ unsigned tc_load_words(const unsigned long long* p,
+                                                                   unsigned* v) {
+  for (;;) {
+    unsigned long long w[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      asm volatile("ld.relaxed.gpu.b64 %0, [%1];" : "=l"(w[k]) : "l"(p + k) : "memory");
+    const unsigned f = (unsigned)(w[0] >> 32);
+    bool one = f != 0;
+#pragma unroll
+    for (int k = 1; k < N; ++k) one = one && (unsigned)(w[k] >> 32) == f;
+    if (one) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) v[k] = (unsigned)w[k];
+      return f;
+    }
+  }
 }"""
 
 
@@ -243,11 +266,7 @@ def prelude(used: set) -> str | None:
     return PRELUDE if used & set(_OPS) else None
 
 
-def _release(e, flag: str, v: int, depth: int) -> None:
-    e(f"tc_store_release({flag}, {v});", depth)
-
-
-def _window_head(e, u: str, flag: str, tile: str, depth: int) -> None:
+def _window_head(e, u: str, depth: int) -> None:
     """The loop over windows of 32 predecessors: lane l of warp 0 looks at the
     tile `j` = base + 1 + l before its own (lanes past the row's first tile
     read nothing and count as published: the first tile's lane is nearer)."""
@@ -261,7 +280,3 @@ def _window_mask(e, u: str, depth: int) -> None:
     window's lanes 0 .. n are combined (the farthest first) into lane 0."""
     e(f"const unsigned {u}_m = __ballot_sync(0xffffffffu, {u}_f == 2);", depth)
     e(f"const int {u}_n = {u}_m ? __ffs({u}_m) - 1 : 31;", depth)
-
-
-def _spin(e, u: str, flag: str, depth: int) -> None:
-    e(f"do {u}_f = tc_load_acquire(({flag}) - {u}_j); while ({u}_f == 0);", depth)

@@ -4,8 +4,9 @@ the CUDA code: target_cuda/scan_lookback.py).
 
 Each block is one tile of a row; its threads along x hold one element each
 (the combine of their own elements), in `value` (and `coef`: the linear
-recurrence's multiplier). The protocol, on the global buffers at the block's
-slot (slot - j is the tile j before it; tile 0 has no predecessor):
+recurrence's multiplier). The protocol, on the slot's status (its flag, the
+aggregate of flag 1, the prefix of flag 2: slot - j is the tile j before it;
+tile 0 has no predecessor):
 
 1. a tile other than 0 publishes its aggregate (the combine of its threads'
    elements, in order): aggregate[slot] (and aggregate_coef), then flags = 1;
@@ -23,9 +24,9 @@ The blocks of a batch run together: all publish their aggregates (step 1),
 the tiles 0 their prefixes, then the sim resolves the others in groups of
 four consecutive blocks, the last of a group first, so that look-backs walk
 over aggregates (what a GPU block sees while its predecessors still run) as
-well as prefixes. The packed form (scan_lookback_word_*: one uint64 word
-a slot, flag << 32 | the value's bits, the aggregate under flag 1, the prefix
-under flag 2) runs the same protocol on the words. A flag that is not 0 before
+well as prefixes. The buffers above are the slot's status words
+(schedule/scan.Lookback: flag << 32 | a 32-bit piece of the value, one to four
+words a slot), read and written as a whole. A flag that is not 0 before
 step 1 (the flags were not zero-filled, or two blocks share a slot) and a look-back that meets a tile
 which published nothing (it never ran, or runs later: a deadlock on the GPU)
 are SimErrors. Combining is in thread order, left to right (the CUDA code
@@ -41,46 +42,60 @@ from .scan import _combine
 
 _OPS = {"scan_lookback_add": "+", "scan_lookback_mul": "*", "scan_lookback_max": "max",
         "scan_lookback_min": "min", "scan_lookback_linear": "linear"}
-_WORD_OPS = {"scan_lookback_word_add": "+", "scan_lookback_word_mul": "*",
-             "scan_lookback_word_max": "max", "scan_lookback_word_min": "min"}
 GROUP = 4  # blocks resolved last-first together (module docstring)
+_M32 = np.uint64(0xFFFFFFFF)
 
 
 class _Words:
-    """The packed status words of a scan_lookback_word_* call (flag << 32 | the
-    32-bit value: the aggregate under flag 1, the prefix under flag 2) seen as
-    the flags, aggregates and prefixes the protocol reads and writes; `store`
-    packs them back."""
+    """A status buffer (schedule/scan.Lookback: `words` uint64 words a slot, flag <<
+    32 | a 32-bit piece, the value's pieces low first; the linear pair a then b) seen
+    as the flags F, aggregates G (A: the linear multipliers) and prefixes P the
+    protocol reads and writes; `store` packs them back (a prefix: (0, h))."""
 
-    def __init__(self, words, dt):
-        self.words, self.dt = words, dt
-        self.F = (words >> np.uint64(32)).astype(np.int64)
-        low = (words & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(dt)
-        self.G, self.P = low.copy(), low.copy()
+    def __init__(self, flat, dt, words: int, linear: bool):
+        self.flat, self.dt, self.linear = flat, dt, linear
+        self.n = dt.itemsize // 4  # pieces a value
+        w = flat.reshape(-1, words)
+        self.F = (w[:, 0] >> np.uint64(32)).astype(np.int64)
+        pieces = (w & _M32).astype(np.uint64)
+        vals = [self._value(pieces[:, k * self.n:(k + 1) * self.n])
+                for k in range(words // self.n)]
+        self.A = vals[0] if linear else None
+        self.G = vals[-1]
+        self.P = vals[-1].copy()
+
+    def _value(self, p):
+        if self.n == 1:
+            return p[:, 0].astype(np.uint32).view(self.dt)
+        return (p[:, 0] | (p[:, 1] << np.uint64(32))).view(self.dt)
+
+    def _pieces(self, v):
+        u = np.ascontiguousarray(v, self.dt).view(np.uint32 if self.n == 1 else np.uint64)
+        u = u.astype(np.uint64)
+        return [u] if self.n == 1 else [u & _M32, u >> np.uint64(32)]
 
     def store(self):
-        v = np.where(self.F == 2, self.P, self.G).astype(self.dt).view(np.uint32)
-        self.words[:] = (self.F.astype(np.uint64) << np.uint64(32)) | v.astype(np.uint64)
+        two = self.F == 2
+        vals = [np.where(two, self.P, self.G)]
+        if self.linear:
+            vals.insert(0, np.where(two, self.dt.type(0), self.A))
+        pieces = [x for v in vals for x in self._pieces(v)]
+        flag = self.F.astype(np.uint64) << np.uint64(32)
+        self.flat.reshape(-1, len(pieces))[:] = np.stack(
+            [np.where(self.F == 0, np.uint64(0), flag | x) for x in pieces], axis=1)
 
 
 def compile_lookback(ex, s: ir.Evaluate):
-    packed = s.call.fn in _WORD_OPS
-    op = _WORD_OPS[s.call.fn] if packed else _OPS[s.call.fn]
+    op = _OPS[s.call.fn]
     linear = op == "linear"
     args = s.call.args
-    if packed:
-        value, carry, status, tile, threads = args
-        acoef = flags = agg = prefix = None
-        local = [value, carry]
-    elif linear:
-        coef, value, carry, flags, acoef, agg, prefix, tile, threads = args
+    if linear:
+        coef, value, carry, status, tile, threads = args
         local = [coef, value, carry]
     else:
-        value, carry, flags, agg, prefix, tile, threads = args
-        acoef = None
+        value, carry, status, tile, threads = args
         local = [value, carry]
-    glob = [status] if packed else [r for r in (flags, acoef, agg, prefix) if r is not None]
-    slot_of = [ex.compile_expr(r.indices[0]) for r in glob]
+    first_of = ex.compile_expr(status.indices[0])
     tile_of, threads_of = ex.compile_expr(tile), ex.compile_expr(threads)
 
     def run(env, mask):
@@ -103,19 +118,20 @@ def compile_lookback(ex, s: ir.Evaluate):
         vals = [loc.data[:, 0].reshape(nb, bx) for loc in locs]
         dt = vals[-1].dtype
         per_block = []
-        for f in slot_of + [tile_of]:
+        for f in (first_of, tile_of):
             v = np.broadcast_to(np.asarray(f(env, None), np.int64), (ex.L,)).reshape(nb, bx)
             if (v != v[:, :1]).any():
                 raise SimError(f"kernel {ex.kname}: a multi-block scan's slot and tile must be "
                                f"the same in every thread of a block")
             per_block.append(v[:, 0])
-        arrays = [ex.flat_globals[r.buffer] for r in glob]
-        words = _Words(arrays[0], dt) if packed else None
-        if packed:
-            F, A, G, P = words.F, None, words.G, words.P
-        else:
-            F, A, G, P = (arrays[0], arrays[1], arrays[2], arrays[3]) if linear else \
-                (arrays[0], None, arrays[1], arrays[2])
+        flat = ex.flat_globals[status.buffer]
+        nwords = (2 if linear else 1) * (dt.itemsize // 4)
+        if len(flat) % nwords or (per_block[0] % nwords).any():
+            raise SimError(f"kernel {ex.kname}: a multi-block scan's status buffer "
+                           f"{status.buffer} is not {nwords} words a slot")
+        per_block[0] = per_block[0] // nwords
+        words = _Words(flat, dt, nwords, linear)
+        F, A, G, P = words.F, words.A, words.G, words.P
         slots, tiles = per_block[0], per_block[-1]
         live = range(nb) if blocks is None else [int(x) for x in np.flatnonzero(blocks)]
         f = None if linear else _combine(op, dt.kind == "f")
@@ -179,8 +195,7 @@ def compile_lookback(ex, s: ir.Evaluate):
                                    f"published prefix before it")
                 h = acc_a * p + acc_b if linear else (p if acc_b is None else f(p, acc_b))
                 publish(blk, h)
-        if words is not None:
-            words.store()
+        words.store()
         h = state[:, None]
         out = pa * h + pb if linear else np.concatenate(
             [h, f(h, inc[:, :-1])], axis=1)
@@ -195,4 +210,4 @@ def compile_lookback(ex, s: ir.Evaluate):
     return run
 
 
-RULES = {name: compile_lookback for name in (*_OPS, *_WORD_OPS)}
+RULES = {name: compile_lookback for name in _OPS}

@@ -82,18 +82,16 @@ def test_integer_scans_are_exact():
 def test_the_lowered_scan_and_its_buffers():
     text = str(tcomp.lower(scanned(recurrence("A(b, t) * O(b, t - 1) + X(b, t)")),
                            sizes={"B": 3, "T": 150}))
-    # one slot a tile of 96 of every row: 3 * ceil(149 / 96)
-    for buf in ("int32 O_1_flags[6]", "float32 O_1_aggregate[6]",
-                "float32 O_1_aggregate_coef[6]", "float32 O_1_prefix[6]"):
-        assert f"buffer temp global {buf}" in text
+    # one slot a tile of 96 of every row, 3 * ceil(149 / 96), two status words a slot
+    # (the linear pair a, b of float32)
+    assert "buffer temp global uint64 O_1_status[12]" in text
     kernel = text[text.index("kernel f_O_1"):]
     assert "grid=(2, 3, 1) block=(32, 1, 1)" in kernel
     assert "let t_o = blockIdx.x" in kernel and "let b = blockIdx.y" in kernel
     assert "if t_o == 0\n" in kernel and "O_1_carry[0] = O[b * 150]" in kernel
     assert "O_1_items[1] = O_1_coefs[1] * O_1_items[0] + O_1_items[1]" in kernel
     assert ("scan_lookback_linear(&O_1_coef[0], &O_1_scan[0], &O_1_carry[0], "
-            "&O_1_flags[b * 2 + t_o], &O_1_aggregate_coef[b * 2 + t_o], "
-            "&O_1_aggregate[b * 2 + t_o], &O_1_prefix[b * 2 + t_o], t_o, 32)") in kernel
+            "&O_1_status[b * 4 + t_o * 2], t_o, 32)") in kernel
     # the tile through shared memory: a warp's loads and stores are 32 consecutive
     # elements (e = j * 32 + t_i at stage[e + e / 32]), the items read back blocked
     assert "alloc shared float32 O_1_stage[99]" in kernel
@@ -105,23 +103,20 @@ def test_the_lowered_scan_and_its_buffers():
             "O_1_items[0]") in kernel
     assert "barrier()\n  O[b * 150 + t_o * 96 + t_i + 1] = O_1_stage[t_i]\n" in kernel
     assert kernel.count("barrier()") == 3
-    # a 32-bit combine packs flag and value in one uint64 status word a tile
+    # a 32-bit combine: one uint64 status word a tile; 64 bits: two
     prog = tcomp.lower(scanned(recurrence("O(b, t - 1) + X(b, t)")), sizes={"B": 3, "T": 150})
-    assert "O_1_status" in prog.zero_fill
-    names = {b.name for b in prog.buffers}
-    assert not names & {"O_1_flags", "O_1_aggregate", "O_1_prefix", "O_1_aggregate_coef"}
+    assert prog.zero_fill == {"O_1_status"}
     text = str(prog)
     assert "buffer temp global uint64 O_1_status[6]" in text
-    assert ("scan_lookback_word_add(&O_1_scan[0], &O_1_carry[0], &O_1_status[b * 2 + t_o], "
+    assert ("scan_lookback_add(&O_1_scan[0], &O_1_carry[0], &O_1_status[b * 2 + t_o], "
             "t_o, 32)") in text
-    # 64-bit types keep the separate buffers
     op = tcomp.op("""def f(double(B, T) X) -> (O) {
         O(b, t) = X(b, t)
         O(b, t) = O(b, t - 1) + X(b, t) where t in 1:T, ordered t
     }""")
-    prog = tcomp.lower(scanned(op), sizes={"B": 3, "T": 150})
-    assert {"O_1_flags", "O_1_aggregate", "O_1_prefix"} <= prog.zero_fill
-    assert "scan_lookback_add(" in str(prog)
+    text = str(tcomp.lower(scanned(op), sizes={"B": 3, "T": 150}))
+    assert "buffer temp global uint64 O_1_status[12]" in text
+    assert "&O_1_status[b * 4 + t_o * 2]" in text
 
 
 def test_json_replays_the_lookback_scan():
@@ -192,11 +187,13 @@ def test_a_lookback_that_meets_an_unpublished_tile_is_a_sim_error():
 
 
 def test_nvrtc_compiles_the_lookback_scans():
-    for rhs in RHS:
+    for rhs in RHS:  # double: two words a value, the linear pair four
         k = tcomp.build(scanned(recurrence(rhs, "double")), target="cuda")
-        assert k.cubin and "tc_load_acquire" in k.source
-        assert 'asm volatile("st.release.gpu.b32 [%0], %1;"' in k.source
-        assert 'asm volatile("ld.acquire.gpu.b32 %0, [%1];"' in k.source
+        w = 4 if "A(b, t) *" in rhs else 2
+        assert k.cubin and f"tc_load_words<{w}>(" in k.source
+        assert f"tc_store_words<{w}>(" in k.source
+        assert 'asm volatile("st.relaxed.gpu.b64 [%0], %1;"' in k.source
+        assert 'asm volatile("ld.relaxed.gpu.b64 %0, [%1];"' in k.source
     op = tcomp.op("""def f(bfloat16(B, T) A, bfloat16(B, T) X) -> (float32(B, T) O) {
         O(b, t) = X(b, t)
         O(b, t) = A(b, t) * O(b, t - 1) + X(b, t) where t in 1:T, ordered t
@@ -228,8 +225,8 @@ def test_emulated_lookback_over_windows_of_32_tiles(rhs, dtype):
     next window when none has one. The emulator runs blocks in order, so only
     every 40th (then 7th, 33rd) prefix is published: a tile walks back up to 40
     tiles, across a window's end; 97 tiles a row, rows serial and on blockIdx.y.
-    float32 '+' and max: packed status words; the linear pair and double: flags
-    and values apart."""
+    float32 '+' and max: one status word a tile; the linear pair and double: two
+    (each carrying the flag)."""
     op = recurrence(rhs, dtype)
     X, A = data(2, 32 * 2 * 97, 5)
     if dtype == "double":

@@ -8,9 +8,10 @@ what is tested.
 
 Only what the generated kernels of these tests use is provided (float32,
 float64, integer and bool buffers, the shuffle intrinsics, the math of <cmath>,
-__int_as_float, __longlong_as_double, __float_as_uint, __uint_as_float, the float -> integer `_rz` conversions
-with PTX cvt.rzi's saturation, float2/float4 vector casts, the release/acquire
-flags of multi-block scans as C++ atomics, __ballot_sync, __ffs).
+__int_as_float, __longlong_as_double, __double_as_longlong, __float_as_uint,
+__uint_as_float, the float -> integer `_rz` conversions
+with PTX cvt.rzi's saturation, float2/float4 vector casts, the status words
+of multi-block scans as relaxed C++ atomics, __ballot_sync, __ffs).
 """
 from __future__ import annotations
 
@@ -30,13 +31,20 @@ from tcomp.target_cuda.scan_lookback import PRELUDE as LOOKBACK_FLAGS
 # The flags of a multi-block scan (target_cuda/scan_lookback.py's PRELUDE, PTX
 # st.release / ld.acquire at gpu scope) as C++ atomics of the same order.
 EMULATED_FLAGS = r"""
-inline void tc_store_release(int* p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-inline int tc_load_acquire(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-inline void tc_store_word(unsigned long long* p, unsigned long long v) {
-  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+template <int N> inline void tc_store_words(unsigned long long* p, unsigned flag,
+                                            const unsigned* v) {
+  for (int k = 0; k < N; ++k)
+    __atomic_store_n(p + k, (unsigned long long)flag << 32 | v[k], __ATOMIC_RELAXED);
 }
-inline unsigned long long tc_load_word(const unsigned long long* p) {
-  return __atomic_load_n(p, __ATOMIC_RELAXED);
+template <int N> inline unsigned tc_load_words(const unsigned long long* p, unsigned* v) {
+  for (;;) {
+    unsigned long long w[N];
+    for (int k = 0; k < N; ++k) w[k] = __atomic_load_n(p + k, __ATOMIC_RELAXED);
+    unsigned f = (unsigned)(w[0] >> 32);
+    bool one = f != 0;
+    for (int k = 1; k < N; ++k) one = one && (unsigned)(w[k] >> 32) == f;
+    if (one) { for (int k = 0; k < N; ++k) v[k] = (unsigned)w[k]; return f; }
+  }
 }"""
 
 # The same, but a tile's prefix (flag 2) is published only by every `every`-th tile
@@ -44,21 +52,14 @@ inline unsigned long long tc_load_word(const unsigned long long* p) {
 # look-back walks back up to `every` tiles (blocks run in order here: otherwise
 # it always finds its predecessor's prefix). Tile 0 of a row (no flag 1 before
 # its 2) always publishes.
-SPARSE_FLAGS = r"""
-static int tc_prefixes = 0;
-inline void tc_store_release(int* p, int v) {
-  if (v == 2 && __atomic_load_n(p, __ATOMIC_RELAXED) == 1 && ++tc_prefixes % EVERY != 0) return;
-  __atomic_store_n(p, v, __ATOMIC_RELEASE);
-}
-inline int tc_load_acquire(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-inline void tc_store_word(unsigned long long* p, unsigned long long v) {
-  if ((v >> 32) == 2 && (__atomic_load_n(p, __ATOMIC_RELAXED) >> 32) == 1 &&
-      ++tc_prefixes % EVERY != 0) return;  // (the aggregate word stays)
-  __atomic_store_n(p, v, __ATOMIC_RELAXED);
-}
-inline unsigned long long tc_load_word(const unsigned long long* p) {
-  return __atomic_load_n(p, __ATOMIC_RELAXED);
-}"""
+SPARSE_FLAGS = EMULATED_FLAGS.replace("""template <int N> inline void tc_store_words(unsigned long long* p, unsigned flag,
+                                            const unsigned* v) {
+  for (int k = 0; k < N; ++k)""", """static int tc_prefixes = 0;
+template <int N> inline void tc_store_words(unsigned long long* p, unsigned flag,
+                                            const unsigned* v) {
+  if (flag == 2 && (__atomic_load_n(p, __ATOMIC_RELAXED) >> 32) == 1 &&
+      ++tc_prefixes % EVERY != 0) return;  // (the aggregate's words stay)
+  for (int k = 0; k < N; ++k)""")
 
 HAVE_CXX = shutil.which("g++") is not None
 
@@ -110,6 +111,7 @@ static thread_local int tc_my_lane;
 inline void __syncthreads() { tc_block_barrier->arrive_and_wait(); }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
+inline long long __double_as_longlong(double f) { long long i; std::memcpy(&i, &f, 8); return i; }
 inline unsigned __float_as_uint(float f) { unsigned i; std::memcpy(&i, &f, 4); return i; }
 inline float __uint_as_float(unsigned i) { float f; std::memcpy(&f, &i, 4); return f; }
 // PTX cvt.rzi: toward zero, clamped to the type's range, NaN -> 0 (lo: the
