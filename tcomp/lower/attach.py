@@ -82,7 +82,7 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
         # compute the reader's cache elsewhere to make it smaller)
         reg = None
     if pst.scope == "global" and cst.definition.tensor == pd.tensor:
-        _check_in_place(reg, cst, pname, cname, level)
+        _check_in_place(reg, cst, pname, cname, level, info)
     domain = {}
     for v in pd.reduce:
         lo, hi = pd.ranges[v]
@@ -177,7 +177,7 @@ def _through_views(domain: dict, views: dict, skip: str, sched=None) -> dict:
             for v, (lo, n) in domain.items()}
 
 
-def _check_in_place(reg, cst, pname, cname, level) -> None:
+def _check_in_place(reg, cst, pname, cname, level, info) -> None:
     """A stage computed at a loop of a statement that updates its tensor in place
     (`O(j, k) = f(O(j, k))`, the tensor's next writer) is computed again in every
     iteration of that loop: its region there must be known (what the statement
@@ -194,8 +194,31 @@ def _check_in_place(reg, cst, pname, cname, level) -> None:
             f"over the elements earlier iterations updated): compute '{pname}' at root, "
             f"or split the loops of '{cname}' by constant factors (`factor=`) so that "
             f"its region is known")
-    # (A known region is the updated one: compute_at refuses a statement that updates
-    # an element from others, primitives_compute.py.)
+    # A known region is the bounding box of what the statement updates at the loop
+    # (compute_at refuses a statement that updates an element from others,
+    # primitives_compute.py); where the loops inside stride over the tensor, the box
+    # holds elements other iterations update, which computing it again would undo
+    # (seed 8 pair 22374: O.1's m split by 3 and m_o moved inside, O computed at m_i
+    # over m_i .. m_i + 3 while O.1 updates m_i and m_i + 3 there: O[3], updated at
+    # m_i = 0, recomputed at m_i = 1). So each dimension's width must be at most the
+    # number of points the loops inside give its index (constant widths; known
+    # exactly or refused).
+    inner = {info.loopvar[leaf]: info.ext[leaf] for leaf in cst.leaves[level + 1:]}
+    for k, v in enumerate(cst.definition.spatial):
+        width = simplify_expr(add(sub(reg[k][1], reg[k][0]), ir.const(1)))
+        count = ir.const(1)
+        for var in sorted(free_vars(info.index[v]) & set(inner)):
+            count = ir.Bin("*", count, inner[var], ir.int32)
+        over = simplify_expr(sub(width, count))
+        if isinstance(over, ir.Imm) and over.value <= 0:
+            continue
+        raise LoweringError(
+            f"stage '{pname}' is computed at {at}, where '{cname}' updates "
+            f"'{cst.definition.tensor}' in place, but its region there along dimension {k} "
+            f"({show(width)} elements) is wider than what '{cname}' updates in one "
+            f"iteration of {at} (the loops inside it stride over the tensor): computing it "
+            f"again would undo what other iterations updated; compute '{pname}' at root, "
+            f"or at a loop whose inner loops cover a contiguous block")
 
 
 def _loads(*exprs) -> bool:

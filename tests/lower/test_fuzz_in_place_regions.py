@@ -87,3 +87,31 @@ def test_a_tail_iteration_computes_no_region_for_an_overwriting_statement():
     X = np.zeros(3, np.float32)
     got = tcomp.build(s, "sim", sizes=sizes)(A, Y, X)
     np.testing.assert_array_equal(got, tcomp.evaluate(op, A, Y, X))
+
+
+def test_a_strided_region_at_an_in_place_update_is_refused():
+    """Seed 8 pair 22374: `O` computed at O.1's `m`, then `m` split by 3 and `m_o`
+    moved inside `k`: at `m_i` the region of `O` is the box m_i .. m_i + 3, but O.1
+    updates only m_i and m_i + 3 there; O[3], updated at m_i = 0, was computed again
+    at m_i = 1 (2 of 5 elements wrong on the sim). Refused, naming the dimension."""
+    op = tcomp.op("""def f(int8(K, K) X, int16(N, N) A) -> (bool(K, N) O) {
+    O(k, n) = X(k, k) > A(n, n)
+    O(m, k) max= bool(X(m, 0)) where k in 0:N
+}""")
+    s = tcomp.Schedule.from_json(op, json.dumps({"tcomp_schedule": 1, "directives": [
+        {"kind": "ComputeAt", "stage": "O", "target": "O.1", "axis": "m"},
+        {"kind": "Split", "stage": "O.1", "axis": "m", "factor": 3, "nparts": None},
+        {"kind": "Reorder", "stage": "O.1", "axes": ["k", "m_o"]}]}))
+    with pytest.raises(tcomp.LoweringError, match=r"^stage 'O' is computed at 'O.1.m_i', "
+                       r"where 'O.1' updates 'O' in place, but its region there along "
+                       r"dimension 0 \(4 elements\) is wider than what 'O.1' updates"):
+        tcomp.lower(s, sizes={"K": 5, "N": 1})
+    # without the reorder the loops inside m_o .. cover a block: it runs
+    s = tcomp.Schedule.from_json(op, json.dumps({"tcomp_schedule": 1, "directives": [
+        {"kind": "ComputeAt", "stage": "O", "target": "O.1", "axis": "m"},
+        {"kind": "Split", "stage": "O.1", "axis": "m", "factor": 3, "nparts": None}]}))
+    rng = np.random.default_rng(3)
+    X = rng.integers(-3, 3, (5, 5)).astype(np.int8)
+    A = rng.integers(-3, 3, (1, 1)).astype(np.int16)
+    np.testing.assert_array_equal(tcomp.build(s, "sim", sizes={"K": 5, "N": 1})(X, A),
+                                  tcomp.evaluate(op, X, A))
