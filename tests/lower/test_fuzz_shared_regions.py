@@ -150,3 +150,24 @@ def test_a_global_stage_computed_the_same_in_every_block_is_refused():
     Y = np.array([5.0], np.float32)
     np.testing.assert_array_equal(tcomp.build(shared, "sim", sizes={"N": 1, "M": 2})(A, X, Y),
                                   tcomp.evaluate(op, A, X, Y))
+
+
+def test_a_pipelined_shared_copy_of_a_shared_copy_at_the_loop_is_refused():
+    """Seed 8 pair 27815: a shared copy of a shared copy, both computed at the
+    pipelined loop: the second one's prefetch for the next iteration read the
+    first one's buffer before it was filled (the sim: a read of shared memory no
+    thread wrote; the GPU would read stale data). Refused, as a non-shared stage
+    computed at the loop already was."""
+    op = tcomp.op("""def f(float(N, N) X) -> (O) {
+    O(t) = X(t, t) + 1.0
+}""")
+    s = tcomp.Schedule.from_json(op, json.dumps({"tcomp_schedule": 1, "directives": [
+        {"kind": "Pipeline", "stage": "O", "axis": "t", "stages": 2},
+        {"kind": "CacheRead", "tensor": "X", "scope": "shared", "readers": ["O"]},
+        {"kind": "ComputeAt", "stage": "X.shared", "target": "O", "axis": "t"},
+        {"kind": "CacheRead", "tensor": "X_shared", "scope": "shared", "readers": ["O"]},
+        {"kind": "ComputeAt", "stage": "X_shared.shared", "target": "O", "axis": "t"}]}))
+    with pytest.raises(tcomp.LoweringError, match=r"pipeline on 't' runs the copy "
+                       r"'X_shared.shared' ahead of the loop's compute, but it reads "
+                       r"'X_shared', which 'X.shared' computes at that loop"):
+        tcomp.lower(s, sizes={"N": 3})
