@@ -323,6 +323,11 @@ class _Compact(Rewriter):
         self.lets: dict = {}
         self.lanes: dict = {}
 
+    def expr(self, e: ir.Expr) -> ir.Expr:
+        if not ir.loaded(e):
+            return e  # no load to compact below (kept on the node: ir.loaded)
+        return Rewriter.expr(self, e)
+
     def slot(self, name, indices):
         """The compact subscript of one access (its lanes kept)."""
         plan = self.plans[name]

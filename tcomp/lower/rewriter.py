@@ -190,12 +190,19 @@ class Substitute(Rewriter):
     def expr(self, e: ir.Expr) -> ir.Expr:
         if type(e) is ir.Var:
             return self.mapping.get(e.name, e)
+        if ir.free_vars(e).isdisjoint(self.mapping):
+            return e  # no variable to replace below (kept on the node: ir.free_vars)
         hit = self._done.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
         out = Rewriter.expr(self, e)
         self._done[id(e)] = (e, out)
         return out
+
+    def stmt(self, s: ir.Stmt) -> ir.Stmt:
+        if ir.free_vars(s).isdisjoint(self.mapping):
+            return s
+        return Rewriter.stmt(self, s)
 
     def expr_Var(self, e: ir.Var) -> ir.Expr:
         return self.mapping.get(e.name, e)
