@@ -33,7 +33,7 @@ def _remember_hash(cls: type) -> None:
         lambda x, _g=operator.attrgetter(*names): (_g(x),)) if names else (lambda x: ())
 
     def __hash__(self, _set=object.__setattr__):
-        h = self.__dict__.get("_hash")
+        h = self._hash
         if h is None:
             h = hash(get(self))
             _set(self, "_hash", h)
@@ -63,7 +63,7 @@ def plain(e) -> bool:
     type, a bool of the bool type, or a float of a float type that is
     neither NaN nor -0.0 (equal such constants print alike). Kept on the
     node, like its hash."""
-    p = e.__dict__.get("_plain")
+    p = e._plain
     if p is None:
         if type(e) is Imm:
             v, dt = e.value, e.dtype
@@ -85,6 +85,10 @@ def plain(e) -> bool:
 
 for _base in (Expr, Stmt):
     _base.__getstate__ = _node_state
+    # what is remembered on a node reads as None until it is set on the node itself (an
+    # attribute read: cheaper than asking the node's __dict__, on every hash and walk)
+    for _name in _REMEMBERED:
+        setattr(_base, _name, None)
     for _cls in _base.__subclasses__():
         _remember_hash(_cls)
 
@@ -237,7 +241,7 @@ def free_vars(e) -> frozenset[str]:
     """The names of the Var nodes under `e` (a frozenset). Kept on the node,
     like its hash: passes ask about the same subexpressions again and again
     (every atom of every subscript, every guard), and trees share subtrees."""
-    f = e.__dict__.get("_free")
+    f = e._free
     if f is None:
         if isinstance(e, Var):
             f = frozenset((e.name,))
@@ -256,7 +260,7 @@ def free_vars(e) -> frozenset[str]:
 def loaded(e) -> frozenset[str]:
     """The buffers of the Load nodes under `e` (itself included), kept on the
     node like `free_vars`."""
-    f = e.__dict__.get("_loaded")
+    f = e._loaded
     if f is None:
         cs = children(e)
         if not cs:
@@ -273,9 +277,14 @@ def loaded(e) -> frozenset[str]:
 
 def has_ref(e) -> bool:
     """Whether a Ref node is under `e` (itself included), kept on the node."""
-    f = e.__dict__.get("_has_ref")
+    f = e._has_ref
     if f is None:
-        f = isinstance(e, Ref) or any(has_ref(c) for c in children(e))
+        f = isinstance(e, Ref)
+        if not f:
+            for c in children(e):
+                if has_ref(c):
+                    f = True
+                    break
         object.__setattr__(e, "_has_ref", f)
     return f
 
