@@ -341,7 +341,8 @@ class _Compact(Rewriter):
 
     def stmt_Let(self, s):
         value = substitute(s.value, {v: e for v, e in self.lets.items() if e is not None})
-        ok = all(_is_invariant(v, self.scan.sizes) for v in ir.free_vars(value)) and not ir.loaded(value)
+        ok = all(_is_invariant(v, self.scan.sizes) for v in ir.free_vars(value)) and \
+            not ir.loaded(value)
         saved = self.lets
         self.lets = {**saved, s.var: value if ok else None}
         try:
