@@ -4,7 +4,7 @@ row_schedules.py) and the issue's new ones (group norm, depthwise conv,
 batched GEMM, stencil, SwiGLU, add + RMSNorm, GEMM + bias + GELU).
 
     PYTHONPATH=. python3 bench/auto_time.py [--only NAME,...] [--reps 1]
-                                            [--profile DIR] [--no-check]
+                                            [--profile DIR] [--no-check] [--calls]
 
 Prints the CPU cost of the process's first call (imports, on a one-line
 op), then, per op, the CPU seconds of `tcomp.search.auto.choose` (process
@@ -12,8 +12,12 @@ time, so that other jobs on a shared machine inflate it less): its first
 call on that op and the median of `--reps` calls (each on a freshly parsed
 Op; lowering's shared caches stay warm after the first), the wall seconds, the sketch chosen and how many
 candidates were ranked, then the slowest op. `--profile DIR` writes a
-cProfile (pstats format) per op into DIR. Run it on an idle machine: this
-is a measurement, not a test (tests/search/test_auto_choices.py pins what is
+cProfile (pstats format) per op into DIR. `--calls` adds a column: the
+Python function calls of the first call (cProfile's count; lowering's shared
+simplifier caches emptied before it), a count that, unlike the seconds, does
+not depend on what else the machine runs: compare it before and after a
+change on a shared machine. Run it on an idle machine: this is a
+measurement, not a test (tests/search/test_auto_choices.py pins what is
 chosen).
 """
 from __future__ import annotations
@@ -96,7 +100,8 @@ OPS = {
 }
 
 
-def time_one(name: str, reps: int, check: bool, prof_dir: str | None) -> dict:
+def time_one(name: str, reps: int, check: bool, prof_dir: str | None,
+             calls: bool = False) -> dict:
     src, sizes, target = OPS[name]
     cpu, wall, choice = [], [], None
     for r in range(reps):
@@ -111,10 +116,24 @@ def time_one(name: str, reps: int, check: bool, prof_dir: str | None) -> dict:
             prof.dump_stats(os.path.join(prof_dir, f"{name}.prof"))
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
+    count = _calls(src, sizes, target, check) if calls else None  # (after: timed cold)
     return dict(name=name, cpu_s=statistics.median(cpu), first_cpu_s=cpu[0],
-                wall_s=statistics.median(wall),
+                wall_s=statistics.median(wall), calls=count,
                 sketch=choice.sketch, candidates=choice.candidates,
                 estimate_ms=choice.estimate_ms)
+
+
+def _calls(src, sizes, target, check) -> int:
+    """The function calls of one choice on a fresh Op, with lowering's shared
+    simplifier caches emptied first (as in a first call)."""
+    import pstats
+    from tcomp.lower import simplify
+    simplify._SHARED.clear()
+    prof = cProfile.Profile()
+    prof.enable()
+    auto.choose(tcomp.op(src), sizes, target, check=check)
+    prof.disable()
+    return pstats.Stats(prof).total_calls
 
 
 def main(argv=None) -> int:
@@ -123,6 +142,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--profile", default=None, help="a folder for one cProfile per op")
     ap.add_argument("--no-check", action="store_true", help="auto_schedule's check=False")
+    ap.add_argument("--calls", action="store_true",
+                    help="also count the function calls of one choice per op (cProfile)")
     a = ap.parse_args(argv)
     names = [n for n in a.only.split(",") if n] or list(OPS)
     unknown = [n for n in names if n not in OPS]
@@ -134,18 +155,22 @@ def main(argv=None) -> int:
     auto.choose(tcomp.op("def warm(float(N) X) -> (O) { O(i) = X(i) + 1 }"), {"N": 64})
     print(f"first call of the process (imports; a one-line op): "
           f"{time.process_time() - c0:.2f} s CPU")
-    print(f"{'op':<26} {'first':>6} {'cpu s':>6} {'wall s':>6}  {'cands':>5}  sketch")
+    calls = f" {'calls':>7}" if a.calls else ""
+    print(f"{'op':<26} {'first':>6} {'cpu s':>6} {'wall s':>6}{calls}  {'cands':>5}  sketch")
     rows = []
     for n in names:
-        row = time_one(n, a.reps, not a.no_check, a.profile)
+        row = time_one(n, a.reps, not a.no_check, a.profile, a.calls)
         rows.append(row)
-        print(f"{n:<26} {row['first_cpu_s']:6.2f} {row['cpu_s']:6.2f} {row['wall_s']:6.2f}  "
-              f"{row['candidates']:5d}  "
+        calls = f" {row['calls'] / 1e6:6.2f}M" if a.calls else ""
+        print(f"{n:<26} {row['first_cpu_s']:6.2f} {row['cpu_s']:6.2f} {row['wall_s']:6.2f}"
+              f"{calls}  {row['candidates']:5d}  "
               f"{row['sketch']}", flush=True)
     worst = max(rows, key=lambda r: r["cpu_s"])
     over = [r["name"] for r in rows if r["cpu_s"] > 1.0]
     print(f"slowest: {worst['name']} {worst['cpu_s']:.2f} s CPU; over 1 s: "
           f"{', '.join(over) or 'none'}")
+    if a.calls:
+        print(f"function calls, all ops: {sum(r['calls'] for r in rows) / 1e6:.2f}M")
     return 0
 
 

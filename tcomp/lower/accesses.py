@@ -55,6 +55,12 @@ def _collect(node, reads, writes, free, bound) -> None:
             continue
         if t is ir.Imm:
             continue
+        if isinstance(x, ir.Expr) and not ir.has_ref(x):
+            # an expression without references: its loads and variables, as kept on
+            # the node (ir.loaded, ir.free_vars; expressions bind no variables)
+            reads |= ir.loaded(x)
+            free.update(ir.free_vars(x) - bound if bound else ir.free_vars(x))
+            continue
         key = (id(x), bound)
         if key in seen:
             continue

@@ -222,7 +222,7 @@ def _check_in_place(reg, cst, pname, cname, level, info) -> None:
 
 
 def _loads(*exprs) -> bool:
-    return any(isinstance(x, ir.Load) for e in exprs for x in ir.walk_expr(e))
+    return any(ir.loaded(e) for e in exprs)
 
 
 def _fixed_width(reg, reads, vary, pname, cname, cst, level, info, b):

@@ -17,8 +17,6 @@ def _b(op, a, b):
 
 def interval(e: ir.Expr, vary: dict[str, tuple[ir.Expr, ir.Expr]]):
     if not (ir.free_vars(e) & set(vary)):
-        if any(isinstance(x, ir.Load) for x in ir.walk_expr(e)):
-            return (e, e)
         return (e, e)
     if isinstance(e, ir.Var):
         return vary[e.name]

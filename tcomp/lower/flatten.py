@@ -49,6 +49,11 @@ class _Flatten(Rewriter):
         # in-chunk part is read from); `simp` keeps row-major offsets as they were
         self.scoped = scoped
 
+    def expr(self, e: ir.Expr) -> ir.Expr:
+        if not (ir.loaded(e) or ir.has_ref(e)):
+            return e  # nothing to flatten below (kept on the node: ir.loaded, ir.has_ref)
+        return Rewriter.expr(self, e)
+
     def stmt_For(self, s: ir.For) -> ir.Stmt:
         saved = self.scoped.enter_loop(s.var, s.lo, s.extent)
         out = self.generic_stmt(s)

@@ -10,7 +10,7 @@ import operator
 import typing
 from dataclasses import fields
 
-from .ir import Expr, Imm, Stmt, Var
+from .ir import Expr, Imm, Load, Ref, Stmt, Var
 
 
 # ------------------------------------------------------------------ hashing
@@ -33,7 +33,7 @@ def _remember_hash(cls: type) -> None:
         lambda x, _g=operator.attrgetter(*names): (_g(x),)) if names else (lambda x: ())
 
     def __hash__(self, _set=object.__setattr__):
-        h = self.__dict__.get("_hash")
+        h = self._hash
         if h is None:
             h = hash(get(self))
             _set(self, "_hash", h)
@@ -47,12 +47,12 @@ def _node_state(self) -> dict:
     """Pickled/copied state of a node: its fields, without what is remembered
     on it (`_hash`, `_plain`)."""
     state = self.__dict__
-    if "_hash" in state or "_plain" in state:
+    if any(k in state for k in _REMEMBERED):
         state = {k: v for k, v in state.items() if k not in _REMEMBERED}
     return state
 
 
-_REMEMBERED = ("_hash", "_plain")
+_REMEMBERED = ("_hash", "_plain", "_free", "_loaded", "_has_ref")
 
 
 def plain(e) -> bool:
@@ -63,7 +63,7 @@ def plain(e) -> bool:
     type, a bool of the bool type, or a float of a float type that is
     neither NaN nor -0.0 (equal such constants print alike). Kept on the
     node, like its hash."""
-    p = e.__dict__.get("_plain")
+    p = e._plain
     if p is None:
         if type(e) is Imm:
             v, dt = e.value, e.dtype
@@ -85,6 +85,10 @@ def plain(e) -> bool:
 
 for _base in (Expr, Stmt):
     _base.__getstate__ = _node_state
+    # what is remembered on a node reads as None until it is set on the node itself (an
+    # attribute read: cheaper than asking the node's __dict__, on every hash and walk)
+    for _name in _REMEMBERED:
+        setattr(_base, _name, None)
     for _cls in _base.__subclasses__():
         _remember_hash(_cls)
 
@@ -116,19 +120,55 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 def children(node) -> tuple:
     """The Expr and Stmt children of any node, in field order (tuple fields
     contribute their elements; an absent optional child, None, is skipped)."""
-    names = _CHILD_FIELDS.get(type(node))
-    if names is None:
-        names = child_fields(type(node))
+    fn = _CHILDREN.get(type(node))
+    if fn is None:
+        fn = _children_fn(type(node))
+    return fn(node)
+
+
+def _children_fn(cls: type):
+    """The function that gives the children of a `cls` node (`children`),
+    made once per class from its child fields: every traversal asks for
+    every node, and reading the fields through one attrgetter call (a class
+    whose child fields are all single nodes, or one tuple) took a third of
+    the time the general loop over the fields did. A class with an optional
+    field, or a tuple beside other fields, gets the general loop."""
+    names = child_fields(cls)
+    hints = typing.get_type_hints(cls) if names else {}
+
+    def shape(name):
+        h = hints[name]
+        if typing.get_origin(h) is tuple:
+            return "tuple"
+        return "node" if isinstance(h, type) and issubclass(h, (Expr, Stmt)) else "other"
+
+    shapes = [shape(n) for n in names]
     if not names:
-        return ()
-    out = []
-    for name in names:
-        v = getattr(node, name)
-        if isinstance(v, tuple):
-            out.extend(v)
-        elif v is not None:
-            out.append(v)
-    return tuple(out)
+        fn = _no_children
+    elif shapes == ["tuple"]:
+        fn = operator.attrgetter(names[0])
+    elif all(sh == "node" for sh in shapes):
+        fn = (operator.attrgetter(*names) if len(names) > 1 else
+              (lambda x, _g=operator.attrgetter(names[0]): (_g(x),)))
+    else:
+        def fn(x, _names=names):
+            out = []
+            for name in _names:
+                v = getattr(x, name)
+                if isinstance(v, tuple):
+                    out.extend(v)
+                elif v is not None:
+                    out.append(v)
+            return tuple(out)
+    _CHILDREN[cls] = fn
+    return fn
+
+
+def _no_children(x) -> tuple:
+    return ()
+
+
+_CHILDREN: dict = {}  # node class -> the function giving a node's children (_children_fn)
 
 
 def rebuild(node, changes: dict):
@@ -155,9 +195,28 @@ def walk_expr(e: Expr):
     """Every node of an expression (pre-order; children pushed on a stack, so
     the last child's subtree comes first)."""
     stack = [e]
+    get = _CHILDREN.get
     while stack:
         x = stack.pop()
         yield x
+        fn = get(type(x))
+        if fn is None:
+            fn = _children_fn(type(x))
+        stack.extend(fn(x))
+
+
+def memory_nodes(e: Expr):
+    """The Load and Ref nodes of `walk_expr(e)`, in its order: subtrees that
+    hold none (`loaded(x)` empty and no Ref: most index arithmetic) are not
+    entered."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is Load or t is Ref:
+            yield x
+        elif not (loaded(x) or has_ref(x)):
+            continue
         stack.extend(children(x))
 
 
@@ -178,8 +237,59 @@ def walk(node):
         stack.extend(reversed(children(x)))
 
 
-def free_vars(e: Expr) -> set[str]:
-    return {x.name for x in walk_expr(e) if isinstance(x, Var)}
+def free_vars(e) -> frozenset[str]:
+    """The names of the Var nodes under `e` (a frozenset). Kept on the node,
+    like its hash: passes ask about the same subexpressions again and again
+    (every atom of every subscript, every guard), and trees share subtrees."""
+    f = e._free
+    if f is None:
+        if isinstance(e, Var):
+            f = frozenset((e.name,))
+        else:
+            cs = children(e)
+            if not cs:
+                f = _NONE
+            elif len(cs) == 1:
+                f = free_vars(cs[0])
+            else:
+                f = frozenset().union(*[free_vars(c) for c in cs])
+        object.__setattr__(e, "_free", f)
+    return f
+
+
+def loaded(e) -> frozenset[str]:
+    """The buffers of the Load nodes under `e` (itself included), kept on the
+    node like `free_vars`."""
+    f = e._loaded
+    if f is None:
+        cs = children(e)
+        if not cs:
+            f = _NONE
+        elif len(cs) == 1:
+            f = loaded(cs[0])
+        else:
+            f = frozenset().union(*[loaded(c) for c in cs])
+        if isinstance(e, Load):
+            f = f | {e.buffer}
+        object.__setattr__(e, "_loaded", f)
+    return f
+
+
+def has_ref(e) -> bool:
+    """Whether a Ref node is under `e` (itself included), kept on the node."""
+    f = e._has_ref
+    if f is None:
+        f = isinstance(e, Ref)
+        if not f:
+            for c in children(e):
+                if has_ref(c):
+                    f = True
+                    break
+        object.__setattr__(e, "_has_ref", f)
+    return f
+
+
+_NONE: frozenset = frozenset()
 
 
 def identity(op: str, dt) -> Imm:

@@ -142,8 +142,7 @@ class _Scan:
             self.exprs((s.value,), lets, lanes)
             value = substitute(s.value, self.known(lets))
             ok = all(_is_invariant(v, self.sizes) or v in self.copies
-                     for v in ir.free_vars(value)) and not any(
-                isinstance(x, ir.Load) for x in ir.walk_expr(value))
+                     for v in ir.free_vars(value)) and not ir.loaded(value)
             self.stmt(s.body, {**lets, s.var: value if ok else None}, lanes)
             return
         if isinstance(s, ir.For):
@@ -182,7 +181,7 @@ class _Scan:
 
     def exprs(self, es, lets, lanes):
         for e in es:
-            for x in ir.walk_expr(e):
+            for x in ir.memory_nodes(e):
                 if isinstance(x, ir.Load):
                     self.access(x.buffer, x.indices, "read", lets, lanes)
                 elif isinstance(x, ir.Ref):
@@ -211,8 +210,7 @@ class _Scan:
                 lane_terms.append((atom.name, coef, lanes[atom.name]))
             elif isinstance(atom, ir.Var) and atom.name in self.copies:
                 copy_terms.append((atom.name, coef, *self.copies[atom.name]))
-            elif names and all(_is_invariant(v, self.sizes) for v in names) and not any(
-                    isinstance(x, ir.Load) for x in ir.walk_expr(atom)):
+            elif names and all(_is_invariant(v, self.sizes) for v in names) and not ir.loaded(atom):
                 offset = offset.add(Linear({atom: coef}))
             else:  # a serial loop's variable, a varying let, a lane inside a product, ...
                 return _Access(kind, indices, None)
@@ -325,6 +323,11 @@ class _Compact(Rewriter):
         self.lets: dict = {}
         self.lanes: dict = {}
 
+    def expr(self, e: ir.Expr) -> ir.Expr:
+        if not ir.loaded(e):
+            return e  # no load to compact below (kept on the node: ir.loaded)
+        return Rewriter.expr(self, e)
+
     def slot(self, name, indices):
         """The compact subscript of one access (its lanes kept)."""
         plan = self.plans[name]
@@ -338,8 +341,8 @@ class _Compact(Rewriter):
 
     def stmt_Let(self, s):
         value = substitute(s.value, {v: e for v, e in self.lets.items() if e is not None})
-        ok = all(_is_invariant(v, self.scan.sizes) for v in ir.free_vars(value)) and not any(
-            isinstance(x, ir.Load) for x in ir.walk_expr(value))
+        ok = all(_is_invariant(v, self.scan.sizes) for v in ir.free_vars(value)) and \
+            not ir.loaded(value)
         saved = self.lets
         self.lets = {**saved, s.var: value if ok else None}
         try:

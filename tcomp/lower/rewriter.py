@@ -190,12 +190,19 @@ class Substitute(Rewriter):
     def expr(self, e: ir.Expr) -> ir.Expr:
         if type(e) is ir.Var:
             return self.mapping.get(e.name, e)
+        if ir.free_vars(e).isdisjoint(self.mapping):
+            return e  # no variable to replace below (kept on the node: ir.free_vars)
         hit = self._done.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
         out = Rewriter.expr(self, e)
         self._done[id(e)] = (e, out)
         return out
+
+    def stmt(self, s: ir.Stmt) -> ir.Stmt:
+        if ir.free_vars(s).isdisjoint(self.mapping):
+            return s
+        return Rewriter.stmt(self, s)
 
     def expr_Var(self, e: ir.Var) -> ir.Expr:
         return self.mapping.get(e.name, e)
@@ -211,7 +218,54 @@ def substitute(node, mapping: dict[str, ir.Expr]):
 def walk_stmts(s: ir.Stmt):
     """Pre-order traversal of statements (an If's then-branch before its else)."""
     stack = [s]
+    get = _STMT_CHILDREN.get
     while stack:
         x = stack.pop()
         yield x
-        stack.extend(c for c in reversed(ir.children(x)) if isinstance(c, ir.Stmt))
+        fn = get(type(x))
+        if fn is None:
+            fn = _stmt_children_fn(type(x))
+        stack.extend(fn(x))
+
+
+def _stmt_children_fn(cls: type):
+    """The function giving the statement children of a `cls` node, last
+    first (walk_stmts pushes them): made once per class from the fields whose
+    declared type holds statements, so that a walk over the statements does
+    not read (and test) the expressions of every node."""
+    import typing
+    hints = typing.get_type_hints(cls)
+    names = [n for n in ir.child_fields(cls) if _holds_stmts(hints[n])]
+    if not names:
+        fn = _no_stmts
+    elif len(names) == 1 and isinstance(hints[names[0]], type):
+        def fn(x, _n=names[0]):
+            v = getattr(x, _n)
+            return (v,) if v is not None else ()
+    else:
+        def fn(x, _names=names):
+            out = []
+            for name in _names:
+                v = getattr(x, name)
+                if isinstance(v, tuple):
+                    out.extend(c for c in v if isinstance(c, ir.Stmt))
+                elif isinstance(v, ir.Stmt):
+                    out.append(v)
+            out.reverse()
+            return out
+    _STMT_CHILDREN[cls] = fn
+    return fn
+
+
+def _holds_stmts(hint) -> bool:
+    import typing
+    if isinstance(hint, type):
+        return issubclass(hint, ir.Stmt)
+    return any(_holds_stmts(a) for a in typing.get_args(hint))
+
+
+def _no_stmts(x) -> tuple:
+    return ()
+
+
+_STMT_CHILDREN: dict = {}  # node class -> its statement children, last first

@@ -74,7 +74,10 @@ class Simplifier(DivmodBitwise, Rewriter):
         if fn is _leaf:
             return e
         memo = self._memo
-        if ir.plain(e):
+        p = e._plain  # (ir.plain, kept on the node: read here first, as on every node)
+        if p is None:
+            p = ir.plain(e)
+        if p:
             out = memo.get(e)
             if out is None:
                 out = memo[e] = fn(self, e)

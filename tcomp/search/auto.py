@@ -39,6 +39,8 @@ records, passed as `records=`, win.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from dataclasses import dataclass, field
 
@@ -94,6 +96,30 @@ def choose(op: Op, sizes: dict | None = None, target: str = "cuda", *, records=N
            candidates: int = 24, check: bool = True, seed: int | None = None,
            specialize: bool = True) -> AutoChoice:
     """`auto_schedule` with its reasons: the AutoChoice."""
+    with paused_gc():
+        return _choose(op, sizes, target, records, candidates, check, seed, specialize)
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """The cyclic garbage collector off for the duration (as it was, after).
+    A choice builds and drops hundreds of thousands of IR nodes: acyclic
+    trees that reference counting frees as they go. With the collector on,
+    that allocation triggers its collections, the oldest generation's a walk
+    of the whole heap, which find nothing to free and took 10-20% of
+    auto_schedule's CPU time (bench/auto_time.py; the sim's compile pauses it
+    for the same reason, target_sim/executor.py). What cycles a choice leaves
+    are collected at the next collection after it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _choose(op, sizes, target, records, candidates, check, seed, specialize) -> AutoChoice:
     from .space import Space
     from . import features as F
     t0 = time.perf_counter()

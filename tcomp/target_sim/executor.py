@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import math
 import weakref
 
 import numpy as np
@@ -151,7 +152,7 @@ class _Launch(Memory, ScatterOps, Expressions):
         shape = self.local_shapes.get(name)
         if shape is None:
             return None
-        size = int(np.prod(shape, dtype=np.int64))
+        size = math.prod(shape)  # (a constant shape of Python ints)
         if len(key) == 1 and len(shape) != 1:
             return key[0] if 0 <= key[0] < size else None
         if len(key) != len(shape) or not all(0 <= i < n for i, n in zip(key, shape)):

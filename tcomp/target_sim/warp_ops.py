@@ -140,6 +140,12 @@ def _ldmatrix(launch, call: ir.Call):
     dst, didx = _ref(launch, call.args[0], f"{fn} destination")
     src, sidx = _ref(launch, call.args[1], f"{fn} source")
     n = 2 * count
+    # per element e of the result: (the lane that gave the row address, the column in
+    # that row) for each lane of a warp; fixed by the instruction, so worked out once
+    # here rather than per run (evaluating the layout for every lane took most of a
+    # tensor-core kernel's sim time)
+    sources = [tuple(np.array(x) for x in zip(*(ldmatrix_source(l, e, trans)
+                                                 for l in range(WARP)))) for e in range(n)]
 
     def run(env, mask):
         warps = _warps(launch, mask, fn)
@@ -164,10 +170,9 @@ def _ldmatrix(launch, call: ir.Call):
                            f"{int(addr[lane])} of {src}, not 16-byte aligned")
         base = launch.lane - launch.lane % WARP
         out = np.empty((launch.L, n), hs.buf.dtype.numpy)
+        j = launch.lane % WARP
         for e in range(n):
-            sl, col = zip(*(ldmatrix_source(l, e, trans) for l in range(WARP)))
-            sl, col = np.array(sl), np.array(col)
-            j = launch.lane % WARP
+            sl, col = sources[e]
             flat = addr[base + sl[j]] + col[j]
             out[:, e] = launch.load_shared(src, hs, [flat], lanes)
         _write_regs(hd, doff, out, lanes)
