@@ -89,8 +89,6 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
         domain[v] = (b.lsize(lo), b.lsize(lang_sub(hi, lo)))
     deeper = {info.loopvar[leaf] for leaf in cst.leaves[level + 1:]}
     conds = [c for c in info.in_range if not free_vars(c) & deeper]
-    inplace = conj(conds) if (pst.scope == "global" and
-                              cst.definition.tensor == pd.tensor) else None
     for k, v in enumerate(pd.spatial):
         lo, hi = pd.ranges[v]
         if reg is not None:
@@ -102,17 +100,6 @@ def region(b, pname, cname, cst, level, info, siblings) -> dict:
             # region a thread (seed 4 pair 7378, seed 6 pair 4541).
             used = free_vars(base) | free_vars(width)
             in_range = conj([c for c in conds if free_vars(c) & used])
-            if inplace is not None:
-                # The next writer of the tensor (an in-place update or an overwrite):
-                # where its iteration is out of range (an imperfect split's tail) it
-                # updates nothing, and the region there belongs to other iterations,
-                # perhaps other threads' that updated it already; compute nothing
-                # (seed 8 pair 2273: a tail iteration of thread j_o put the first
-                # statement's value back over element j_o + 1, which thread j_o + 1
-                # had overwritten).
-                # (one dimension of no width is no region: the first one carries it)
-                width = ir.Select(inplace, width, ir.const(0), ir.int32)
-                inplace = None
             if in_range is not None and _loads(base, width):
                 # A data-dependent region (a gather `O(X(i))`) read where the consumer's
                 # indices are out of range (an imperfect split's tail) would load out of

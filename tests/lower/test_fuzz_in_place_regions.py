@@ -62,33 +62,6 @@ def test_a_region_not_known_at_an_overwriting_statement_is_refused():
         tcomp.lower(s)
 
 
-def test_a_tail_iteration_computes_no_region_for_an_overwriting_statement():
-    """Seed 8 pair 2273: `O` computed at a loop of the statement that overwrites it,
-    inside a loop bound to threadIdx.y; the split of `j_i` by 2 has a tail (j_i has
-    one iteration), where thread j_o computed `O` at element j_o + 1, which thread
-    j_o + 1 had overwritten already: 24 of 30 elements wrong on the sim. A tail
-    iteration updates nothing, so the region there is empty now."""
-    op = tcomp.op("""def f(uint32(N, N) A, uint8(M) Y, float(K) X) -> (O) {
-    O(t, i, j) *=! (A(i, i) / (Y(j) % 5 + 1)) where t in 0:K
-    O(i, t, j) +=! uint32(N) where i in 0:K, t in 0:N, j in 0:M
-}""")
-    s = tcomp.Schedule.from_json(op, json.dumps({"tcomp_schedule": 1, "directives": [
-        {"kind": "Split", "stage": "O.1", "axis": "j", "factor": None, "nparts": 16},
-        {"kind": "Fuse", "stage": "O.1", "outer": "i", "inner": "t"},
-        {"kind": "Bind", "stage": "O.1", "axis": "j_o", "tag": "threadIdx.y"},
-        {"kind": "ComputeAt", "stage": "O", "target": "O.1", "axis": "j_i"},
-        {"kind": "Split", "stage": "O.1", "axis": "j_i", "factor": 2, "nparts": None}]}))
-    sizes = {"K": 3, "N": 2, "M": 5}
-    text = str(tcomp.lower(s, sizes=sizes))
-    assert "for t in 0:j_i_i < 1 && j_o + j_i_i < 5 ? 1 : 0" in text
-    rng = np.random.default_rng([8, 2273])
-    A = rng.integers(0, 50, (2, 2)).astype(np.uint32)
-    Y = rng.integers(0, 255, 5).astype(np.uint8)
-    X = np.zeros(3, np.float32)
-    got = tcomp.build(s, "sim", sizes=sizes)(A, Y, X)
-    np.testing.assert_array_equal(got, tcomp.evaluate(op, A, Y, X))
-
-
 def test_a_strided_region_at_an_in_place_update_is_refused():
     """Seed 8 pair 22374: `O` computed at O.1's `m`, then `m` split by 3 and `m_o`
     moved inside `k`: at `m_i` the region of `O` is the box m_i .. m_i + 3, but O.1
