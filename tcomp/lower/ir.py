@@ -463,5 +463,5 @@ def seq(*stmts) -> Stmt:
 # hashing, children, walks (ir_walk.py), re-exported here
 from .ir_walk import (_CHILD_FIELDS, _INIT_FIELDS, _REMEMBERED, _holds_nodes,  # noqa: E402,F401
                       _node_state, _remember_hash, binding, child_fields, children, expr_children,
-                      free_vars, has_ref, identity, loaded, memory_nodes, plain, rebuild, walk,
-                      walk_expr)
+                      free_vars, gather_fields, has_ref, identity, loaded, memory_nodes, plain,
+                      rebuild, walk, walk_expr)

@@ -151,16 +151,24 @@ def _children_fn(cls: type):
         fn = (operator.attrgetter(*names) if len(names) > 1 else
               (lambda x, _g=operator.attrgetter(names[0]): (_g(x),)))
     else:
-        def fn(x, _names=names):
-            out = []
-            for name in _names:
-                v = getattr(x, name)
-                if isinstance(v, tuple):
-                    out.extend(v)
-                elif v is not None:
-                    out.append(v)
-            return tuple(out)
+        fn = gather_fields(names)
     _CHILDREN[cls] = fn
+    return fn
+
+
+def gather_fields(names, keep: type | None = None, last_first: bool = False):
+    """The function giving the nodes held in fields `names` of a node, in field
+    order (a tuple field contributes its elements, None is skipped); `keep`:
+    only nodes of that class; `last_first`: in reverse order (for a stack)."""
+    def fn(x):
+        out = []
+        for name in names:
+            v = getattr(x, name)
+            if isinstance(v, tuple):
+                out.extend(v if keep is None else [c for c in v if isinstance(c, keep)])
+            elif v is not None and (keep is None or isinstance(v, keep)):
+                out.append(v)
+        return tuple(reversed(out)) if last_first else tuple(out)
     return fn
 
 

@@ -243,16 +243,7 @@ def _stmt_children_fn(cls: type):
             v = getattr(x, _n)
             return (v,) if v is not None else ()
     else:
-        def fn(x, _names=names):
-            out = []
-            for name in _names:
-                v = getattr(x, name)
-                if isinstance(v, tuple):
-                    out.extend(c for c in v if isinstance(c, ir.Stmt))
-                elif isinstance(v, ir.Stmt):
-                    out.append(v)
-            out.reverse()
-            return out
+        fn = ir.gather_fields(names, keep=ir.Stmt, last_first=True)
     _STMT_CHILDREN[cls] = fn
     return fn
 

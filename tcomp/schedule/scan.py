@@ -167,9 +167,10 @@ def _temp_name(sched, base: str) -> str:
 
 
 def _lookback_buffers(stage, d, axis: str, tile: int, dtype, linear: bool) -> dict:
-    """Register the look-back's temporaries (Lookback's docstring) in the schedule's
-    tensors, 1-d of (rows * tiles) slots: rows the product of the independent
-    indices' extents, tiles ceil(extent of `axis` / tile)."""
+    """Register the look-back's status buffer (Lookback's docstring) in the
+    schedule's tensors, 1-d of (rows * tiles) slots of `words` uint64 words: rows
+    the product of the independent indices' extents, tiles ceil(extent of `axis`
+    / tile)."""
     from ..lang import dtypes
     from ..lang.ast import Binary, Const
     sched = stage._sched
