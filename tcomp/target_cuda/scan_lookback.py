@@ -131,7 +131,7 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
 
     gen.emit("{", d)
     e(f"const int {u}_lane = threadIdx.x & 31, {u}_warp = threadIdx.x >> 5;")
-    e(f"__shared__ {ct} {u}_h;")
+    e(_shared(ct, f"{u}_h"))
     if linear:
         e(f"{ct} {u}_a = {reg[coef]}, {u}_b = {reg[value]};")
         e(f"for (int {u}_o = 1; {u}_o < 32; {u}_o <<= 1) {{")
@@ -142,7 +142,7 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
         e("}")
         e(f"const {ct} {u}_ea = __shfl_up_sync(0xffffffffu, {u}_a, 1), "
           f"{u}_eb = __shfl_up_sync(0xffffffffu, {u}_b, 1);")
-        e(f"__shared__ {ct} {u}_sa[{warps}], {u}_sb[{warps}];")
+        e(_shared(ct, f"{u}_sa", warps) + " " + _shared(ct, f"{u}_sb", warps))
         e(f"if ({u}_lane == 31) {{ {u}_sa[{u}_warp] = {u}_a; {u}_sb[{u}_warp] = {u}_b; }}")
         e("__syncthreads();")
         e(f"if ({u}_warp == 0) {{")
@@ -190,7 +190,7 @@ def emit_lookback(gen, s: ir.Evaluate, d: int) -> None:
         e(f"if ({u}_lane >= {u}_o) {u}_s = {comb(f'{u}_p', f'{u}_s')};", 2)
         e("}")
         e(f"const {ct} {u}_e = __shfl_up_sync(0xffffffffu, {u}_s, 1);")
-        e(f"__shared__ {ct} {u}_t[{warps}];")
+        e(_shared(ct, f"{u}_t", warps))
         e(f"if ({u}_lane == 31) {u}_t[{u}_warp] = {u}_s;")
         e("__syncthreads();")
         e(f"if ({u}_warp == 0) {{")
@@ -264,6 +264,17 @@ template <int N> __device__ __forceinline__ unsigned tc_load_words(const unsigne
 def prelude(used: set) -> str | None:
     """PRELUDE when the program calls a multi-block scan (`used`: the intrinsics)."""
     return PRELUDE if used & set(_OPS) else None
+
+
+def _shared(ct: str, name: str, count: int | None = None) -> str:
+    """A block-shared scalar or per-warp array on its own 16-byte line(s): an
+    array padded to a multiple of four elements, so no vector load the compiler
+    merges from an array's reads also reads its neighbour (the broadcast `_h`,
+    written by lane 0 while warp 0's other lanes read the partials; racecheck
+    reports that merged load as an intra-warp hazard)."""
+    if count is None:
+        return f"__shared__ __align__(16) {ct} {name};"
+    return f"__shared__ __align__(16) {ct} {name}[{-(-count // 4) * 4}];"
 
 
 def _window_head(e, u: str, depth: int) -> None:
