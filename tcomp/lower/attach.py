@@ -191,6 +191,19 @@ def _check_in_place(reg, cst, pname, cname, level, info) -> None:
     # number of points the loops inside give its index (constant widths; known
     # exactly or refused).
     inner = {info.loopvar[leaf]: info.ext[leaf] for leaf in cst.leaves[level + 1:]}
+    # An imperfect inner split inside the attach point (`j_i` split by 2 where j_i
+    # has 3 points): the box spans its tail, points that the next iteration of the
+    # split's outer loop updates (seed 8 pairs 2273, 22894). A tail at or outside
+    # the attach point skips the whole region instead (`attach`, `in_place_guard`).
+    for c in info.tails:
+        if free_vars(c) & set(inner):
+            raise LoweringError(
+                f"stage '{pname}' is computed at {at}, where '{cname}' updates "
+                f"'{cst.definition.tensor}' in place, but a loop inside it is the tail of an "
+                f"imperfect split (guard {show(c)}): its region there would include "
+                f"elements that another iteration updates, and computing it again would "
+                f"undo them; split by a factor that divides the extent, compute "
+                f"'{pname}' at a loop inside the split, or at root")
     for k, v in enumerate(cst.definition.spatial):
         width = simplify_expr(add(sub(reg[k][1], reg[k][0]), ir.const(1)))
         count = ir.const(1)
@@ -317,7 +330,25 @@ def attach(b, pname, cname, cst, level, domain, ctx, double=None, consumer=None)
         if pd.tensor in {t.name for t in b.op.outputs}:
             check_cover(b.sched, pname, set(), b.sizes)
     prod = b.nest(pname, domain, ctx, store_offsets)
+    guard = in_place_guard(pd.tensor, cst, level, consumer)
+    if guard is not None:
+        prod = ir.If(guard, prod)
     return allocs, prod
+
+
+def in_place_guard(tensor, cst, level, info):
+    """The condition under which a global stage computed at leaf `level` of an
+    in-place writer of its tensor (`cst`) is computed there: the writer's
+    imperfect-split tails at or outside that loop. In a tail iteration the
+    writer updates nothing, and the stage's region would name the elements of
+    the next iteration of the split's outer loop, which may have updated them
+    already (seed 8 pair 2273: thread `j_o` recomputed `O` at `j_o + 1`). A
+    condition and not an empty region, so that buffers computed inside keep
+    their constant extents. None when there is no such tail."""
+    if info is None or cst.definition.tensor != tensor:
+        return None
+    inner = {info.loopvar[leaf] for leaf in cst.leaves[level + 1:]}
+    return conj([c for c in info.tails if not free_vars(c) & inner])
 
 
 def _runtime_threads(scope, cst, level, ctx, consumer) -> str:

@@ -22,6 +22,10 @@ class StageLoops:
     # split's guard, a region's clamps): attach.py evaluates a data-dependent region
     # (a gather's subscript) only where they hold
     in_range: tuple = ()
+    # those of in_range that guard an imperfect inner split (`j_i < 3` for j_i split
+    # by 2): past them the indices name points other iterations compute (attach.py
+    # skips, or refuses, an in-place producer's region there)
+    tails: tuple = ()
 
 
 @dataclass

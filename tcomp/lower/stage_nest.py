@@ -96,11 +96,17 @@ class StageNest:
         _check_rebinds(stage, st, ctx, loopvar, b, domain)
         val: dict[str, ir.Expr] = {leaf: ir.Var(loopvar[leaf]) for leaf in st.leaves}
         guards = []  # (kind, condition)
+        aliasing = _aliasing(st.relations)
+        tails = []  # the guards past which an index aliases another iteration's point
         for r in reversed(st.relations):
             if isinstance(r, SplitRel):
                 val[r.parent] = add(mul(val[r.outer], ext[r.inner]), val[r.inner])
                 guards.append((st.kinds[r.parent], ir.Bin("<", val[r.parent], ext[r.parent],
                                                          ir.bool_)))
+                exact = simplify_expr(sub(mul(ext[r.outer], ext[r.inner]), ext[r.parent]))
+                if (r.parent in aliasing and st.kinds[r.parent] != "reduce"
+                        and exact != ir.const(0)):
+                    tails.append(guards[-1][1])
             else:
                 val[r.outer] = ir.Bin("/", val[r.fused], ext[r.inner], ir.int32)
                 val[r.inner] = ir.Bin("%", val[r.fused], ext[r.inner], ir.int32)
@@ -181,7 +187,8 @@ class StageNest:
                                 f"in {acc_dt}")
 
         self.acc_name = ctx.fresh(f"{ident(d.tensor)}_acc", prefix) if registers else None
-        self.info = StageLoops(loopvar, ext, domain, index, ctx, in_range)
+        self.info = StageLoops(loopvar, ext, domain, index, ctx, in_range,
+                               tuple(simplify_expr(c) for c in tails))
 
         self.cross = cross = [l for l in reduce_leaves if l in st.bind]
         if cross and not registers:
@@ -364,3 +371,30 @@ def _check_same_dimension(stage, st, leaf, tag, q, qs, loopvar) -> None:
                     f"registers no thread wrote. Bind the loops of '{stage}' and '{q}' along "
                     f"the same dimension, leave the loops of '{stage}' serial, or give it "
                     f"shared scope")
+
+
+def _aliasing(relations) -> set:
+    """The axes whose values past their extent name points of another iteration
+    inside the stage's range (not past its end): the inner part of a split (`j_i`
+    past its extent is the next `j_o`'s), an outer part or a fusion's loops
+    whose parent (fused: outer) axis is one. A guard on a root axis, or on axes
+    derived from roots only through outer parts and fusions, cuts off points past
+    the range's end."""
+    parent = {}
+    for r in relations:
+        if isinstance(r, SplitRel):
+            parent[r.inner] = ("inner", r.parent)
+            parent[r.outer] = ("outer", r.parent)
+        else:
+            parent[r.fused] = ("fused", r.outer)
+    out = set()
+
+    def alias(axis):
+        kind, p = parent.get(axis, (None, None))
+        if kind is None:
+            return False
+        return kind == "inner" or alias(p)
+    for axis in parent:
+        if alias(axis):
+            out.add(axis)
+    return out
