@@ -41,7 +41,7 @@ def simt_output_tiles(C, bm, bn, tm, tn, lanes=None, group=None):
     """simt_gemm's tiling of the output stage C(m, n): bm x bn blocks (or
     rasterized by `group`), (bm/tm) x (bn/tn) threads (`lanes` as in
     bind_thread_tiles), each thread's tm x tn outputs unrolled, 4-wide
-    vectors along n. Returns (the thread loop, tx, ty)."""
+    vectors along n (2-wide where tn is not a multiple of 4, none for odd tn). Returns (the thread loop, tx, ty)."""
     m, n = C.axes
     mo, no, mi, ni = C.tile(m, n, bm, bn)
     mio, mii = C.split(mi, tm)
@@ -54,7 +54,14 @@ def simt_output_tiles(C, bm, bn, tm, tn, lanes=None, group=None):
         C.bind(no, "blockIdx.x")
     at, tx, ty = bind_thread_tiles(C, mio, nio, bm // tm, bn // tn, lanes)
     C.unroll(mii)
-    niio, niiv = C.split(nii, 4)
+    # vectors of 4 (or 2) that divide the thread's tn columns: a wider split's tail
+    # would reach the next thread's columns, and the next block's at the tile's edge
+    # (an in-place epilogue's copy wrote them there: refused by lowering now)
+    width = 4 if tn % 4 == 0 else 2 if tn % 2 == 0 else 1
+    if width == 1:
+        C.unroll(nii)
+        return at, tx, ty
+    niio, niiv = C.split(nii, width)
     C.unroll(niio)
     C.vectorize(niiv)
     return at, tx, ty
