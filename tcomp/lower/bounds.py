@@ -19,7 +19,18 @@ def interval(e: ir.Expr, vary: dict[str, tuple[ir.Expr, ir.Expr]]):
     if not (ir.free_vars(e) & set(vary)):
         return (e, e)
     if isinstance(e, ir.Var):
-        return vary[e.name]
+        lo, hi = vary[e.name]
+        # a range that names other varying variables (a deeper stage's region offset
+        # whose extent moves with a consumer's inner loop: `tmp in 0:max(0, j) - ...`):
+        # the least of its low end and the greatest of its high end over them (seed 9
+        # pair 26120: the extent kept naming `public` outside its loop)
+        rest = {k: v for k, v in vary.items() if k != e.name}
+        if ir.free_vars(lo) & set(rest) or ir.free_vars(hi) & set(rest):
+            a, b = interval(lo, rest), interval(hi, rest)
+            if a is None or b is None:
+                return None
+            return a[0], b[1]
+        return lo, hi
     if isinstance(e, ir.Bin) and e.dtype == ir.int32:
         a, b = interval(e.a, vary), interval(e.b, vary)
         if a is None or b is None:

@@ -157,6 +157,19 @@ class ComputePrimitives:
         for r in s.relations:
             if rel is not None and r is not rel and r.parent == rel.parent:
                 raise ScheduleError(f"{p}: axis {ax!r} comes from a split that was split again")
+        for other in self._sched.states.values():
+            # A stage computed beside this one (it does not read it) computes the
+            # region of this stage's own indices there, matched by position; the
+            # factored stage puts the factored axis first, so it would compute the
+            # elements of the wrong indices (issue 22's long fuzz run, seed 9 pair
+            # 45410: i_o_i computed at index 0 only)
+            if (other.attach[:2] == ("at", self.name)
+                    and not consumes(self._sched, self.name, other.definition.tensor)):
+                raise ScheduleError(
+                    f"{p}: stage '{other.name}' is computed at loop '{other.attach[2]}' of "
+                    f"'{self.name}' beside it (it is not one of its inputs), by this stage's own "
+                    f"indices, which the factored stage does not keep; call rfactor before "
+                    f"that compute_at")
         from .rfactor import factor
         new_name, rf_def, main_def = factor(self._sched, s, name, rel)
         self._sched.directives.append(D.Rfactor(self.name, name))
