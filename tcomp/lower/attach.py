@@ -271,20 +271,8 @@ def _check_block_region(pname, cname, cst, level, domain, info) -> None:
     used = set()
     for base, extent in domain.values():
         used |= free_vars(base) | free_vars(extent)
-    for j, leaf in enumerate(cst.leaves):  # (a block loop inside the attach point too:
-        tag = cst.bind.get(leaf)  # every block runs the whole kernel, so computes the region)
-        if threads.is_thread(tag) and j <= level and info.loopvar[leaf] not in used:
-            # the same within a block: every thread of a thread loop around the stage
-            # computes (a reduction: accumulates in memory) the same elements, while
-            # the others read them (seed 9 pair 7700); a thread loop inside the attach
-            # point does not run the stage, which thread 0 of that axis stores
-            raise ScheduleError(
-                f"stage '{pname}' (global scope) is computed at a loop of '{cname}' by every "
-                f"thread of its loop '{info.loopvar[leaf]}' (bound to {tag}), but the region "
-                f"it computes there does not move with '{info.loopvar[leaf]}': every thread "
-                f"would write the same elements of '{pname}' while the others read them (a "
-                f"race between threads). Compute '{pname}' at root, at a loop outside "
-                f"'{info.loopvar[leaf]}', or give it local scope (a copy in each thread)")
+    for leaf in cst.leaves:  # (a block loop inside the attach point too: every block
+        tag = cst.bind.get(leaf)  # runs the whole kernel, so computes the region)
         if threads.is_block(tag) and info.loopvar[leaf] not in used:
             raise ScheduleError(
                 f"stage '{pname}' (global scope) is computed at a loop of '{cname}' in "

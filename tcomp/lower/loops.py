@@ -4,6 +4,7 @@ first in its body, their buffers allocated around it, and the loop's kind
 from __future__ import annotations
 
 from ..arch import threads
+from ..errors import LoweringError
 from . import ir
 from .block_regions import check_block_regions
 
@@ -53,7 +54,7 @@ def placed(b, p, prod: ir.Stmt, info) -> ir.Stmt:
     st = b.sched.states[p]
     if st.scope != "global":
         return prod
-    prod = one_thread(prod, info.ctx.thread_loops)
+    prod = one_thread(prod, info.ctx.thread_loops, p)
     # (another statement writing the tensor is a reader too: `O(i, j) += 1` continues
     # what the producer wrote, in other threads; seed 2 pair 6848 raced there)
     if b.sched.readers(st.tensor) or len(b.sched.writers(st.tensor)) > 1:
@@ -73,7 +74,7 @@ def for_loop(st, leaf, var, extent, body) -> ir.For:
     return ir.For(var, ir.const(0), extent, kind, body)
 
 
-def one_thread(prod: ir.Stmt, thread_loops) -> ir.Stmt:
+def one_thread(prod: ir.Stmt, thread_loops, name: str = "") -> ir.Stmt:
     """A global producer computed inside thread-bound loops whose variables it
     does not use computes the same elements in every thread of those loops.
     Where it accumulates in memory (it reads a buffer it writes: a reduction
@@ -82,15 +83,16 @@ def one_thread(prod: ir.Stmt, thread_loops) -> ir.Stmt:
     after a producer that others read makes its result visible). Left as it
     is: a producer that synchronises (a barrier or a collective inside it, or
     a shared buffer, which gets barriers later) or binds a loop to the same
-    thread index itself (a cooperative nest)."""
+    thread index itself (a cooperative nest). A producer that accumulates in
+    memory and synchronises cannot be narrowed, and every thread would update
+    the same elements: a LoweringError (fuzz seed 9 pair 7700)."""
     nodes = list(ir.walk(prod))
     own = {x.buffer.name: x.buffer.scope for x in nodes if isinstance(x, ir.Alloc)}
-    if "shared" in own.values() or any(
-            isinstance(x, (ir.Barrier, ir.AllReduce, ir.Evaluate)) for x in nodes):
-        return prod  # (shared buffers inside get barriers later: all threads must run it)
     written = {x.buffer for x in nodes if isinstance(x, ir.Store) and x.buffer not in own}
     if not written & {x.buffer for x in nodes if isinstance(x, ir.Load)}:
         return prod
+    syncs = "shared" in own.values() or any(
+        isinstance(x, (ir.Barrier, ir.AllReduce, ir.Evaluate)) for x in nodes)
     own_tags = {str(x.tag) for x in nodes if isinstance(x, ir.For) and x.kind == "thread"}
     used = {x.name for x in nodes if isinstance(x, ir.Var)}
     # a tag the producer reads through another loop bound to it (a compute_at chain that
@@ -101,6 +103,18 @@ def one_thread(prod: ir.Stmt, thread_loops) -> ir.Stmt:
              and str(tag).startswith("threadIdx")]
     if not conds:
         return prod
+    if syncs:  # (shared buffers inside get barriers later: all threads must run it)
+        loops = ", ".join(f"'{var}' ({tag})" for var, _, tag in thread_loops
+                          if var not in used and str(tag) not in own_tags | used_tags
+                          and str(tag).startswith("threadIdx"))
+        raise LoweringError(
+            f"stage '{name}' (global scope) accumulates in memory inside the thread loop(s) "
+            f"{loops}, which its region does not use, so every thread of them would update "
+            f"the same elements while the others read them (a race between threads); it "
+            f"cannot run in one thread of them, because it synchronises the block (a shared "
+            f"copy or a barrier inside it). Compute it at root or outside those loops, "
+            f"reorder its reduction loops inside its spatial loops (it accumulates in "
+            f"registers then), or give it local scope")
     cond = conds[0]
     for c in conds[1:]:
         cond = ir.Bin("&&", cond, c, ir.bool_)

@@ -45,28 +45,35 @@ def test_rfactor_then_the_sibling_compute_at_runs_like_evaluate():
         np.testing.assert_array_equal(g, w)
 
 
-def test_a_global_stage_every_thread_computes_alike_is_refused():
-    """Pair 7700: a reduction computed at a consumer's loop bound to threadIdx.y
-    over a region that does not move with it (`O(0, 0)`): every thread accumulated
-    the same element in memory while the others read it (the sim: a missing barrier)."""
+def test_a_global_reduction_every_thread_computes_alike_with_a_shared_copy_is_refused():
+    """Pair 7700: a reduction accumulating in memory (its reduction loop outside its
+    spatial loop), computed at a consumer's loop bound to threadIdx.y over a region
+    that does not move with it (`O(0, 0)`), with a shared copy inside: it cannot run in
+    one thread (the copy's barriers need them all), so every thread accumulated the same
+    element while the others read it (the sim: a missing barrier). Without the shared
+    copy thread 0 computes it (test_sim_schedules.py's memory accumulation test)."""
     op = tcomp.op("""def f(float(N, M) X) -> (P) {
     O(r, j) max=! X(j, i) where r in 0:M
     P(t) = O(0, 0) + t where t in 0:N
 }""")
-    s = _schedule(op, [{"kind": "Bind", "stage": "P", "axis": "t", "tag": "threadIdx.y"},
-                       {"kind": "ComputeAt", "stage": "O", "target": "P", "axis": "t"}])
-    with pytest.raises(tcomp.ScheduleError) as e:
-        tcomp.lower(s, sizes={"N": 2, "M": 3})
+    base = [{"kind": "Bind", "stage": "P", "axis": "t", "tag": "threadIdx.y"},
+            {"kind": "ComputeAt", "stage": "O", "target": "P", "axis": "t"},
+            {"kind": "Reorder", "stage": "O", "axes": ["i", "j", "r"]}]
+    shared = [{"kind": "CacheRead", "tensor": "X", "scope": "shared", "readers": ["O"]},
+              {"kind": "ComputeAt", "stage": "X.shared", "target": "O", "axis": "j"}]
+    with pytest.raises(tcomp.LoweringError) as e:
+        tcomp.lower(_schedule(op, base + shared), sizes={"N": 2, "M": 3})
     assert str(e.value) == (
-        "stage 'O' (global scope) is computed at a loop of 'P' by every thread of its loop "
-        "'t' (bound to threadIdx.y), but the region it computes there does not move with "
-        "'t': every thread would write the same elements of 'O' while the others read them "
-        "(a race between threads). Compute 'O' at root, at a loop outside 't', or give it "
-        "local scope (a copy in each thread)")
-    s = _schedule(op, [{"kind": "Bind", "stage": "P", "axis": "t", "tag": "threadIdx.y"}])
+        "stage 'O' (global scope) accumulates in memory inside the thread loop(s) 't' "
+        "(threadIdx.y), which its region does not use, so every thread of them would update "
+        "the same elements while the others read them (a race between threads); it cannot "
+        "run in one thread of them, because it synchronises the block (a shared copy or a "
+        "barrier inside it). Compute it at root or outside those loops, reorder its "
+        "reduction loops inside its spatial loops (it accumulates in registers then), or "
+        "give it local scope")
     X = np.arange(6, dtype=np.float32).reshape(2, 3)
-    np.testing.assert_array_equal(tcomp.build(s, "sim", sizes={"N": 2, "M": 3})(X),
-                                  tcomp.evaluate(op, X))
+    got = tcomp.build(_schedule(op, base), "sim", sizes={"N": 2, "M": 3})(X)
+    np.testing.assert_array_equal(got, tcomp.evaluate(op, X))
 
 
 PAIR_26120 = tcomp.op("""def f(int64(N) A, uint16(N) B, int32(N) Z) -> (O) {
