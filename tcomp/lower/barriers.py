@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..arch import threads
+from ..errors import LoweringError
 from . import intrinsics, ir
+from .ir_walk import children
+from .printer import expr as show
 from .accesses import accesses
 from .rewriter import Rewriter, walk_stmts
 
@@ -139,4 +143,27 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
     shared = {x.buffer.name for x in walk_stmts(k.body)
               if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"}
     body = _Sync(shared).stmt(k.body) if shared else k.body
-    return dataclasses.replace(k, body=_Dedupe().stmt(body))
+    body = _Dedupe().stmt(body)
+    _uniform_trip_counts(k.name, body, {t.name for t in threads.THREAD})
+    return dataclasses.replace(k, body=body)
+
+
+def _uniform_trip_counts(kernel: str, s: ir.Stmt, tdep: set) -> None:
+    """A barrier inside a loop whose bounds differ between threads (a region that
+    moves with the thread, computed there with a shared copy inside) would be
+    reached a different number of times by different threads: a LoweringError
+    (fuzz seed 10 pair 5951; the sim reported the loop's bounds differing)."""
+    if isinstance(s, ir.Let):
+        dep = tdep | {s.var} if ir.free_vars(s.value) & tdep else tdep
+        return _uniform_trip_counts(kernel, s.body, dep)
+    if isinstance(s, ir.For) and (ir.free_vars(s.lo) | ir.free_vars(s.extent)) & tdep:
+        if any(isinstance(x, ir.Barrier) for x in walk_stmts(s.body)):
+            raise LoweringError(
+                f"kernel {kernel}: loop '{s.var}' runs {show(s.extent)} times, a count that "
+                f"differs between the threads of a block, and a barrier inside it (a shared "
+                f"buffer computed there) would be reached a different number of times by "
+                f"each: compute the shared stage outside that loop, or the loop's stage at a "
+                f"loop where its region does not move with the thread")
+    for c in children(s):
+        if isinstance(c, ir.Stmt):
+            _uniform_trip_counts(kernel, c, tdep)

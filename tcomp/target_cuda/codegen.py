@@ -290,7 +290,7 @@ class _Kernel:
             self.emit(f"*reinterpret_cast<{vtype}*>({name}) = *reinterpret_cast<const {vtype}*>"
                       f"(&{self.name(ld.buffer)}[{self.expr(base)}]);", d + 1)
             self.vector_buffers.add(ld.buffer)
-        value = _ReplaceLoads(names, v).expr(st.value)
+        value = _ReplaceLoads(names, s.var).expr(st.value)  # (the IR name: printed once)
         saved = self.simp.enter_loop(s.var, s.lo, s.extent)
         self.scopes.append({v})
         if vec.store_base is None:
