@@ -69,6 +69,17 @@ def launch_dims(body: ir.Stmt, stage: str):
     for x in walk_stmts(body):
         if isinstance(x, ir.AllReduce):
             block[x.tag.dim] = x.extent
+    for name, dims in (("block", block), ("grid", grid)):
+        for axis, d in enumerate(dims):
+            if ir.loaded(d):
+                # launch dimensions are computed on the host, before the kernel reads
+                # any tensor (fuzz seed 10 pair 69110: a thread loop over a region whose
+                # extent reads a tensor; the sim crashed)
+                raise LoweringError(
+                    f"stage '{stage}': the {name}'s dimension {'xyz'[axis]} ({show(d)}) reads a "
+                    f"tensor; launch dimensions are fixed before the kernel runs: bind loops "
+                    f"whose extents depend on sizes only (compute the stage at a loop where "
+                    f"its region does not depend on data, or do not bind its loops)")
     _check_constant(block, stage)
     _check_grid(grid, stage)
     return tuple(grid), tuple(block)
