@@ -98,15 +98,13 @@ def one_thread(prod: ir.Stmt, thread_loops, name: str = "") -> ir.Stmt:
     # a tag the producer reads through another loop bound to it (a compute_at chain that
     # re-enters threadIdx.x): its threads compute different elements (fuzz seed 7 pair 50377)
     used_tags = {str(tag) for var, _, tag in thread_loops if var in used}
-    conds = [ir.Bin("==", ir.Var(var), ir.const(0), ir.bool_) for var, _, tag in thread_loops
+    alike = [(var, tag) for var, _, tag in thread_loops
              if var not in used and str(tag) not in own_tags | used_tags
              and str(tag).startswith("threadIdx")]
-    if not conds:
+    if not alike:
         return prod
     if syncs:  # (shared buffers inside get barriers later: all threads must run it)
-        loops = ", ".join(f"'{var}' ({tag})" for var, _, tag in thread_loops
-                          if var not in used and str(tag) not in own_tags | used_tags
-                          and str(tag).startswith("threadIdx"))
+        loops = ", ".join(f"'{var}' ({tag})" for var, tag in alike)
         raise LoweringError(
             f"stage '{name}' (global scope) accumulates in memory inside the thread loop(s) "
             f"{loops}, which its region does not use, so every thread of them would update "
@@ -115,6 +113,7 @@ def one_thread(prod: ir.Stmt, thread_loops, name: str = "") -> ir.Stmt:
             f"copy or a barrier inside it). Compute it at root or outside those loops, "
             f"reorder its reduction loops inside its spatial loops (it accumulates in "
             f"registers then), or give it local scope")
+    conds = [ir.Bin("==", ir.Var(var), ir.const(0), ir.bool_) for var, _ in alike]
     cond = conds[0]
     for c in conds[1:]:
         cond = ir.Bin("&&", cond, c, ir.bool_)
