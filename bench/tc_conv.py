@@ -1,6 +1,7 @@
 """conv2d fp16 3x3, stride 1, padding 1, NHWC, as a comprehension on tensor
-cores (schedules.TC_CONV2D / tc_conv2d: an im2col stage in shared memory)
-against cuDNN (torch.nn.functional.conv2d) in the same run. Run on the GPU
+cores (schedules.TC_CONV2D / tc_conv2d: an im2col stage in shared memory, on
+mma.sync; the hopper_* variants: the same comprehension on the Hopper path,
+kernels/conv_sm90.py, its im2col stage filled by TMA) against cuDNN (torch.nn.functional.conv2d) in the same run. Run on the GPU
 machine:
 
     PYTHONPATH=. python3 bench/tc_conv.py [--shape 32,56,56,256,256] [--variants ...]
@@ -41,6 +42,13 @@ VARIANTS = {n: GEMM_VARIANTS[n] for n in (
     "128x128_w64x64_k64_async3_swz", "128x128_w64x64_k64_async3_swz_pairs",
     "128x128_w64x64_k32_async4_swz_pairs_smemepi")}
 VARIANTS["256x128_w64x64_k32_async3"] = dict(bm=256, bn=128, wm=64, wn=64, bk=32, pipeline=3)
+# the Hopper path (kernels/conv_sm90.py: the im2col stage filled by TMA in im2col mode,
+# wgmma, warp-specialised, persistent): name -> GemmConfig arguments
+HOPPER = {"hopper_128x256_s4": {}, "hopper_128x256_s3": dict(stages=3),
+          "hopper_128x256_s4_np": dict(persistent=False),
+          "hopper_128x128_s5": dict(bn=128, stages=5),
+          "hopper_pp_64x256_s4": dict(bm=64, bn=256, pingpong=True),
+          "hopper_pp_128x128_s4": dict(bm=128, bn=128, pingpong=True)}
 
 
 def exact_at(X, Wt, pixels):
@@ -81,8 +89,13 @@ def run_conv(shape="32,56,56,256,256", variants=None, reps=20):
           flush=True)
     rows = []
     sizes = {"N": N, "H": H, "W": W, "C": C, "K": K, "R": 9 * C}
-    for name in variants or list(VARIANTS):
-        op, s = S.tc_conv2d(**VARIANTS[name])
+    for name in variants or list(VARIANTS) + list(HOPPER):
+        if name in HOPPER:
+            from tcomp.kernels.conv_sm90 import conv2d_schedule
+            from tcomp.kernels.gemm_sm90 import GemmConfig
+            s = conv2d_schedule(tcomp.op(S.TC_CONV2D), GemmConfig(**HOPPER[name]))
+        else:
+            op, s = S.tc_conv2d(**VARIANTS[name])
         try:
             k = tcomp.build(s, target="cuda", sizes=sizes)
         except tcomp.TcompError as e:
@@ -105,7 +118,7 @@ def run_conv(shape="32,56,56,256,256", variants=None, reps=20):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="32,56,56,256,256", help="N,H,W,C,K")
-    ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    ap.add_argument("--variants", nargs="*", default=list(VARIANTS) + list(HOPPER))
     ap.add_argument("--reps", type=int, default=20)
     args = ap.parse_args()
     rows = run_conv(args.shape, args.variants, args.reps)

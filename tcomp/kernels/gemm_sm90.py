@@ -91,8 +91,13 @@ def hopper_schedule(op, config: GemmConfig = GemmConfig(), stage: str | None = N
     C.reorder(*batch, mo, no, w, ko, mw, ni, ki)
     from ..schedule.primitives_hopper import contraction_roles
     a, _, b, _ = contraction_roles(s.states[C.name].definition)
+    inputs = {t.name for t in s.op.inputs}
     for t in dict.fromkeys((a, b)):
-        copy = s.cache_read(t, "shared", [C])
+        if t in inputs:
+            copy = s.cache_read(t, "shared", [C])
+        else:  # a temporary operand: a convolution's im2col matrix (docs/hopper.md)
+            copy = s[t]
+            copy.set_scope("shared")
         copy.compute_at(C, ko)
         copy.tma()
     C.pipeline(ko, config.stages)

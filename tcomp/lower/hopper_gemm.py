@@ -83,6 +83,9 @@ class GemmPlan:
     # global buffers it reads (kernel parameters), read only where (row, col) is in range
     epilogue: object = None
     loads: tuple[str, ...] = ()
+    # A is a convolution's im2col matrix (lower/im2col.py's Window): its tiles are im2col
+    # copies of the input's windows (M: the output pixels, K: filter position by channel)
+    window: object = None
 
     @property
     def chunk(self) -> int:
@@ -189,12 +192,29 @@ def _loads(p: GemmPlan, buf, tmap, rows, first, mn, batched):
                  b("+", first, j * MN_BLOCK) if j else first) for j in range(rows // MN_BLOCK)]
 
 
+def _window_loads(p: GemmPlan):
+    """The im2col copy of A's tile (bm pixels from m0, the 64 channels of K
+    tile kb): filter position kb * 64 / C, its first channel kb * 64 % C;
+    the window start of pixel m0 (n, ho - pad_h, wo - pad_w), the position's
+    offsets (kh, kw)."""
+    w = p.window
+    k0 = b("*", v("kb"), p.bk)
+    tap = b("/", k0, w.C)
+    pix = b("*", w.Ho, w.Wo)
+    rest = b("%", v("m0"), pix)
+    return [call("tma_load_im2col_4d", ref("A_s", v("slot"), 0, 0), v("tmA", U64),
+                 ref("full", v("slot")), b("/", v("m0"), pix),
+                 b("-", b("/", rest, w.Wo), w.pad_h), b("-", b("%", rest, w.Wo), w.pad_w),
+                 b("%", k0, w.C), b("/", tap, w.S), b("%", tap, w.S))]
+
+
 def producer(p: GemmPlan):
     tx = (p.bm + p.bn) * p.bk * p.dtype.bits // 8
     issue = ir.seq(
         call("mbarrier_wait", ref("empty", v("slot")), b("^", v("parity"), 1)),
         call("mbarrier_expect_tx", ref("full", v("slot")), c(tx)),
-        *_loads(p, "A_s", "tmA", p.bm, v("m0"), p.a_mn, p.a_batched),
+        *(_window_loads(p) if p.window is not None else
+          _loads(p, "A_s", "tmA", p.bm, v("m0"), p.a_mn, p.a_batched)),
         *_loads(p, "B_s", "tmB", p.bn, v("n0"), p.b_mn, p.b_batched))
     loop = tile_loop(p, serial("kb", v("k_tiles"), ring_slot(p, issue)))
     return ir.Role("p", "producer", 0, 1, p.producer_regs, one_thread(loop))
@@ -334,6 +354,12 @@ def _operand_map(name, tensor, p: GemmPlan, rows, mn, batched):
     return ir.TensorMap(name, tensor, ((1,) if batched else ()) + box, 128)
 
 
+def _window_map(p: GemmPlan):
+    """A's im2col map: bm pixels of 64 channels, over the input's windows."""
+    w = p.window
+    return ir.TensorMap("tmA", w.tensor, (p.bm, p.bk), 128, im2col=ir.Im2col(w.lower, w.upper))
+
+
 def kernel(p: GemmPlan) -> ir.Kernel:
     S = p.stages
     turns = [call("mbarrier_init", ref("turn", w), c(1)) for w in range(2)] if p.pingpong else []
@@ -364,7 +390,8 @@ def kernel(p: GemmPlan) -> ir.Kernel:
     ]
     for a in reversed(allocs):
         body = ir.Alloc(a, body)
-    maps = (_operand_map("tmA", p.a, p, p.bm, p.a_mn, p.a_batched),
+    maps = (_window_map(p) if p.window is not None else
+            _operand_map("tmA", p.a, p, p.bm, p.a_mn, p.a_batched),
             _operand_map("tmB", p.b, p, p.bn, p.b_mn, p.b_batched),
             ir.TensorMap("tmC", p.c, ((1,) if p.Z is not None else ()) + (64, p.chunk), 128))
     threads = WARPGROUP * (1 + p.consumers)
@@ -382,10 +409,18 @@ def describe(p: GemmPlan) -> str:
     mode = " ping-ponging on tiles" if p.pingpong else ""
     return (f"hopper_gemm: tile {p.bm}x{p.bn}x{p.bk}, {p.stages}-slot TMA ring, 1 producer "
             f"({p.producer_regs} regs) + {p.consumers} consumer warpgroups ({p.consumer_regs} "
-            f"regs){mode}, wgmma m64n{p.bn}k16 {p.dtype.name}, A {order(p.a_mn)}, B {order(p.b_mn)}, "
+            f"regs){mode}, wgmma m64n{p.bn}k16 {p.dtype.name}, A {_a_text(p)}, B {order(p.b_mn)}, "
             f"{grid}, " + _batch_text(p) + f"TMA-store epilogue ({p.out.name}"
             + (f", computed from the accumulators{' and ' + ', '.join(p.loads) if p.loads else ''}"
                if p.epilogue is not None else "") + ")")
+
+
+def _a_text(p: GemmPlan) -> str:
+    if p.window is None:
+        return "MN-major" if p.a_mn else "K-major"
+    w = p.window
+    return (f"im2col windows of {w.tensor} ({w.R}x{w.S} filter, padding {w.pad_h},{w.pad_w}, "
+            f"{expr_text(w.C)} channels)")
 
 
 def _batch_text(p: GemmPlan) -> str:

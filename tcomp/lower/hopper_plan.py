@@ -21,7 +21,7 @@ from ..errors import LoweringError
 from ..lang import dtypes
 from ..schedule.primitives_hopper import WGMMA, contraction_roles
 from ..schedule.stage import FuseRel, SplitRel
-from . import ir
+from . import im2col, ir
 from .construct import ident, lang_sub
 from .hopper_gemm import GemmPlan
 from .ir_walk import walk
@@ -145,15 +145,22 @@ def plan(builder, stage: str) -> GemmPlan | None:
                     f"TMA engine fills ahead of the wgmma), and no other loop pipelined")
     stages = st.pipeline[ko]
     at = {n_: s_ for n_, s_ in sched.states.items() if s_.attach[:2] == ("at", stage)}
-    sources = {}
+    sources, window = {}, None
+    a, a_sub, b_t, b_sub = roles
     for name, cs in at.items():
-        if cs.attach[2] != ko or cs.origin != "cache_read" or cs.tma is None:
+        if cs.attach[2] != ko or cs.tma is None:
             _bad(stage, f"stage '{name}' is computed at its loop '{cs.attach[2]}'; only the TMA "
                         f"copies of A and B (cache_read(..., 'shared') computed at {ko!r}, then "
                         f"tma()) may be")
-        (src,) = cs.definition.reads()
+        if cs.origin == "cache_read":
+            (src,) = cs.definition.reads()
+        elif cs.tensor == a and z is None:  # A computed as a convolution's im2col matrix
+            window = im2col.window(builder, cs, lambda msg: _bad(stage, msg))
+            src = window.tensor
+        else:
+            _bad(stage, f"stage '{name}' is filled by the TMA engine in im2col mode, so it must "
+                        f"be the A operand (M x K) of an unbatched product")
         sources[cs.tensor] = src
-    a, a_sub, b_t, b_sub = roles
     for t in (a, b_t):
         if t not in sources:
             _bad(stage, f"'{t}' is read from global memory; read it through a TMA copy: "
@@ -176,8 +183,12 @@ def plan(builder, stage: str) -> GemmPlan | None:
 
     def dims_of(tensor):
         return [builder.lsize(x) for x in sched.tensors[tensor][1]]
+    if window is not None:
+        _check_window(builder, stage, window, a, a_sub, (m, k), ext)
     for tensor, subs in ((sources[a], a_sub), (sources[b_t], b_sub),
                          (out_tensor, tuple(d.spatial))):
+        if window is not None and tensor == window.tensor:
+            continue
         for dim, var in zip(dims_of(tensor), subs):
             if dim != ext[var]:
                 _bad(stage, f"'{tensor}' has a dimension of {expr(dim)} where loop '{var}' runs "
@@ -198,7 +209,27 @@ def plan(builder, stage: str) -> GemmPlan | None:
         M=ext[m], N=ext[n], K=ext[k], sizes=tuple(used), bm=bm, bn=bn, bk=64, stages=stages,
         consumers=consumers, group_m=group_m, producer_regs=preg, consumer_regs=creg,
         persistent=persistent, epilogue=epi, loads=loads, pingpong=pingpong,
-        Z=ext[z] if z else None, a_batched=len(a_sub) == 3, b_batched=len(b_sub) == 3)
+        Z=ext[z] if z else None, a_batched=len(a_sub) == 3, b_batched=len(b_sub) == 3,
+        window=window)
+
+
+def _check_window(builder, stage, w, a, a_sub, mk, ext):
+    """An im2col A operand: read as A(m, k), over the whole window matrix,
+    each 64-wide K tile inside one filter position (C a multiple of 64)."""
+    if tuple(a_sub) != mk:
+        _bad(stage, f"it reads its im2col operand '{a}' at ({', '.join(a_sub)}); the "
+                    f"convolution's windows are A(m, k) (pixels by window positions)")
+    if not isinstance(w.C, ir.Imm) or w.C.value % 64:
+        _bad(stage, f"the im2col operand '{a}' reads {expr(w.C)} channels per pixel; each K "
+                    f"tile of 64 must lie in one filter position, so the channels must be a "
+                    f"multiple of 64 fixed at build (sizes=...)")
+    mul = lambda x, y: ir.Bin("*", x, y, ir.int32)  # noqa: E731
+    for var, want, what in ((mk[0], mul(mul(w.N, w.Ho), w.Wo), "N Ho Wo"),
+                            (mk[1], mul(w.C, ir.const(w.R * w.S)), "R S C")):
+        want = im2col.simplified(want)
+        if not im2col.same(ext[var], want):
+            _bad(stage, f"loop '{var}' runs over {expr(ext[var])}, not over the {what} = "
+                        f"{expr(want)} of '{a}''s windows")
 
 
 def _epilogue(builder, stage, st, es, ext, mn, out):

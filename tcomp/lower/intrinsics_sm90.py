@@ -90,6 +90,15 @@ _entry("tma_load_3d", "copy one box of a 3-D tensor map (one matrix of a batch: 
         Operand("bar", ref=True, access=READWRITE, scopes=_BAR),
         Operand("c0", dtypes=_I32), Operand("c1", dtypes=_I32), Operand("c2", dtypes=_I32)],
        {"writes", "async", "async_proxy"}, noun="TMA load")
+_entry("tma_load_im2col_4d", "copy the windows of an im2col tensor map (ir.Im2col) over an "
+       "(N, H, W, C) buffer from global to shared memory: the box's pixels consecutive window "
+       "starts from (n, h, w), channels c.., each pixel read at the start plus the filter "
+       "offsets (off_h, off_w), zeros outside the buffer; completes on the mbarrier",
+       [Operand("dst", ref=True, access=WRITE, scopes=("shared",)), Operand("map"),
+        Operand("bar", ref=True, access=READWRITE, scopes=_BAR),
+        Operand("n", dtypes=_I32), Operand("h", dtypes=_I32), Operand("w", dtypes=_I32),
+        Operand("c", dtypes=_I32), Operand("off_h", dtypes=_I32), Operand("off_w", dtypes=_I32)],
+       {"writes", "async", "async_proxy"}, noun="TMA load")
 _entry("tma_store_3d", "copy a shared tile to one box of a 3-D tensor map (a box of 1 in the "
        "outermost dimension) in global memory (in a bulk group)",
        [Operand("map"), Operand("src", ref=True, access=READ, scopes=("shared",)),

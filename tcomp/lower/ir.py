@@ -367,6 +367,22 @@ class TensorMap:
     buffer: str
     box: tuple[int, ...]
     swizzle: int = 128
+    # im2col mode (a convolution's windows, lower/im2col.py) instead of boxes: the box is
+    # (pixels, channels), the rows one copy moves and the channels of each
+    im2col: "Im2col | None" = None
+
+
+@dataclass(frozen=True)
+class Im2col:
+    """A tensor map's im2col mode over an (N, spatial..., C) buffer: a copy
+    at (n, spatial..., c) with filter offsets moves `pixels` consecutive
+    window starts (walking the innermost spatial dimension first, then the
+    next, then n) of `channels` channels each, the pixel read being the
+    start plus the offsets (zeros outside the buffer). Window starts range
+    over [lower, dim - 1 + upper] per spatial dimension (outermost first):
+    lower = -padding, upper = padding - (filter - 1) for stride 1."""
+    lower: tuple[int, ...]
+    upper: tuple[int, ...]
 
 
 SM_COUNT = "tc_sm_count"  # size parameter: the device's multiprocessor count, set at launch

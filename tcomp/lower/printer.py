@@ -129,12 +129,19 @@ def _opname(op: str) -> str:
     return {"+": "sum", "*": "prod"}.get(op, op)
 
 
+def _im2col(m: ir.TensorMap) -> str:
+    if m.im2col is None:
+        return ""
+    c = m.im2col
+    return f", im2col(lower={list(c.lower)}, upper={list(c.upper)})"
+
+
 def kernel_to_text(k: ir.Kernel) -> str:
     grid = ", ".join(expr(g) for g in k.grid)
     block = ", ".join(expr(b) for b in k.block)
     params = ", ".join(k.buffers + k.sizes)
     maps = "".join(f", {m.name}: tensor_map({m.buffer}, box=[{', '.join(map(str, m.box))}], "
-                   f"swizzle={m.swizzle})" for m in k.tensor_maps)
+                   f"swizzle={m.swizzle}{_im2col(m)})" for m in k.tensor_maps)
     bounds = f" min_blocks={k.min_blocks}" if k.min_blocks else ""
     head = f"kernel {k.name}({params}{maps}) grid=({grid}) block=({block}){bounds}"
     notes = ([f"  # plan: {k.plan}"] if k.plan else []) + [f"  # remark: {r}" for r in k.remarks]

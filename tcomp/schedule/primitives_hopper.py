@@ -47,6 +47,25 @@ def split_of(s, leaf: str) -> SplitRel | None:
     return None
 
 
+def _check_window_stage(stage, p):
+    """tma() on a computed shared stage: it must look like an im2col matrix
+    (two indices, no reduction, `cond ? X(4 indices) : 0`); lowering checks
+    the window exactly (lower/im2col.py)."""
+    from ..lang.ast import Cast, Const, Read, Select
+    d = stage._s.definition
+    rhs = d.rhs
+    inputs = {t.name for t in stage._sched.op.inputs}
+    other = rhs.b.x if isinstance(rhs, Select) and isinstance(rhs.b, Cast) else \
+        getattr(rhs, "b", None)
+    if len(d.spatial) != 2 or d.reduce or not isinstance(rhs, Select) or \
+            not isinstance(rhs.a, Read) or rhs.a.tensor not in inputs or \
+            len(rhs.a.args) != 4 or not isinstance(other, Const) or other.value != 0:
+        raise ScheduleError(f"{p}: stage '{stage.name}' is computed, not a cache_read copy; "
+                            f"the TMA engine computes only a convolution's im2col matrix, "
+                            f"A(p, r) = cond ? X(n, h, w, c) : 0 over an input X(N, H, W, C) "
+                            f"(docs/hopper.md, \"Convolution\")")
+
+
 class HopperPrimitives:
     def tma(self, swizzle: int = 128):
         """Fill this shared copy (a cache_read stage) with the TMA engine:
@@ -56,12 +75,22 @@ class HopperPrimitives:
 
         A.shared: for ax0, ax1: A_shared[ax0, ax1] = A[..]
         --tma()-->  A.shared: tma_load_2d(&A_shared[slot, 0, 0], tmA, &full[slot], m0, k0)
+
+        On a stage of the op set to shared scope whose definition is the
+        im2col matrix of a convolution (lower/im2col.py gives the form), the
+        copies are TMA im2col copies of the input's windows:
+
+        Acol (shared): Acol[p, r] = h >= 0 && ... ? X(n, h, w, r % C) : 0
+        --tma()-->  tma_load_im2col_4d(&A_s[slot, 0, 0], tmA, &full[slot], n, h, w, c, kh, kw)
         """
         p = "tma"
         s = self._s
-        if s.origin != "cache_read" or s.scope != "shared":
+        if s.origin == "statement" and s.scope == "shared":
+            _check_window_stage(self, p)
+        elif s.origin != "cache_read" or s.scope != "shared":
             raise ScheduleError(f"{p}: stage '{self.name}' is not a shared copy; the TMA engine "
-                                f"fills copies made by cache_read(tensor, 'shared', readers)")
+                                f"fills copies made by cache_read(tensor, 'shared', readers), "
+                                f"or a convolution's im2col matrix computed in shared memory")
         if swizzle != 128 or isinstance(swizzle, bool):
             raise ScheduleError(f"{p}: swizzle must be 128 (the 128-byte swizzle wgmma reads), "
                                 f"got {swizzle!r}")

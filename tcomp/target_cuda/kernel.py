@@ -111,8 +111,11 @@ def describe_program(prog: ir.Program, smem: dict, arch: str) -> dict:
 
 
 def _map(m: ir.TensorMap, b: ir.Buffer) -> dict:
-    return {"name": m.name, "buffer": m.buffer, "dtype": b.dtype.name, "box": list(m.box),
-            "swizzle": m.swizzle}
+    out = {"name": m.name, "buffer": m.buffer, "dtype": b.dtype.name, "box": list(m.box),
+           "swizzle": m.swizzle}
+    if m.im2col is not None:
+        out["im2col"] = {"lower": list(m.im2col.lower), "upper": list(m.im2col.upper)}
+    return out
 
 
 def _buf(b: ir.Buffer) -> dict:

@@ -169,7 +169,7 @@ class Launch:
         from . import tensor_maps
         for i, (slot, m) in enumerate(self.maps):
             sp = tensor_maps.spec(m["name"], m["buffer"], m["dtype"], shapes[m["buffer"]],
-                                  m["box"], m["swizzle"])
+                                  m["box"], m["swizzle"], m.get("im2col"))
             slots.maps.fill(i, values[slot], sp)
 
     def misaligned(self, values) -> str | None:

@@ -374,6 +374,11 @@ def _tensor_map(c: _Checker, m, where: str, buffers: set) -> str:
         c.int(n, f"{w}.box[{k}]", 1, 256)
     if m["swizzle"] not in (0, 32, 64, 128) or isinstance(m["swizzle"], bool):
         c.fail(f"{w}.swizzle", f"must be 0, 32, 64 or 128, got {_short(m['swizzle'])}")
+    if "im2col" in m:  # an im2col map (ir.Im2col): its corners, a pair of lists of ints
+        c.obj(m["im2col"], f"{w}.im2col", ("lower", "upper"))
+        for k in ("lower", "upper"):
+            for j, n in enumerate(c.list(m["im2col"][k], f"{w}.im2col.{k}", most=3)):
+                c.int(n, f"{w}.im2col.{k}[{j}]", -32768, 32767)
     return m["name"]
 
 

@@ -153,11 +153,21 @@ def _wgmma_rs_variant(call) -> tuple[int, str, int]:
     return n, call.fn.rsplit("_", 1)[1], int(tb.value) if isinstance(tb, ir.Imm) else 0
 
 
+_IM2COL = r"""__device__ __forceinline__ void tc_tma_load_im2col_4d(void* dst, const tc_tensor_map* map,
+    void* bar, int c, int w, int h, int n, unsigned short off_w, unsigned short off_h) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4, %5, %6}], [%2], {%7, %8};"
+               :: "r"(tc_smem_addr(dst)), "l"(map), "r"(tc_smem_addr(bar)), "r"(c), "r"(w),
+                  "r"(h), "r"(n), "h"(off_w), "h"(off_h) : "memory");
+}
+"""
+
+
 def prelude(used: set[str], calls=()) -> str:
     """The prelude for a program whose intrinsics are `used` (registry names);
     `calls`: its wgmma calls (one device function per shape, type and major
     orders)."""
-    parts = [PRELUDE]
+    parts = [PRELUDE] + ([_IM2COL] if "tma_load_im2col_4d" in used else [])
     variants = sorted({_wgmma_variant(c) for c in calls if c.fn.startswith("wgmma_m64n")})
     rs = sorted({_wgmma_rs_variant(c) for c in calls if c.fn.startswith("wgmma_rs_")})
     if any(ta or tb for _, _, ta, tb in variants) or any(tb for _, _, tb in rs):
@@ -224,6 +234,10 @@ EMIT = {
     "tma_load_3d": _emit(lambda g, a: f"tc_tma_load_3d({_ref(g, a[0])}, {_map(g, a[1])}, "
                                       f"{_ref(g, a[2])}, {g.expr(a[5])}, {g.expr(a[4])}, "
                                       f"{g.expr(a[3])});"),
+    "tma_load_im2col_4d": _emit(lambda g, a: f"tc_tma_load_im2col_4d({_ref(g, a[0])}, "
+                                             f"{_map(g, a[1])}, {_ref(g, a[2])}, {g.expr(a[6])}, "
+                                             f"{g.expr(a[5])}, {g.expr(a[4])}, {g.expr(a[3])}, "
+                                             f"{g.expr(a[8])}, {g.expr(a[7])});"),
     "tma_store_3d": _emit(lambda g, a: f"tc_tma_store_3d({_map(g, a[0])}, {_ref(g, a[1])}, "
                                        f"{g.expr(a[4])}, {g.expr(a[3])}, {g.expr(a[2])});"),
     "tma_store_commit": _emit(lambda g, a: 'asm volatile("cp.async.bulk.commit_group;" ::: '

@@ -35,11 +35,20 @@ class MapSpec:
     # allocation of one element per dimension (a load reads zeros, as it would
     # past the end of the buffer; nothing is written that belongs to a tensor)
     empty: bool = False
+    # im2col mode (ir.Im2col): the bounding box's corners, innermost spatial dimension
+    # first; `box` is then (channels per pixel, pixels per column)
+    lower: tuple[int, ...] | None = None
+    upper: tuple[int, ...] | None = None
 
 
-def spec(name: str, buffer: str, dtype: str, shape, box, swizzle: int) -> MapSpec:
+def spec(name: str, buffer: str, dtype: str, shape, box, swizzle: int,
+         im2col: dict | None = None) -> MapSpec:
     """The encoding of tensor map `name` over `buffer` (of `shape`, outermost
-    first) at a call, or a CudaError saying why the TMA engine cannot move it."""
+    first) at a call, or a CudaError saying why the TMA engine cannot move it.
+    `im2col`: {"lower": [...], "upper": [...]} (spatial dimensions outermost
+    first) for an im2col map, whose box is (pixels, channels)."""
+    if im2col is not None:
+        return _im2col_spec(name, buffer, dtype, shape, box, swizzle, im2col)
     if dtype not in _DTYPES:
         raise CudaError(f"tensor map {name}: TMA has no element type for {dtype}")
     if swizzle not in SWIZZLES:
@@ -77,6 +86,56 @@ def spec(name: str, buffer: str, dtype: str, shape, box, swizzle: int) -> MapSpe
     return MapSpec(dtype, dims, tuple(strides), box_in, swizzle, empty)
 
 
+# im2col corners: signed fields whose width shrinks with the spatial rank (the driver's
+# cuTensorMapEncodeIm2col: 16 bits for one spatial dimension, 8 for two, 4 for three)
+_CORNER_BITS = {3: 16, 4: 8, 5: 4}
+
+
+def _im2col_spec(name, buffer, dtype, shape, box, swizzle, im2col) -> MapSpec:
+    if dtype not in _DTYPES:
+        raise CudaError(f"tensor map {name}: TMA has no element type for {dtype}")
+    if swizzle not in SWIZZLES:
+        raise CudaError(f"tensor map {name}: swizzle must be one of {SWIZZLES}, got {swizzle}")
+    rank = len(shape)
+    lower, upper = tuple(im2col["lower"]), tuple(im2col["upper"])
+    if rank not in _CORNER_BITS or len(lower) != rank - 2 or len(upper) != rank - 2 or \
+            len(box) != 2:
+        raise CudaError(f"tensor map {name}: an im2col map needs a buffer of rank 3 to 5 (N, "
+                        f"spatial, C), a corner per spatial dimension and a box of (pixels, "
+                        f"channels); got '{buffer}' of rank {rank}, corners {list(lower)}, "
+                        f"{list(upper)} and box {list(box)}")
+    bits = _CORNER_BITS[rank]
+    for c in lower + upper:
+        if not -(1 << (bits - 1)) <= c < (1 << (bits - 1)):
+            raise CudaError(f"tensor map {name}: im2col corner {c} is outside the "
+                            f"{bits}-bit range the TMA engine encodes for rank {rank}")
+    size = _DTYPES[dtype][1]
+    dims = tuple(int(d) for d in reversed(shape))
+    if min(dims) <= 0:
+        raise CudaError(f"tensor map {name}: '{buffer}' has an empty dimension {list(shape)}; "
+                        f"an im2col copy needs at least one pixel")
+    strides, st = [], size
+    for i, d in enumerate(dims[:-1]):
+        st *= d
+        if st % 16:
+            raise CudaError(
+                f"tensor map {name}: a row of '{buffer}' is {st} bytes (dimension "
+                f"{rank - 2 - i} of shape {list(shape)}), but the TMA engine needs rows "
+                f"that are a multiple of 16 bytes; pad the innermost dimension to a multiple "
+                f"of {16 // size} elements")
+        strides.append(st)
+    pixels, channels = (int(b) for b in box)
+    if not 1 <= channels <= 256 or (channels * size) % 16 or not 1 <= pixels <= 1024:
+        raise CudaError(f"tensor map {name}: an im2col box of {pixels} pixels x {channels} "
+                        f"channels; the TMA engine moves 1..1024 pixels of 1..256 channels "
+                        f"in whole 16-byte units")
+    if swizzle and channels * size > swizzle:
+        raise CudaError(f"tensor map {name}: the box's rows are {channels * size} bytes, more "
+                        f"than its {swizzle}-byte swizzle span")
+    return MapSpec(dtype, dims, tuple(strides), (channels, pixels), swizzle, False,
+                   tuple(reversed(lower)), tuple(reversed(upper)))
+
+
 _ZEROS: dict = {}
 ZEROS_BYTES = 1 << 16  # one element per dimension, boxes past it read as zeros
 
@@ -106,6 +165,16 @@ def encode(ptr: int, s: MapSpec) -> bytes:
     dt = getattr(drv.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{_DTYPES[s.dtype][0]}")
     swz = getattr(drv.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" +
                   ("NONE" if not s.swizzle else f"{s.swizzle}B"))
+    if s.lower is not None:
+        res = drv.cuTensorMapEncodeIm2col(
+            dt, len(s.dims), ptr, [drv.cuuint64_t(d) for d in s.dims],
+            [drv.cuuint64_t(x) for x in s.strides], list(s.lower), list(s.upper),
+            s.box[0], s.box[1], [drv.cuuint32_t(1)] * len(s.dims),
+            drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swz,
+            drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+        m = cuda_api.check(res, "cuTensorMapEncodeIm2col")
+        return b"".join(int(w).to_bytes(8, "little") for w in m.opaque)
     res = drv.cuTensorMapEncodeTiled(
         dt, len(s.dims), ptr, [drv.cuuint64_t(d) for d in s.dims],
         [drv.cuuint64_t(x) for x in s.strides], [drv.cuuint32_t(b) for b in s.box],

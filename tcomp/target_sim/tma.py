@@ -3,6 +3,10 @@ shared memory (lower/intrinsics_sm90.py).
 
     tma_load_2d(&S[d], map, &bar, c0, c1)   box of `map`'s buffer at rows c0.., columns
                                             c1.. (outermost first) into S from element d
+    tma_load_im2col_4d(&S[d], map, &bar, n, h, w, c, off_h, off_w)
+                                            an im2col map's (ir.Im2col) pixels x channels:
+                                            consecutive window starts from (n, h, w), each
+                                            pixel read at start + (off_h, off_w)
     tma_store_2d(map, &S[d], c0, c1)        the box at S[d] into the buffer (a bulk group)
     tma_store_commit()                      close the thread's group of stores
     tma_store_wait(n)                       all but the n newest groups are done
@@ -202,7 +206,14 @@ def _map_and_tile(ex, fn, map_e, ref, idx, env, mask, lane):
     m = ex.tensor_maps[map_e.name]
     arr = ex.globals.get(m.buffer)
     rank = 3 if fn.endswith("_3d") else 2
-    if not isinstance(arr, np.ndarray) or arr.ndim != rank or len(m.box) != rank or \
+    if fn.endswith("_im2col_4d"):
+        if m.im2col is None or not isinstance(arr, np.ndarray) or arr.ndim != 4:
+            raise SimError(f"kernel {ex.kname}: {fn} through {m.name}: an im2col copy needs an "
+                           f"im2col tensor map over a 4-D buffer ('{m.buffer}')")
+    elif m.im2col is not None:
+        raise SimError(f"kernel {ex.kname}: {fn} through {m.name}, an im2col tensor map: "
+                       f"its copies are tma_load_im2col_4d")
+    elif not isinstance(arr, np.ndarray) or arr.ndim != rank or len(m.box) != rank or \
             (rank == 3 and m.box[0] != 1):
         raise SimError(f"kernel {ex.kname}: {fn} through {m.name}: a {rank}-D copy needs a "
                        f"{rank}-D box over a {rank}-D buffer ('{m.buffer}')"
@@ -232,8 +243,9 @@ def _encodable(ex, m, arr) -> None:
     there."""
     from ..errors import CudaError
     from ..target_cuda.tensor_maps import spec
+    im2col = None if m.im2col is None else {"lower": m.im2col.lower, "upper": m.im2col.upper}
     try:
-        spec(m.name, m.buffer, arr.dtype.name, arr.shape, m.box, m.swizzle)
+        spec(m.name, m.buffer, arr.dtype.name, arr.shape, m.box, m.swizzle, im2col)
     except CudaError as e:
         raise SimError(f"kernel {ex.kname}: {e}") from None
 
@@ -245,6 +257,33 @@ def _window(arr, c0, c1, box):
     inside = (r >= 0) & (r < arr.shape[0]) & (j >= 0) & (j < arr.shape[1])
     return (np.broadcast_to(np.clip(r, 0, max(arr.shape[0] - 1, 0)), inside.shape),
             np.broadcast_to(np.clip(j, 0, max(arr.shape[1] - 1, 0)), inside.shape), inside)
+
+
+def _im2col_values(ex, m, arr, coords):
+    """The rows of an im2col copy (ir.Im2col) at (n, h, w, c, off_h, off_w):
+    `pixels` consecutive window starts from (n, h, w) in the bounding box
+    (w fastest, then h, then n; past the last image: zeros), each the
+    `channels` channels from c of the pixel at the start plus the offsets
+    (zeros outside the buffer)."""
+    n, h, w, c, oh, ow = coords
+    N, H, W, C = arr.shape
+    (lh, lw), (uh, uw) = m.im2col.lower, m.im2col.upper
+    hb, wb = H - 1 + uh - lh + 1, W - 1 + uw - lw + 1  # window starts per column, per row
+    if hb <= 0 or wb <= 0 or not (0 <= n < N and lh <= h < lh + hb and lw <= w < lw + wb):
+        raise SimError(f"kernel {ex.kname}: an im2col copy through {m.name} starts at window "
+                       f"(n={n}, h={h}, w={w}), outside its bounding box (n in 0..{N - 1}, h "
+                       f"in {lh}..{lh + hb - 1}, w in {lw}..{lw + wb - 1})")
+    pixels, channels = m.box
+    idx = ((n * hb) + (h - lh)) * wb + (w - lw) + np.arange(pixels, dtype=np.int64)
+    nn = idx // (hb * wb)
+    hh = lh + idx // wb % hb + oh
+    ww = lw + idx % wb + ow
+    cc = c + np.arange(channels, dtype=np.int64)
+    inside = ((nn < N) & (hh >= 0) & (hh < H) & (ww >= 0) & (ww < W))[:, None] & \
+        ((cc >= 0) & (cc < C))[None, :]
+    got = arr[np.clip(nn, 0, N - 1)[:, None], np.clip(hh, 0, H - 1)[:, None],
+              np.clip(ww, 0, W - 1)[:, None], np.clip(cc, 0, C - 1)[None, :]]
+    return np.where(inside, got, np.zeros((), arr.dtype)).reshape(-1)
 
 
 def _coords(ex, fns, env, mask, lane):
@@ -282,8 +321,12 @@ def _load(ex, s):
             if not mb.inited:
                 raise SimError(f"kernel {ex.kname}: {fn} completes on mbarrier "
                                f"{bname}[{int(elem)}] before its mbarrier_init")
-            mat, (y, x), _ = _matrix(arr, _coords(ex, cfs, env, mask, lane))
-            if mat is None:  # a matrix past the batch's end: zeros, as past any end
+            coords = _coords(ex, cfs, env, mask, lane)
+            mat, (y, x), _ = (None, (0, 0), 0) if m.im2col is not None else \
+                _matrix(arr, coords)
+            if m.im2col is not None:
+                vals = _im2col_values(ex, m, arr, coords)
+            elif mat is None:  # a matrix past the batch's end: zeros, as past any end
                 vals = np.zeros(m.box[-2] * m.box[-1], arr.dtype)
             else:
                 r, j, inside = _window(mat, y, x, m.box[-2:])
@@ -421,6 +464,7 @@ def uses_sm90(k: ir.Kernel, proxied: set) -> bool:
 
 
 RULES = {"tma_load_2d": _load, "tma_store_2d": _store, "tma_load_3d": _load,
+         "tma_load_im2col_4d": _load,
          "tma_store_3d": _store, "tma_store_commit": _commit,
          "fence_proxy_async": _fence}
 BLOCKING = {"tma_store_wait": _wait}
