@@ -111,7 +111,8 @@ def _bmm_bt():
 
 def _conv2d():
     """conv2d fp16 N32 C256 56x56 K256 3x3 pad 1 (bench/tc_conv.py's case, NHWC, an im2col
-    temporary the search inlines) against cuDNN on channels-last tensors, its faster form."""
+    temporary the search inlines or keeps) against cuDNN on channels-last tensors, its faster
+    form; the hand schedule: the Hopper one on an H100/H200, else the best mma.sync one."""
     from tc_conv import VARIANTS as CONV_VARIANTS
     op = tcomp.op(S.TC_CONV2D)
     N, H, W, C, K = 32, 56, 56, 256, 256
@@ -127,6 +128,9 @@ def _conv2d():
         o = F.conv2d(x_cl.double(), filt.double(), padding=1)
         return o.permute(0, 2, 3, 1).reshape(N * H * W, K)
     hand = S.tc_conv2d(**CONV_VARIANTS["128x128_w64x64_k64_async3_swz_pairs"])[1]
+    if torch.cuda.get_device_capability() == (9, 0):  # the Hopper path (kernels/conv_sm90.py)
+        from tcomp.kernels.conv_sm90 import conv2d_schedule
+        hand = conv2d_schedule(op)
     return op, sizes, (X, Wt), lambda: F.conv2d(x_cl, filt, padding=1), \
         "cuDNN conv2d fp16 channels-last", hand, exact
 

@@ -47,19 +47,23 @@ def split_of(s, leaf: str) -> SplitRel | None:
     return None
 
 
-def _check_window_stage(stage, p):
-    """tma() on a computed shared stage: it must look like an im2col matrix
-    (two indices, no reduction, `cond ? X(4 indices) : 0`); lowering checks
-    the window exactly (lower/im2col.py)."""
+def looks_like_window(op, d) -> bool:
+    """Whether definition `d` of `op` has the shape of a convolution's im2col
+    matrix (two indices, no reduction, `cond ? X(4 indices) : 0` over an
+    input X); lowering checks the window exactly (lower/im2col.py)."""
     from ..lang.ast import Cast, Const, Read, Select
-    d = stage._s.definition
     rhs = d.rhs
-    inputs = {t.name for t in stage._sched.op.inputs}
+    inputs = {t.name for t in op.inputs}
     other = rhs.b.x if isinstance(rhs, Select) and isinstance(rhs.b, Cast) else \
         getattr(rhs, "b", None)
-    if len(d.spatial) != 2 or d.reduce or not isinstance(rhs, Select) or \
-            not isinstance(rhs.a, Read) or rhs.a.tensor not in inputs or \
-            len(rhs.a.args) != 4 or not isinstance(other, Const) or other.value != 0:
+    return (len(d.spatial) == 2 and not d.reduce and isinstance(rhs, Select)
+            and isinstance(rhs.a, Read) and rhs.a.tensor in inputs and len(rhs.a.args) == 4
+            and isinstance(other, Const) and other.value == 0)
+
+
+def _check_window_stage(stage, p):
+    """tma() on a computed shared stage: it must look like an im2col matrix."""
+    if not looks_like_window(stage._sched.op, stage._s.definition):
         raise ScheduleError(f"{p}: stage '{stage.name}' is computed, not a cache_read copy; "
                             f"the TMA engine computes only a convolution's im2col matrix, "
                             f"A(p, r) = cond ? X(n, h, w, c) : 0 over an input X(N, H, W, C) "

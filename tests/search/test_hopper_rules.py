@@ -113,3 +113,47 @@ def test_features_count_the_tma_copies_once_per_block():
         assert f["global_store_bytes"] == pytest.approx(4096 * 4096 * 2), p  # bfloat16 C
         assert f["global_load_bytes"] == pytest.approx(tiles * (bm + bn) * 4096 * 2), p
         assert f["unique_global_bytes"] == pytest.approx(3 * 4096 * 4096 * 2)
+
+
+CONV_SIZES = {"N": 32, "H": 56, "W": 56, "C": 256, "K": 256, "RSC": 2304}
+
+
+def _conv():
+    from tcomp.kernels.conv_sm90 import conv2d_source
+    return conv2d_source()
+
+
+def test_a_convolution_gets_the_hopper_path_with_its_im2col_stage_kept():
+    """O's A operand is the im2col temporary: kept as a stage (not inlined) and
+    filled by TMA im2col copies."""
+    sp, got, counts = _sketches(_conv(), CONV_SIZES, n=24)
+    assert counts["O:hopper_tile"] >= 3, counts
+    c = next(c for c in got if c.sketch == "O:hopper_tile")
+    text = str(sp.analyse(c).program)
+    assert "A im2col windows of X (3x3 filter, padding 1,1, 256 channels)" in text
+
+
+def test_not_for_channels_that_are_not_a_multiple_of_64():
+    _, _, counts = _sketches(_conv(), dict(CONV_SIZES, C=96, RSC=864), n=16)
+    assert not counts["O:hopper_tile"], counts
+
+
+def test_not_for_a_temporary_that_is_not_a_window():
+    src = """def f(bfloat16(M,K) A, bfloat16(K,N) B) -> (C) {
+  T(m, k) = A(m, k) * 2.0
+  C(m, n) +=! T(m, k) * B(k, n)
+}"""
+    _, _, counts = _sketches(src, BIG, n=16)
+    assert not counts["C:hopper_tile"], counts
+
+
+def test_a_small_convolution_candidate_runs_on_the_sim_as_evaluate_does():
+    from tests.kernels.conv_ops import data
+    sizes = {"N": 2, "H": 5, "W": 7, "C": 64, "K": 64, "RSC": 576}
+    sp, got, _ = _sketches(_conv(), sizes, n=24, seed=1)
+    c = next(c for c in got if c.sketch == "O:hopper_tile")
+    k = tcomp.build(c.replay(sp.op), target="sim", sizes=sizes)
+    X, Wt = data((3, 3), sizes)
+    want = np.asarray(tcomp.evaluate(tcomp.op(_conv()), X, Wt)).astype(np.float64)
+    got_o = np.asarray(k(X, Wt)).astype(np.float64)
+    assert np.abs(got_o - want).max() <= 2.0 ** -10 * np.abs(want).max()

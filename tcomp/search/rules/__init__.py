@@ -105,7 +105,8 @@ from .tiles import (LANES, _rt_applies, _rt_apply, _rt_feasible, _rt_sample,  # 
                     _st_apply, _st_feasible, _st_sample, _tc_applies, _tc_apply,
                     _tc_feasible, _tc_keeps, _tc_sample)
 from .hopper import (_he_applies, _he_apply, _he_claims, _he_feasible,  # noqa: F401
-                     _he_sample, _ht_applies, _ht_apply, _ht_feasible, _ht_sample)
+                     _he_keeps, _he_sample, _ht_applies, _ht_apply, _ht_feasible, _ht_keeps,
+                     _ht_sample)
 from . import references as REF
 from .fused import (_se_applies, _se_apply, _se_feasible, _se_sample, _te_applies,  # noqa: F401
                     _te_apply, _te_feasible, _te_keeps, _te_sample, products)
@@ -131,9 +132,9 @@ RULES = {r.name: r for r in (
          keeps=_te_keeps, reference=REF.tc, weight=6.0),
     Rule("simt_epilogue", _se_applies, _se_sample, _se_feasible, _se_apply, claims=products,
          reference=REF.simt, weight=4.0),
-    Rule("hopper_tile", _ht_applies, _ht_sample, _ht_feasible, _ht_apply,
+    Rule("hopper_tile", _ht_applies, _ht_sample, _ht_feasible, _ht_apply, keeps=_ht_keeps,
          reference=REF.hopper, weight=6.0),
     Rule("hopper_epilogue", _he_applies, _he_sample, _he_feasible, _he_apply, claims=_he_claims,
-         reference=REF.hopper, weight=8.0),
+         keeps=_he_keeps, reference=REF.hopper, weight=8.0),
     Rule("scan", _scan_applies, _scan_sample, _scan_feasible, _scan_apply, weight=2.0),
 )}

@@ -5,7 +5,9 @@ section (tcomp.kernels.gemm_sm90.hopper_schedule), for targets with wgmma
 (`Limits.arch` sm_90a).
 
 A product is `C(m, n) +=! A . B` with A read at (m, k) or (k, m), B at
-(k, n) or (n, k) (schedule/primitives_hopper.py contraction_roles), both
+(k, n) or (n, k) (schedule/primitives_hopper.py contraction_roles), B an
+input, A an input or a convolution's im2col matrix (a temporary kept as a
+stage, `keeps`: the Hopper convolution of kernels/conv_sm90.py), both
 bfloat16 or both float16, accumulated in float32, into a 16- or 32-bit float
 output; the TMA engine needs every operand's and the output's rows to be a
 multiple of 16 bytes at the tuning sizes.
@@ -43,7 +45,7 @@ def _product(ctx, stage):
                                            d.acc_dtype.name == "float32"):
             a, b = ctx.op.tensors[roles[0]], ctx.op.tensors[roles[2]]
             if a.dtype == b.dtype and a.dtype.name in ("bfloat16", "float16") and \
-                    all(_rows_ok(ctx, t) for t in (a, b)):
+                    all(_rows_ok(ctx, t) for t in (a, b)) and _operands_ok(ctx, d, roles):
                 got = (roles[0], roles[2])
     ctx.memo[key] = got
     return got
@@ -56,6 +58,41 @@ def _definition(ctx, stage):
         s = ctx.memo["hopper schedule"] = Schedule(ctx.op)
     st = s.states.get(stage)
     return st.definition if st is not None else None
+
+
+def _operands_ok(ctx, prod, roles) -> bool:
+    """Inputs, or (A only) a temporary that is a convolution's im2col matrix
+    read at (m, k), its channels a multiple of 64 at the tuning sizes: kept
+    as a stage in shared memory, filled by TMA im2col copies (docs/hopper.md,
+    "Convolution")."""
+    from ...schedule.primitives_hopper import looks_like_window
+    inputs = {t.name for t in ctx.op.inputs}
+    a, a_sub, b, _ = roles
+    if b not in inputs:
+        return False
+    if a in inputs:
+        return True
+    d = _definition(ctx, a)
+    if d is None or tuple(a_sub) != (prod.spatial[-2], prod.reduce[0]) or \
+            not looks_like_window(ctx.op, d):
+        return False
+    x = ctx.op.tensors[d.rhs.a.tensor]
+    try:
+        channels = eval_int(x.shape[-1], ctx.sizes)
+    except Exception:  # noqa: BLE001 - channels the tuning sizes do not fix
+        return False
+    return channels % 64 == 0
+
+
+def _ht_keeps(ctx, stage, p) -> set:
+    """A temporary operand (an im2col matrix) stays a stage of its own."""
+    inputs = {t.name for t in ctx.op.inputs}
+    return {t for t in (_product(ctx, stage) or ()) if t not in inputs}
+
+
+def _he_keeps(ctx, stage, p) -> set:
+    prod = _epilogue_product(ctx, stage)
+    return _ht_keeps(ctx, prod, p) if prod else set()
 
 
 def _rows_ok(ctx, tensor) -> bool:
