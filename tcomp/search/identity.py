@@ -107,17 +107,66 @@ def small_sizes(op: Op, sizes: Mapping[str, int], budget: int) -> dict[str, int]
     that is non-empty at `sizes` becomes empty (a convolution keeps H >= KH).
     Halving keeps a power-of-two size a power of two, so tiles that divide
     the real sizes mostly divide the small ones too. When no size can shrink
-    any further, the result may still exceed the budget."""
+    any further, the result may still exceed the budget. The channels of a
+    convolution's im2col stage (a size that is a multiple of 64 at `sizes`)
+    stay a multiple of 64: the Hopper path fills such a stage by TMA im2col
+    copies, 64 channels at a time (`_steps`); and a size equal to such a
+    stage's window extent R S C at `sizes` (the filter bank's height) stays
+    equal to it (`_tied`)."""
     cur = dict(sizes)
     keep = _nonempty(op, cur)
+    steps = _steps(op, cur)
     while work_of(op, cur) > budget:
         for name in sorted(cur, key=lambda n: -cur[n]):
             if cur[name] <= 1:
                 continue
             trial = dict(cur, **{name: (cur[name] + 1) // 2})
+            if trial[name] % steps.get(name, 1):
+                continue
             if keep <= _nonempty(op, trial):
                 cur = trial
                 break
         else:
-            return cur
+            return _tied(op, sizes, cur)
+    return _tied(op, sizes, cur)
+
+
+def _steps(op: Op, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Sizes that must stay multiples of a step when shrunk: the channels C of
+    an input X(N, H, W, C) read by a statement shaped as a convolution's
+    im2col matrix (schedule/primitives_hopper.looks_like_window), where C is
+    a size variable and a multiple of 64 at `sizes`."""
+    from ..lang.ast import Size
+    out = {}
+    for st in _windows(op):
+        dim = op.tensors[st.rhs.a.tensor].shape[-1]
+        if isinstance(dim, Size) and sizes.get(dim.name, 0) % 64 == 0:
+            out[dim.name] = 64
+    return out
+
+
+def _windows(op: Op):
+    from ..schedule.primitives_hopper import looks_like_window
+    return [st for st in op.statements if looks_like_window(op, st)]
+
+
+def _tied(op: Op, sizes: Mapping[str, int], cur: dict) -> dict:
+    """`cur` with every size that equals an im2col statement's window extent
+    (its second index's range) at `sizes` set to that extent at `cur`."""
+    for st in _windows(op):
+        r = st.range_of(st.spatial[1])
+        lo, hi = r.lo, r.hi
+        try:
+            was, now = (eval_int(hi, sizes) - eval_int(lo, sizes),
+                        eval_int(hi, cur) - eval_int(lo, cur))
+        except Exception:  # noqa: BLE001 - a range the sizes do not fix
+            continue
+        for name in cur:
+            if sizes[name] == was and cur[name] != now and name not in _names_in(hi):
+                cur = dict(cur, **{name: now})
     return cur
+
+
+def _names_in(e) -> set:
+    from ..lang.ast import Size, walk
+    return {x.name for x in walk(e) if isinstance(x, Size)}

@@ -309,3 +309,17 @@ def test_a_sim_runner_time_limit_must_be_positive(bad):
     with pytest.raises(tcomp.TcompError) as e:
         SimRunner(timeout_s=bad)
     assert str(e.value) == f"SimRunner: timeout_s must be a positive number of seconds, got {bad!r}"
+
+
+def test_small_sizes_keep_a_convolution_on_the_hopper_path():
+    """The channels of an im2col stage stay a multiple of 64 and the filter bank's
+    height stays R S C (the Hopper plan's requirements), so a candidate valid at
+    the tuning sizes is checkable at the small ones."""
+    from tcomp.kernels.conv_sm90 import conv2d_source
+    op = tcomp.op(conv2d_source())
+    small = small_sizes(op, {"N": 32, "H": 56, "W": 56, "C": 256, "K": 256, "RSC": 2304},
+                        1 << 22)
+    assert small["C"] % 64 == 0 and small["RSC"] == 9 * small["C"], small
+    assert small["N"] * small["H"] * small["W"] < 32 * 56 * 56
+    odd = small_sizes(op, {"N": 4, "H": 8, "W": 8, "C": 96, "K": 64, "RSC": 864}, 1 << 12)
+    assert odd["RSC"] == 9 * odd["C"], odd  # 96 is not a multiple of 64: it shrinks freely
