@@ -17,9 +17,9 @@ runs; lowering reads the kernel's plan off that schedule
 `attention_program` gives the lowered IR Program (for the sim, dumps and
 tests). D and E are 64 or 128 and must be given in `sizes`; Z, S and T may
 be fixed or symbolic (S and T any value: the TMA engine clips the tiles).
-The log-sum-exp output (lse=True) is not reachable from a schedule yet: its
-plan is built from the configuration directly (the one gap; see
-docs/hopper.md).
+With lse=True the comprehension has a second output L = mx + log(l), each
+row's log-sum-exp, and the schedule makes it an epilogue over O.online's
+running max and sum (`on.epilogue(s["L"])`: schedule/statistics_epilogue.py).
 """
 from __future__ import annotations
 
@@ -140,11 +140,8 @@ def attention_schedule(config: AttentionConfig = AttentionConfig(), sizes: dict 
     import tcomp
     sizes = dict(sizes or {})
     cfg, cregs, scale = _checked(config, sizes)
-    if cfg.lse:
-        raise LoweringError("attention_schedule: the log-sum-exp output is not reachable from "
-                            "a schedule yet; attention_sm90(AttentionConfig(lse=True)) builds "
-                            "its plan directly")
-    s = tcomp.Schedule(tcomp.op(source(cfg.dtype, scale, cfg.causal, sizes["D"], cfg.kv_group)))
+    s = tcomp.Schedule(tcomp.op(source(cfg.dtype, scale, cfg.causal, sizes["D"], cfg.kv_group,
+                                       cfg.lse)))
     s.online_softmax("mx", "l", ["O"])      # one pass: running max, sum, rescaled O
     on, sc = s["O.online"], s["Sc"]
     z, i, e = on.axes
@@ -157,6 +154,8 @@ def attention_schedule(config: AttentionConfig = AttentionConfig(), sizes: dict 
         copy = s.cache_read(t, "shared", [reader])  # Q's tile stays; K and V through a ring
         copy.compute_at(on, at)
         copy.tma()
+    if cfg.lse:
+        on.epilogue(s["L"])                 # L = mx + log(l) from the running max and sum
     sc.compute_at(on, jo)                   # one key block's scores, in registers
     sc.tensorize(sc.axes[1], f"wgmma_m64n{cfg.bn}k16")
     on.pipeline(jo, stages=cfg.stages)
@@ -174,40 +173,10 @@ def attention_schedule(config: AttentionConfig = AttentionConfig(), sizes: dict 
 
 def attention_program(config: AttentionConfig = AttentionConfig(), sizes: dict | None = None):
     """The IR Program (flattened, as `tcomp.lower` returns it): the lowered
-    `attention_schedule`; with lse=True, the op's interface from lowering its
-    plain schedule (temporaries dropped) and its one kernel built from a plan
-    made from the configuration."""
+    `attention_schedule`."""
     import tcomp
     sizes = dict(sizes or {})
-    cfg, cregs, scale = _checked(config, sizes)
-    if not cfg.lse:
-        return tcomp.lower(attention_schedule(config, sizes), sizes=sizes)
-    from ..lang import dtypes
-    from ..lower import flatten, ir
-    from ..lower.hopper_attention import AttentionPlan, kernel
-    from ..lower.rewriter import substitute
-    from ..lower.verify import verify
-    op = tcomp.op(source(cfg.dtype, scale, cfg.causal, sizes["D"], cfg.kv_group, True))
-    base = tcomp.lower(tcomp.Schedule(op), sizes=sizes)
-    dt = getattr(dtypes, cfg.dtype)
-    sym = lambda n: ir.const(sizes[n]) if n in sizes else ir.Var(n, dtypes.int32)  # noqa: E731
-    plan = AttentionPlan(
-        name="attention_O_online", q="Q", k="K", v="V", o="O", dtype=dt, out=dt,
-        Z=sym("Z"), S=sym("S"), T=sym("T"), D=sizes["D"], E=sizes["E"],
-        sizes=tuple(n for n in ("Z", "S", "T") if n not in sizes), scale=scale,
-        causal=cfg.causal, bn=cfg.bn, bm=cfg.bm, stages=cfg.stages,
-        producer_regs=cfg.producer_regs, consumer_regs=cregs,
-        pingpong=cfg.pingpong, kv_group=cfg.kv_group, persistent=cfg.persistent, lse="L")
-    k = kernel(plan)
-    if sizes:
-        k = dataclasses.replace(k, body=substitute(k.body, {n: ir.const(val)
-                                                            for n, val in sizes.items()}))
-    bufs = tuple(b_ for b_ in base.buffers if b_.role != "temp")
-    prog = dataclasses.replace(base, buffers=bufs, kernels=(k,), zero_fill=frozenset())
-    verify(k, prog)
-    k = flatten.run(k, prog)
-    verify(k, prog, flat=True)
-    return dataclasses.replace(prog, kernels=(k,))
+    return tcomp.lower(attention_schedule(config, sizes), sizes=sizes)
 
 
 def attention_sm90(config: AttentionConfig = AttentionConfig(), sizes: dict | None = None,

@@ -19,6 +19,8 @@ the key axis j:
     persistent(z, i_o, group_m=1) or z and i_o bound to block indices
     epilogue(O)                                                 O = acc / sum, TMA store
     tensorize(i_w, "wgmma_rs_m64n{E}k16")                       P . V, P in registers
+    optionally epilogue(L), L = mx + log(l) over the (mx, l)    the log-sum-exp, written
+      statistics stage                                          from the running max, sum
 
 The scores are matched as `[j > i ? -inf :] Sc(z, i, j) * scale` with
 `Sc(z, i, j) +=! Q(z, i, d) * K(z', j, d)` (casts allowed) and the weights as
@@ -262,13 +264,47 @@ def plan(builder, stage: str) -> AttentionPlan | None:
             if b_ is not None and a_ != b_:
                 _bad(stage, f"'{tensor}' has {expr(a_)} in dimension {n_} where the loops run "
                             f"over {expr(b_)}; the tiles cover whole tensors")
+    lse = _lse_output(builder, stage, st, ext, (z, i))
     used = dict.fromkeys(x_.name for var in (z, i, j) for x_ in walk(ext[var])
                          if isinstance(x_, ir.Var))
     return AttentionPlan(
         name=f"{builder.op.name}_{ident(stage)}", q=qt, k=kt, v=vt, o=out_tensor, dtype=dt,
         out=out, Z=ext[z], S=ext[i], T=ext[j], D=D_.value, E=E_.value, sizes=tuple(used),
         scale=scale, causal=causal, bm=bm, bn=bn, stages=stages, producer_regs=preg,
-        consumer_regs=creg, pingpong=pingpong, kv_group=g, persistent=persistent)
+        consumer_regs=creg, pingpong=pingpong, kv_group=g, persistent=persistent, lse=lse)
+
+
+def _lse_output(builder, stage, st, ext, zi):
+    """The log-sum-exp output of a statistics epilogue (`epilogue(L)` with
+    L = mx + log(l) over the running max and sum: statistics_epilogue.py),
+    or None."""
+    if st.row_epilogue is None:
+        return None
+    sched = builder.sched
+    ls = sched.states[st.row_epilogue]
+    d = ls.definition
+    stats = next(w for w in sched.writers(sorted(d.reads())[0]))
+    mx, lsum = sched.states[stats].definition.tensors
+    rhs = _strip(d.rhs)
+
+    def is_read(x, t):
+        x = _strip(x)
+        return isinstance(x, A.Read) and x.tensor == t
+    ok = isinstance(rhs, A.Binary) and rhs.op == "+" and any(
+        is_read(a_, mx) and isinstance(_strip(b_), A.Call) and _strip(b_).fn == "log" and
+        len(_strip(b_).args) == 1 and is_read(_strip(b_).args[0], lsum)
+        for a_, b_ in ((rhs.a, rhs.b), (rhs.b, rhs.a)))
+    if not ok:
+        _bad(stage, f"its statistics epilogue '{ls.name}' must be {mx} + log({lsum}) (the "
+                    f"log-sum-exp: what the kernel writes from its running max and sum)")
+    if sched.tensors[ls.tensor][0] != dtypes.float32:
+        _bad(stage, f"its log-sum-exp output '{ls.tensor}' is {sched.tensors[ls.tensor][0]}; "
+                    f"the kernel writes float32")
+    dims = [builder.lsize(x_) for x_ in sched.tensors[ls.tensor][1]]
+    if dims != [ext[zi[0]], ext[zi[1]]]:
+        _bad(stage, f"'{ls.tensor}' has dimensions ({', '.join(expr(x_) for x_ in dims)}) "
+                    f"where the loops run over ({expr(ext[zi[0]])}, {expr(ext[zi[1]])})")
+    return ls.tensor
 
 
 def _score_operands(stage, sc, copies):

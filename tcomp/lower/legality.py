@@ -53,6 +53,8 @@ def check_readers(sched, sizes=None):
                     f"compute '{p}' at a loop of '{q}' instead")
             if q == host or (qs.attach == ("inline",) and qs.tensor not in outputs):
                 continue  # (an inlined stage reads inside its readers, checked themselves)
+            if qs.attach == ("epilogue", host):
+                continue  # computed by the host's kernel from its registers (its statistics)
             qp = position(q)
             # q must be built inside the same host loops as p, and after it ...
             ok = len(qp) >= len(pp) and qp[:len(pp) - 1] == pp[:-1] and \

@@ -189,6 +189,10 @@ class HopperPrimitives:
 
         T: for m, n: T[m, n] = sum_k A . B        D: for m, n: D[m, n] = f(T[m, n], bias[n])
         --T.epilogue(D)-->  T: for tiles: acc = sum_k A . B; D[tile] = f(acc, bias[n])  (TMA store)
+
+        A stage that reads only the (M, L) statistics stage online_softmax
+        leaves (attention's log-sum-exp) is computed from this stage's running
+        max and sum instead (schedule/statistics_epilogue.py).
         """
         p = "epilogue"
         sched = self._sched
@@ -198,6 +202,12 @@ class HopperPrimitives:
         t, d = s.definition, e.definition
         if stage.name == self.name:
             raise ScheduleError(f"{p}: stage '{self.name}' cannot be its own epilogue")
+        from . import statistics_epilogue as SE
+        stats = SE.statistics_stage(sched, s, e)
+        if stats is not None:  # over the running statistics (attention's log-sum-exp)
+            SE.attach(self, stage, stats)
+            self._sched.directives.append(D.Epilogue(self.name, stage.name))
+            return
         if getattr(s, "epilogue", None):
             raise ScheduleError(f"{p}: stage '{self.name}' has the epilogue '{s.epilogue}' already")
         if e.attach != ("root",) or e.transformed():
@@ -345,11 +355,14 @@ class HopperPrimitives:
             raise ScheduleError(f"{p}: '{s.tensor}' is an output of '{self._sched.op.name}'; a "
                                 f"stage computed at another's loop keeps its tile in registers "
                                 f"(a temporary)")
-        others = [r for r in self._sched.readers(s.tensor) if r != s.attach[1]]
+        states = self._sched.states
+        others = [r for r in self._sched.readers(s.tensor) if r != s.attach[1] and
+                  states[r].attach != ("epilogue", s.attach[1])]  # (its running statistics)
         if others:
             raise ScheduleError(f"{p}: '{s.tensor}' is also read by stage '{others[0]}'; its "
                                 f"tile stays in the registers of '{s.attach[1]}', which must "
-                                f"be its only reader")
+                                f"be its only reader (or its statistics: epilogue(...) of a "
+                                f"stage over them first)")
         self._sched.directives.append(D.Tensorize(self.name, name, intrin))
         s.tensorize[name] = intrin
         _in_registers(self._sched, s, (s.tensor,))

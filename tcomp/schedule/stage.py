@@ -135,6 +135,8 @@ class StageState:
         self.persistent: tuple | None = None
         self.roles: tuple | None = None
         self.epilogue: str | None = None  # the elementwise stage computed from its accumulators
+        # the stage computed from its running statistics (statistics_epilogue.py)
+        self.row_epilogue: str | None = None
 
     @property
     def tensor(self) -> str:

@@ -107,10 +107,12 @@ def small_sizes(op: Op, sizes: Mapping[str, int], budget: int) -> dict[str, int]
     that is non-empty at `sizes` becomes empty (a convolution keeps H >= KH).
     Halving keeps a power-of-two size a power of two, so tiles that divide
     the real sizes mostly divide the small ones too. When no size can shrink
-    any further, the result may still exceed the budget. The channels of a
-    convolution's im2col stage (a size that is a multiple of 64 at `sizes`)
-    stay a multiple of 64: the Hopper path fills such a stage by TMA im2col
-    copies, 64 channels at a time (`_steps`); and a size equal to such a
+    any further, the result may still exceed the budget. A tensor's
+    innermost dimension that is a multiple of 16 bytes stays one, and the
+    channels of a convolution's im2col stage (a size that is a multiple of 64
+    at `sizes`) stay a multiple of 64: the Hopper path moves rows by TMA and
+    fills such a stage by TMA im2col copies, 64 channels at a time
+    (`_steps`); and a size equal to such a
     stage's window extent R S C at `sizes` (the filter bank's height) stays
     equal to it (`_tied`)."""
     cur = dict(sizes)
@@ -132,16 +134,24 @@ def small_sizes(op: Op, sizes: Mapping[str, int], budget: int) -> dict[str, int]
 
 
 def _steps(op: Op, sizes: Mapping[str, int]) -> dict[str, int]:
-    """Sizes that must stay multiples of a step when shrunk: the channels C of
-    an input X(N, H, W, C) read by a statement shaped as a convolution's
-    im2col matrix (schedule/primitives_hopper.looks_like_window), where C is
-    a size variable and a multiple of 64 at `sizes`."""
+    """Sizes that must stay multiples of a step when shrunk, where they are at
+    `sizes`: a tensor's innermost dimension, a multiple of 16 bytes (the TMA
+    engine's rows and 16-byte vectors: a schedule that uses them at `sizes`
+    must be checkable at the small ones), and the channels C of an input
+    X(N, H, W, C) read by a statement shaped as a convolution's im2col matrix
+    (schedule/primitives_hopper.looks_like_window), a multiple of 64."""
+    import math
     from ..lang.ast import Size
-    out = {}
+    out: dict[str, int] = {}
+
+    def need(dim, step):
+        if isinstance(dim, Size) and sizes.get(dim.name, 0) % step == 0:
+            out[dim.name] = math.lcm(out.get(dim.name, 1), step)
+    for t in op.inputs + op.outputs + op.temporaries:
+        if t.shape and t.dtype.bits >= 8:
+            need(t.shape[-1], max(1, 128 // t.dtype.bits))
     for st in _windows(op):
-        dim = op.tensors[st.rhs.a.tensor].shape[-1]
-        if isinstance(dim, Size) and sizes.get(dim.name, 0) % 64 == 0:
-            out[dim.name] = 64
+        need(op.tensors[st.rhs.a.tensor].shape[-1], 64)
     return out
 
 

@@ -110,10 +110,87 @@ def test_the_schedule_round_trips_through_json():
     assert tcomp.lower(again, sizes=SIZES).kernels == tcomp.lower(s, sizes=SIZES).kernels
 
 
-def test_lse_is_not_reachable_from_a_schedule_yet():
-    with pytest.raises(LoweringError, match="log-sum-exp output is not reachable from a "
-                                            "schedule yet"):
-        attention_schedule(AttentionConfig(lse=True), SIZES)
+def _lse_schedule(src=None, causal=False, **kw):
+    """schedule() of the comprehension with the log-sum-exp output L, L computed
+    from O.online's running max and sum (epilogue(L) before the scores' tensorize)."""
+    src = src or source("bfloat16", d=64, causal=causal, lse=True)
+
+    def scores_at(s, on, sc, jo, **_):
+        on.epilogue(s["L"])
+        sc.compute_at(on, jo)
+    return schedule(src, scores_at=scores_at, **kw)
+
+
+@pytest.mark.parametrize("Z,S,T,causal", [(2, 150, 77, False), (1, 200, 200, True),
+                                          (2, 130, 0, False)])
+def test_lse_from_the_schedule_on_the_sim(Z, S, T, causal):
+    """One kernel computes O and L = mx + log(l) (T = 0: the empty rows' -inf)."""
+    s = _lse_schedule(causal=causal)
+    prog = tcomp.lower(s, sizes=SIZES)
+    assert [k.buffers for k in prog.kernels] == [("L",)]
+    Q, K, V = data(Z, S, T, 64, 64, seed=3)
+    O, L = tcomp.build(s, target="sim", sizes=SIZES)(Q, K, V)
+    wO, wL = tcomp.evaluate(s.op, Q, K, V)
+    assert np.abs(np.asarray(O, np.float32) - np.asarray(wO, np.float32)).max() < ATOL
+    fin = np.isfinite(wL)
+    assert np.array_equal(fin, np.isfinite(L)) and (T > 0) == fin.all()
+    if fin.any():
+        assert np.abs(np.asarray(L)[fin] - wL[fin]).max() < 1e-4
+    assert np.array_equal(np.asarray(L)[~fin], wL[~fin])
+
+
+def test_attention_schedule_with_lse_is_that_schedule():
+    s = attention_schedule(AttentionConfig(lse=True), SIZES)
+    assert tcomp.lower(s, sizes=SIZES).kernels == \
+        attention_program(AttentionConfig(lse=True), SIZES).kernels
+    again = tcomp.Schedule.from_json(s.op, s.to_json())
+    assert tcomp.lower(again, sizes=SIZES).kernels == tcomp.lower(s, sizes=SIZES).kernels
+
+
+LSE = source("bfloat16", d=64, lse=True)
+
+
+def test_lse_of_another_form_is_refused():
+    with pytest.raises(LoweringError, match=r"its statistics epilogue 'L' must be mx \+ "
+                                            r"log\(l\)"):
+        tcomp.lower(_lse_schedule(LSE.replace("mx(z, i) + log(l(z, i))",
+                                              "mx(z, i) + l(z, i)")), sizes=SIZES)
+
+
+def test_lse_in_another_type_is_refused():
+    src = LSE.replace("float32(Z, S) L", "bfloat16(Z, S) L").replace(
+        "L(z, i) = mx(z, i) + log(l(z, i))", "L(z, i) = bfloat16(mx(z, i) + log(l(z, i)))")
+    with pytest.raises(LoweringError, match="log-sum-exp output 'L' is bfloat16; the kernel "
+                                            "writes float32"):
+        tcomp.lower(_lse_schedule(src), sizes=SIZES)
+
+
+def test_a_statistics_epilogue_twice_is_refused():
+    s = tcomp.Schedule(tcomp.op(LSE))
+    s.online_softmax("mx", "l", ["O"])
+    s["O.online"].epilogue(s["L"])
+    with pytest.raises(ScheduleError, match="has the statistics epilogue 'L' already"):
+        s["O.online"].epilogue(s["L"])
+
+
+def test_statistics_read_by_another_stage_are_refused():
+    src = LSE.replace("-> (bfloat16(Z, S, E) O, float32(Z, S) L)",
+                      "-> (bfloat16(Z, S, E) O, float32(Z, S) L, float32(Z, S) M)").replace(
+        "    L(z, i) = mx(z, i) + log(l(z, i))\n",
+        "    L(z, i) = mx(z, i) + log(l(z, i))\n    M(z, i) = mx(z, i)\n")
+    s = tcomp.Schedule(tcomp.op(src))
+    s.online_softmax("mx", "l", ["O"])
+    with pytest.raises(ScheduleError, match="'mx' is also read by stage 'M'; the statistics "
+                                            "of 'O.online' can feed its epilogue only"):
+        s["O.online"].epilogue(s["L"])
+
+
+def test_the_scores_read_by_the_statistics_need_the_epilogue_first():
+    """epilogue(L) left out: the (mx, l) stage reads the scores kept in registers."""
+    with pytest.raises(ScheduleError, match=r"'Sc' is also read by stage 'mx'; .* \(or its "
+                                            r"statistics: epilogue\(...\) of a stage over them "
+                                            r"first\)"):
+        schedule(LSE)
 
 
 def _lowered(**kw):
