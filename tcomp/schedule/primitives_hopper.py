@@ -341,16 +341,16 @@ class HopperPrimitives:
                                 f"{d.acc_dtype}")
         inner = s.leaves[s.leaves.index(name):]
         roots = [d.spatial[-2], d.spatial[-1], d.reduce[0]]
+        for leaf in inner:  # (before the shape check, which transformed() would also trip)
+            if leaf in s.bind or leaf in s.vectorize or leaf in s.unroll:
+                raise ScheduleError(f"{p}: loop '{leaf}' inside '{name}' is bound, unrolled or "
+                                    f"vectorized already")
         if sorted(inner) != sorted(roots) or s.transformed():
             raise ScheduleError(f"{p}: stage '{self.name}' is computed at loop "
                                 f"'{s.attach[2]}' of '{s.attach[1]}': its tile is the region "
                                 f"that loop needs, so the loops from '{name}' inward must be "
                                 f"its own {', '.join(roots)}, unsplit and innermost; they are "
                                 f"{', '.join(inner)}")
-        for leaf in inner:
-            if leaf in s.bind or leaf in s.vectorize or leaf in s.unroll:
-                raise ScheduleError(f"{p}: loop '{leaf}' inside '{name}' is bound, unrolled or "
-                                    f"vectorized already")
         if s.tensor in {x.name for x in self._sched.op.outputs + self._sched.op.inputs}:
             raise ScheduleError(f"{p}: '{s.tensor}' is an output of '{self._sched.op.name}'; a "
                                 f"stage computed at another's loop keeps its tile in registers "

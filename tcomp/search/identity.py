@@ -108,7 +108,8 @@ def small_sizes(op: Op, sizes: Mapping[str, int], budget: int) -> dict[str, int]
     Halving keeps a power-of-two size a power of two, so tiles that divide
     the real sizes mostly divide the small ones too. When no size can shrink
     any further, the result may still exceed the budget. A tensor's
-    innermost dimension that is a multiple of 16 bytes stays one, and the
+    innermost dimension that is a multiple of 16 bytes stays one (halved and
+    rounded up to the multiple), and the
     channels of a convolution's im2col stage (a size that is a multiple of 64
     at `sizes`) stay a multiple of 64: the Hopper path moves rows by TMA and
     fills such a stage by TMA im2col copies, 64 channels at a time
@@ -122,9 +123,11 @@ def small_sizes(op: Op, sizes: Mapping[str, int], budget: int) -> dict[str, int]
         for name in sorted(cur, key=lambda n: -cur[n]):
             if cur[name] <= 1:
                 continue
-            trial = dict(cur, **{name: (cur[name] + 1) // 2})
-            if trial[name] % steps.get(name, 1):
+            step = steps.get(name, 1)
+            half = -(-((cur[name] + 1) // 2) // step) * step  # rounded up to the step
+            if half >= cur[name]:
                 continue
+            trial = dict(cur, **{name: half})
             if keep <= _nonempty(op, trial):
                 cur = trial
                 break

@@ -91,15 +91,14 @@ def test_wgmma_at_a_loop_accumulates_in_float32():
 
 
 def test_wgmma_at_a_loop_over_an_unrolled_loop():
-    """The scores' loops unrolled: refused by the check that they are untransformed
-    (the later 'is bound, unrolled or vectorized already' check cannot be reached:
-    Stage.transformed() is true whenever a loop is bound, unrolled or vectorized)."""
+    """The scores' loops unrolled: the loop is named (checked before the shape check,
+    which an unrolled loop would trip with a message naming loops that look right)."""
     s, on = _online(source("bfloat16", d=64))
     sc = s["Sc"]
     sc.compute_at(on, on.reduce_axes[0])
     sc.unroll(sc.reduce_axes[0])
-    with pytest.raises(ScheduleError, match="tensorize: stage 'Sc' is computed at loop 'j' of "
-                                            "'O.online'.* unsplit and innermost"):
+    with pytest.raises(ScheduleError, match="tensorize: loop 'd' inside 'i' is bound, unrolled "
+                                            "or vectorized already"):
         sc.tensorize(sc.axes[1], "wgmma_m64n128k16")
 
 
