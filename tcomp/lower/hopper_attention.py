@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass
 
 from ..arch.fragments import wgmma_d
+from ..arch.limits import shared_per_block
 from ..lang import dtypes
 from . import ir
 from .hopper_gemm import (TID, WARPGROUP, b, c, call, ceil_div, chunk_stores, let, one_thread,
@@ -94,7 +95,9 @@ class AttentionPlan:
         return 128 // (self.out.bits // 8)
 
 
-SMEM_LIMIT = 232448  # bytes of shared memory a block may have on sm_90 (227 KiB)
+# bytes of shared memory a block may have on sm_90 (227 KiB): the kernels' own checks
+# (kernels/attention_sm90.py); a lowering reads its target's (hopper_attention_plan.py)
+SMEM_LIMIT = shared_per_block("sm_90")
 
 
 def smem_bytes(cfg, D: int, E: int, item: int = 2) -> int:
