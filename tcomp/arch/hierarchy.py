@@ -22,8 +22,12 @@ THREAD: may differ between any two threads). An expression is as uniform as
 its least uniform operand (`join`); what makes a derived axis more uniform
 than the thread index it is computed from is the quotient: tid / 128 is the
 same in all 128 threads of a warpgroup (`quotient_uniformity`). The verifier
-and the checks of warp- and warpgroup-wide operations read this instead of
-asking whether an expression mentions threadIdx.x.
+(lower/verify.py, through lower/uniformity.py, which reads Kernel IR with
+`uniformity`) classifies divergence with it: a collective intrinsic may sit
+under a condition uniform within its group (block, warpgroup, warp), instead
+of "does the condition mention threadIdx.x". The builders' own choices of one
+thread (lower/loops.py one_thread, hopper_gemm.py's elected threads) still
+build their conditions on threadIdx.x directly.
 """
 from __future__ import annotations
 
