@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..arch.fragments import wgmma_d
+from ..arch.hierarchy import THREAD_INDEX
 from ..lang import dtypes
 from . import ir
 from .layout_exprs import IR as LAYOUT_IR
@@ -127,7 +128,7 @@ def ceil_div(x, n):
     return b("/", b("+", x, n - 1), n)
 
 
-TID = v("threadIdx.x")
+TID = v(THREAD_INDEX)  # (its blocks are 1-D: warpgroups of 128 consecutive threads)
 
 
 def one_thread(body):

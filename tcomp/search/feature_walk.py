@@ -9,7 +9,8 @@ import dataclasses
 import itertools
 import math
 
-from ..arch.hierarchy import Uniformity
+from ..arch.hierarchy import THREAD_INDEX, Uniformity
+from ..arch.threads import TAGS as INDEX_REGISTERS
 from ..arch.instructions import TENSOR_CORE
 from ..lower import intrinsics, ir, vectorize
 from .feature_eval import (_RowMajor, _bytes, _bytes_of, _conjuncts, _constant,  # noqa: F401
@@ -69,8 +70,7 @@ class _Walk:
         # two evaluation environments: lane 0 and its neighbour along the lane axis
         self.env0 = {k: int(v) for k, v in sizes.items()}
         self.env1 = dict(self.env0)
-        for t in ("threadIdx.x", "threadIdx.y", "threadIdx.z", "blockIdx.x", "blockIdx.y",
-                  "blockIdx.z"):
+        for t in INDEX_REGISTERS:
             self.env0[t] = self.env1[t] = 0
         if lane_var is not None:
             self.env1[lane_var] = 1
@@ -286,10 +286,10 @@ class _Walk:
         if not (isinstance(cond, ir.Bin) and cond.op == "==" and isinstance(cond.b, ir.Imm)):
             return 1.0
         x = cond.a
-        if isinstance(x, ir.Var) and x.name == "threadIdx.x" and self.threads:
+        if isinstance(x, ir.Var) and x.name == THREAD_INDEX and self.threads:
             return 1.0 / self.threads
         if (isinstance(x, ir.Bin) and x.op == "%" and isinstance(x.a, ir.Var)
-                and x.a.name == "threadIdx.x" and isinstance(x.b, ir.Imm) and x.b.value > 0):
+                and x.a.name == THREAD_INDEX and isinstance(x.b, ir.Imm) and x.b.value > 0):
             return 1.0 / int(x.b.value)
         return 1.0
 
