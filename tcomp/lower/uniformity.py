@@ -18,9 +18,9 @@ a multiple of 32); threadIdx.x / c is hierarchy.quotient_uniformity
 """
 from __future__ import annotations
 
-from ..arch.hierarchy import Uniformity, uniformity
+from ..arch.hierarchy import Uniformity, register_uniformity, uniformity
 from . import ir
-from .ir_walk import children
+from .ir_walk import children, free_vars
 
 REGISTER_SCOPES = ("local", "fragment")
 
@@ -30,7 +30,17 @@ def block_extents(k: ir.Kernel) -> tuple:
     return tuple(int(b.value) if isinstance(b, ir.Imm) else None for b in k.block)
 
 
-def of(e: ir.Expr, block=(None, None, None), known=None, registers=frozenset()) -> Uniformity:
+def of(e: ir.Expr, block=(None, None, None), known=None, registers=frozenset(),
+       free: Uniformity = Uniformity.THREAD) -> Uniformity:
+    """(`free`: the uniformity of a variable that is neither an index register
+    nor in `known`; THREAD, nothing known of it, unless the caller asks only
+    about the index registers.)"""
+    known = dict(known or {})
+    if free is not Uniformity.THREAD:
+        for name in free_vars(e):
+            if name not in known and register_uniformity(name) is None:
+                known[name] = free
+
     def view(x):
         if isinstance(x, ir.Imm):
             return ("const", x.value)

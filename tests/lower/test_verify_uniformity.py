@@ -2,7 +2,8 @@
 through lower/uniformity.py): a collective intrinsic may sit under a
 condition uniform within the group it needs (block, warpgroup, warp), and is
 refused under one that is not; each message says how uniform the condition
-is and which group must reach the intrinsic."""
+is and which group must reach the intrinsic. insert_barriers' check of loop
+trip counts reads the same lattice."""
 from __future__ import annotations
 
 import re
@@ -138,3 +139,21 @@ def test_the_lattice_of_ir_expressions():
     assert U.of(ir.Var("N"), block, {"N": Uniformity.GRID}) is Uniformity.GRID
     assert U.of(ir.Load("R", (c(0),), F32), block, registers={"R"}) is Uniformity.THREAD
     assert U.of(ir.Load("A", (BX,), F32), block) is Uniformity.BLOCK
+
+
+def test_insert_barriers_reads_trip_counts_off_the_lattice():
+    """barriers.py refuses a barrier inside a loop whose trip count differs
+    between the threads of the block; a count uniform over the block (a
+    quotient that is 0 in every thread, a size, a block index) is fine."""
+    from tcomp.lower import barriers
+
+    def loop(extent):
+        prog, k = kernel(ir.For("i", c(0), extent, "serial", BARRIER))
+        return barriers.run(k, prog)
+
+    n = ir.Bin("+", ir.Var("N"), BX, ir.int32)
+    assert loop(ir.Bin("+", div(TX, 256), n, ir.int32)).body.body == BARRIER
+    with pytest.raises(LoweringError, match=re.escape(
+            "kernel k: loop 'i' runs threadIdx.x / 128 + 1 times, a count that differs between "
+            "the threads of a block")):
+        loop(ir.Bin("+", div(TX, 128), c(1), ir.int32))
