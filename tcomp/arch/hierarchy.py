@@ -26,8 +26,9 @@ same in all 128 threads of a warpgroup (`quotient_uniformity`). The verifier
 `uniformity`) classifies divergence with it: a collective intrinsic may sit
 under a condition uniform within its group (block, warpgroup, warp), instead
 of "does the condition mention threadIdx.x". The builders' own choices of one
-thread (lower/loops.py one_thread, hopper_gemm.py's elected threads) still
-build their conditions on threadIdx.x directly.
+thread (lower/loops.py one_thread, on its thread loops' variables; the Hopper
+builders' `tid % 128 == 0` on THREAD_INDEX) still write their conditions on
+the thread index itself, not on a derived axis.
 """
 from __future__ import annotations
 
