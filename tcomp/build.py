@@ -14,15 +14,18 @@ from .lower.remarks import lowering_remarks
 TARGETS = ("sim", "cuda")
 
 
-def lower(schedule, sizes: dict | None = None, dump: str | None = None) -> ir.Program:
+def lower(schedule, sizes: dict | None = None, dump: str | None = None, *,
+          target=None) -> ir.Program:
     """Kernel IR of a schedule after the whole pipeline; `str()` prints it.
-    `dump`: folder that receives the IR after each pass. A schedule with
-    variants (`Schedule.specialize`) gives a SpecializedProgram: each
+    `dump`: folder that receives the IR after each pass. `target`: the GPU
+    the kernels are for (a tcomp.arch.Target, "sm_80", "cuda:sm_90a"; None:
+    sm_90a): a kernel needing what it lacks is a LoweringError. A schedule
+    with variants (`Schedule.specialize`) gives a SpecializedProgram: each
     variant's IR (specialized.py), dumped into a subfolder each."""
     if getattr(schedule, "specializations", None):
         from .specialized import lower_specialized
-        return lower_specialized(schedule, sizes, dump)
-    return _lower(schedule, sizes, dump=dump)
+        return lower_specialized(schedule, sizes, dump, target)
+    return _lower(schedule, sizes, dump=dump, target=target)
 
 
 def build(schedule, target: str = "cuda", sizes: dict | None = None, *, records=None,

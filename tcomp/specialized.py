@@ -47,13 +47,14 @@ def plan(schedule, sizes) -> list[tuple]:
     return out
 
 
-def lower_specialized(schedule, sizes, dump) -> "SpecializedProgram":
+def lower_specialized(schedule, sizes, dump, target=None) -> "SpecializedProgram":
     from .lower.pipeline import lower
     variants = []
     for i, (cond, s, vsizes, divisors) in enumerate(plan(schedule, sizes), 1):
         folder = None if dump is None else os.path.join(
             dump, f"variant{i}" if cond is not None else OTHERWISE)
-        variants.append((cond, lower(s, vsizes, dump=folder, divisors=divisors)))
+        variants.append((cond, lower(s, vsizes, dump=folder, divisors=divisors,
+                                     target=target)))
     return SpecializedProgram(schedule.op.name, tuple(variants))
 
 

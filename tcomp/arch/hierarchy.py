@@ -22,8 +22,13 @@ THREAD: may differ between any two threads). An expression is as uniform as
 its least uniform operand (`join`); what makes a derived axis more uniform
 than the thread index it is computed from is the quotient: tid / 128 is the
 same in all 128 threads of a warpgroup (`quotient_uniformity`). The verifier
-and the checks of warp- and warpgroup-wide operations read this instead of
-asking whether an expression mentions threadIdx.x.
+(lower/verify.py, through lower/uniformity.py, which reads Kernel IR with
+`uniformity`) classifies divergence with it: a collective intrinsic may sit
+under a condition uniform within its group (block, warpgroup, warp), instead
+of "does the condition mention threadIdx.x". The builders' own choices of one
+thread (lower/loops.py one_thread, on its thread loops' variables; the Hopper
+builders' `tid % 128 == 0` on THREAD_INDEX) still write their conditions on
+the thread index itself, not on a derived axis.
 """
 from __future__ import annotations
 
@@ -31,11 +36,20 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from .layout import PY
-from .threads import SPECIAL, parse
+from .threads import SPECIAL, THREAD, parse
 
 WARP_SIZE = 32
 WARPGROUP_WARPS = 4
 WARPGROUP_SIZE = WARP_SIZE * WARPGROUP_WARPS
+
+# The index register whose consecutive values form warps: the name of the ir.Var that
+# reads it. THREAD_INDEX where code means the thread's index in a 1-D block (tid: the
+# Hopper builders' warpgroups of 128, the elected thread of a group); LANE_INDEX where it
+# means the lane within the warp, which threadIdx.x is in a block one warp wide along x
+# (the mma.sync kernels: lanes along x, warps along y and z). The same register, named
+# for what each user assumes of the block.
+THREAD_INDEX = THREAD[0].name  # "threadIdx.x"
+LANE_INDEX = THREAD_INDEX
 
 
 class Uniformity(IntEnum):
@@ -187,7 +201,7 @@ def uniformity(expr, view, block=(None, None, None), known=None) -> Uniformity:
         op, *args = v
         if op == "/" and len(args) == 2:
             a, b = view(args[0]), view(args[1])
-            if a == ("var", "threadIdx.x") and b[0] == "const" and isinstance(b[1], int) \
+            if a == ("var", THREAD_INDEX) and b[0] == "const" and isinstance(b[1], int) \
                     and b[1] > 0:
                 return quotient_uniformity(b[1], block)
         return join(*(go(x) for x in args))

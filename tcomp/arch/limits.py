@@ -61,6 +61,13 @@ def device_limits(arch: str) -> DeviceLimits | None:
     return DeviceLimits(shared_per_block=shared)
 
 
+def shared_per_block(arch: str, default: int | None = None) -> int | None:
+    """The shared memory one block of `arch` may opt into (bytes), or `default`
+    for an arch not in the table."""
+    limits = device_limits(arch)
+    return default if limits is None else limits.shared_per_block
+
+
 @dataclass(frozen=True)
 class LaunchValue:
     """A value fixed when the kernel is launched, read from the device: its

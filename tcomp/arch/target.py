@@ -12,10 +12,16 @@ target they are listed for: `wgmma.mma_async` and `setmaxnreg` need sm_90a
 transaction counts, clusters and stmatrix but not those two, and sm_100a
 (which has tcgen05 instead) has no wgmma.
 
-`resolve(target)` is what `lower()` and the schedule's checks call to get a
-Target from what the user passed (a Target, "sm_90a", "cuda:sm_80", or None
-for DEFAULT, the architecture the CUDA target compiles for by default);
-`Target.require` is the check an instruction that needs a feature makes.
+`resolve(target)` is what `lower(..., target=)` (lower/pipeline.py, and
+`tcomp.lower`) calls to get a Target from what the user passed (a Target,
+"sm_90a", "cuda:sm_80", or None for DEFAULT, the architecture the CUDA
+target compiles for by default). The builder holds it (its plans read the
+shared memory a block may have there: hopper_attention_plan.py), and
+`Target.require`, the check an instruction that needs a feature makes, runs
+on every intrinsic of the lowered program (lower/target_features.py). Not
+yet passed a Target: the schedule's checks (they accept what sm_90a has) and
+`tcomp.build`, whose CUDA target checks the architecture it compiles for
+itself (target_cuda/arch.py: the attached GPU's when none is named).
 """
 from __future__ import annotations
 

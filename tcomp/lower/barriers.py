@@ -8,14 +8,19 @@ iterations). Barriers are only placed at statement-list level, never inside
 an `if`, so they are reached by every thread. (Global tensors computed at a
 consumer's loop get their barriers from the builder.) Repeated barriers
 collapse into one; a one-thread kernel keeps none.
+
+Also here, for the builders that place their own barriers:
+`init_barrier_objects`, the one protocol by which a kernel's mbarriers come
+into being (thread 0 initialises them and fences, then a block barrier before
+any role waits on them), which hopper_gemm.py and hopper_attention.py share.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from ..arch import threads
+from ..arch.hierarchy import Uniformity
 from ..errors import LoweringError
-from . import intrinsics, ir
+from . import intrinsics, ir, uniformity
 from .ir_walk import children
 from .printer import expr as show
 from .accesses import accesses
@@ -144,26 +149,42 @@ def run(k: ir.Kernel, program: ir.Program) -> ir.Kernel:
               if isinstance(x, ir.Alloc) and x.buffer.scope == "shared"}
     body = _Sync(shared).stmt(k.body) if shared else k.body
     body = _Dedupe().stmt(body)
-    _uniform_trip_counts(k.name, body, {t.name for t in threads.THREAD})
+    _uniform_trip_counts(k.name, body, uniformity.block_extents(k), {})
     return dataclasses.replace(k, body=body)
 
 
-def _uniform_trip_counts(kernel: str, s: ir.Stmt, tdep: set) -> None:
-    """A barrier inside a loop whose bounds differ between threads (a region that
-    moves with the thread, computed there with a shared copy inside) would be
-    reached a different number of times by different threads: a LoweringError
-    (fuzz seed 10 pair 5951; the sim reported the loop's bounds differing)."""
+def init_barrier_objects(inits, tid: ir.Expr) -> ir.Stmt:
+    """The mbarriers' initialisation (`inits`: their mbarrier_init calls) by
+    the block's thread `tid == 0`, with the fence that makes them visible to
+    the async proxy and to the other threads, then a block barrier: every
+    thread of the block reaches it before any role arrives or waits on one."""
+    fence = ir.Evaluate(ir.Call("fence_mbarrier_init", (), ir.int32))
+    first = ir.Bin("==", tid, ir.const(0), ir.bool_)
+    return ir.seq(ir.If(first, ir.seq(*inits, fence)), ir.Barrier())
+
+
+def _uniform_trip_counts(kernel: str, s: ir.Stmt, block, known: dict) -> None:
+    """A barrier inside a loop whose bounds differ between threads of the block
+    (a region that moves with the thread, computed there with a shared copy
+    inside) would be reached a different number of times by different threads:
+    a LoweringError (fuzz seed 10 pair 5951; the sim reported the loop's bounds
+    differing). "Differ" is the uniformity lattice's (uniformity.py): bounds
+    less uniform than the block, through the lets and loops around them."""
     if isinstance(s, ir.Let):
-        dep = tdep | {s.var} if ir.free_vars(s.value) & tdep else tdep
-        return _uniform_trip_counts(kernel, s.body, dep)
-    if isinstance(s, ir.For) and (ir.free_vars(s.lo) | ir.free_vars(s.extent)) & tdep:
-        if any(isinstance(x, ir.Barrier) for x in walk_stmts(s.body)):
+        known = {**known, s.var: uniformity.of(s.value, block, known, free=Uniformity.GRID)}
+        return _uniform_trip_counts(kernel, s.body, block, known)
+    if isinstance(s, ir.For):
+        bounds = max(uniformity.of(s.lo, block, known, free=Uniformity.GRID),
+                     uniformity.of(s.extent, block, known, free=Uniformity.GRID))
+        if bounds > Uniformity.BLOCK and any(isinstance(x, ir.Barrier)
+                                             for x in walk_stmts(s.body)):
             raise LoweringError(
                 f"kernel {kernel}: loop '{s.var}' runs {show(s.extent)} times, a count that "
                 f"differs between the threads of a block, and a barrier inside it (a shared "
                 f"buffer computed there) would be reached a different number of times by "
                 f"each: compute the shared stage outside that loop, or the loop's stage at a "
                 f"loop where its region does not move with the thread")
+        known = {**known, s.var: bounds}
     for c in children(s):
         if isinstance(c, ir.Stmt):
-            _uniform_trip_counts(kernel, c, tdep)
+            _uniform_trip_counts(kernel, c, block, known)

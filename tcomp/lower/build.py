@@ -17,12 +17,14 @@
     hopper_attention_plan.py  an online softmax's weighted sum tensorized with wgmma_rs:
                      the plan of hopper_attention.py's FlashAttention kernel, read off it
 
-The Builder holds the schedule, the sizes fixed at compile time and which
-stages are computed at which loop; its methods `nest`, `loop`, `region` and
+The Builder holds the schedule, the sizes fixed at compile time, the target
+(arch/target.py: what the plans' checks read, e.g. the shared memory a block
+may have) and which stages are computed at which loop; its methods `nest`, `loop`, `region` and
 `attach` are the points where those modules call one another.
 """
 from __future__ import annotations
 
+from ..arch.target import resolve
 from ..errors import LoweringError
 from . import (hopper_attention, hopper_attention_plan, hopper_gemm, hopper_plan, interface, ir,
                ragged_loops)
@@ -40,8 +42,10 @@ from .translate import Translator, size_expr
 
 
 class Builder:
-    def __init__(self, sched, sizes: dict[str, int], divisors: dict[str, int] | None = None):
+    def __init__(self, sched, sizes: dict[str, int], divisors: dict[str, int] | None = None,
+                 target=None):
         self.sched, self.op, self.sizes = sched, sched.op, dict(sizes)
+        self.target = resolve(target)  # a Target (None: arch/target.py's DEFAULT, sm_90a)
         # size -> a multiple it is known to be (a specialised variant: schedule/specialize.py)
         self.divisors = {n: m for n, m in (divisors or {}).items() if n not in self.sizes}
         self.children: dict[tuple[str, str], list[str]] = {}

@@ -49,6 +49,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..arch.hierarchy import THREAD_INDEX
+from ..arch.threads import THREAD
 from ..lang import dtypes
 from . import ir
 from .hopper_gemm import b, c, let, serial, v
@@ -134,7 +136,7 @@ def _query(p: DecodePlan, r):
 
 def split_kernel(p: DecodePlan, W: str, M: str, L: str) -> ir.Kernel:
     vec, U, R, Y = p.vec, p.unroll, p.rows, p.groups
-    x, y = v("threadIdx.x"), v("threadIdx.y")
+    x, y = v(THREAD[0].name), v(THREAD[1].name)  # (a key row's lanes, the row groups)
     lane0 = b("*", x, vec)
     r, u, e = v("r"), v("u"), v("e")
     sl2 = _f(p.scale * math.log2(math.e))
@@ -159,7 +161,7 @@ def split_kernel(p: DecodePlan, W: str, M: str, L: str) -> ir.Kernel:
         dot = term if dot is None else fb("+", dot, term)
     scores = _unroll("u", U, _unroll("r", R, ir.seq(
         _put("red", 0, dot),
-        ir.AllReduce("+", "red", F32, "threadIdx.x", c(p.lanes)),
+        ir.AllReduce("+", "red", F32, THREAD[0], c(p.lanes)),
         _put("s", b("+", b("*", u, R), r), ir.Select(
             b("<", key, v("hi"), BOOL), _loc("red", 0), NEG_INF, F32)))))
     smax = _loc("m_run", r)
@@ -227,7 +229,7 @@ def split_kernel(p: DecodePlan, W: str, M: str, L: str) -> ir.Kernel:
 
 def combine_kernel(p: DecodePlan, W: str, M: str, L: str, O: str) -> ir.Kernel:
     zq, i = b("/", v("blockIdx.x"), p.S), b("%", v("blockIdx.x"), p.S)
-    e, q = v("threadIdx.x"), v("q")
+    e, q = v(THREAD_INDEX), v("q")
     mq = ir.Load(M, (zq, i, q), F32)
     empty = b("==", v("mq", F32), NEG_INF, BOOL)
     cq = ir.Select(empty, _f(0.0), _exp2(fb("-", v("mq", F32), _loc("acc", 0))), F32)

@@ -42,8 +42,10 @@ import math
 from dataclasses import dataclass
 
 from ..arch.fragments import wgmma_d
+from ..arch.limits import shared_per_block
 from ..lang import dtypes
 from . import ir
+from .barriers import init_barrier_objects
 from .hopper_gemm import (TID, WARPGROUP, b, c, call, ceil_div, chunk_stores, let, one_thread,
                           ref, serial, v)
 from .layout_exprs import IR as LAYOUT_IR
@@ -94,7 +96,9 @@ class AttentionPlan:
         return 128 // (self.out.bits // 8)
 
 
-SMEM_LIMIT = 232448  # bytes of shared memory a block may have on sm_90 (227 KiB)
+# bytes of shared memory a block may have on sm_90 (227 KiB): the kernels' own checks
+# (kernels/attention_sm90.py); a lowering reads its target's (hopper_attention_plan.py)
+SMEM_LIMIT = shared_per_block("sm_90")
 
 
 def smem_bytes(cfg, D: int, E: int, item: int = 2) -> int:
@@ -407,10 +411,7 @@ def kernel(p: AttentionPlan) -> ir.Kernel:
         for bar, count in (("k_full", 1), ("k_empty", p.consumers), ("v_full", 1),
                            ("v_empty", p.consumers)):
             inits.append(call("mbarrier_init", ref(bar, s), c(count)))
-    body = ir.seq(
-        ir.If(b("==", TID, 0, BOOL), ir.seq(*inits, call("fence_mbarrier_init"))),
-        ir.Barrier(),
-        ir.Specialize((producer(p), consumer(p))))
+    body = ir.seq(init_barrier_objects(inits, TID), ir.Specialize((producer(p), consumer(p))))
     body = let("m_tiles", ceil_div(p.S, p.bm), let("tiles", b("*", v("m_tiles"), p.Z), body))
     sw = ir.Swizzle(128)
     allocs = [

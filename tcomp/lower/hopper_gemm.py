@@ -34,8 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..arch.fragments import wgmma_d
+from ..arch.hierarchy import THREAD_INDEX
 from ..lang import dtypes
 from . import ir
+from .barriers import init_barrier_objects
 from .layout_exprs import IR as LAYOUT_IR
 from .printer import expr as expr_text
 
@@ -127,7 +129,7 @@ def ceil_div(x, n):
     return b("/", b("+", x, n - 1), n)
 
 
-TID = v("threadIdx.x")
+TID = v(THREAD_INDEX)  # (its blocks are 1-D: warpgroups of 128 consecutive threads)
 
 
 def one_thread(body):
@@ -363,14 +365,11 @@ def _window_map(p: GemmPlan):
 def kernel(p: GemmPlan) -> ir.Kernel:
     S = p.stages
     turns = [call("mbarrier_init", ref("turn", w), c(1)) for w in range(2)] if p.pingpong else []
-    init = one_thread(ir.seq(*turns, *[ir.seq(call("mbarrier_init", ref("full", s), c(1)),
-                                      call("mbarrier_init", ref("empty", s),
-                                           c(1 if p.pingpong else p.consumers)))
-                               for s in range(S)], call("fence_mbarrier_init")))
-    body = ir.seq(
-        ir.If(b("==", TID, 0, dtypes.bool_), init.then),
-        ir.Barrier(),
-        ir.Specialize((producer(p), consumer(p))))
+    inits = [*turns, *[ir.seq(call("mbarrier_init", ref("full", s), c(1)),
+                              call("mbarrier_init", ref("empty", s),
+                                   c(1 if p.pingpong else p.consumers)))
+                       for s in range(S)]]
+    body = ir.seq(init_barrier_objects(inits, TID), ir.Specialize((producer(p), consumer(p))))
     tiles = b("*", ceil_div(p.M, p.bm), ceil_div(p.N, p.bn))
     all_tiles = b("*", v("m_tiles"), v("n_tiles"))
     if p.Z is not None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..arch import target
+from ..arch.instructions import TENSOR_CORE
 from ..arch.tensorize import TENSORIZE
 from . import ir
 
@@ -73,6 +74,12 @@ class Intrinsic:
     # the machine-model feature it needs (tcomp/arch/target.py FEATURES: "mma_sync", "tma",
     # "wgmma", ...); "" when every GPU has it
     feature: str = ""
+    # the tensor-core instruction it issues (arch/instructions.py TENSOR_CORE: its shape and
+    # the group that issues it, what a cost model counts its flops by); "" for none
+    instruction: str = ""
+    # the bytes of registers each thread receives per execution, where the instruction
+    # fixes them (ldmatrix_xN: N 32-bit registers); 0 otherwise
+    lane_bytes: int = 0
 
     @property
     def min_arch(self) -> int:
@@ -111,6 +118,9 @@ def register(entry: Intrinsic) -> Intrinsic:
                          f"{sorted(entry.effects - EFFECTS)}")
     if entry.feature and entry.feature not in target.FEATURES:
         raise ValueError(f"intrinsic '{entry.name}': unknown target feature {entry.feature!r}")
+    if entry.instruction and entry.instruction not in TENSOR_CORE:
+        raise ValueError(f"intrinsic '{entry.name}': unknown tensor-core instruction "
+                         f"{entry.instruction!r}")
     if entry.kind not in KINDS:
         raise ValueError(f"intrinsic '{entry.name}': kind must be one of {KINDS}")
     for op in entry.operands:
@@ -236,7 +246,8 @@ register(Intrinsic(
               Operand("a", ref=True, scopes=_FRAGMENT, dtypes=_16BIT),
               Operand("b", ref=True, scopes=_FRAGMENT, dtypes=_16BIT),
               Operand("c", ref=True, scopes=_FRAGMENT, dtypes=("float32",))),
-    effects=frozenset({"reads", "writes", "warp_collective"}), kind="tensorize", feature="mma_sync"))
+    effects=frozenset({"reads", "writes", "warp_collective"}), kind="tensorize", feature="mma_sync",
+    instruction="mma_m16n8k16"))
 
 for _count in (1, 2, 4):
     for _trans in (False, True):
@@ -246,7 +257,8 @@ for _count in (1, 2, 4):
             f"fragments{', transposed' if _trans else ''} (ldmatrix)",
             operands=(Operand("dst", ref=True, access=WRITE, scopes=_FRAGMENT, dtypes=_16BIT),
                       Operand("src", ref=True, scopes=("shared",), dtypes=_16BIT)),
-            effects=frozenset({"reads", "writes", "warp_collective"}), feature="ldmatrix"))
+            effects=frozenset({"reads", "writes", "warp_collective"}), feature="ldmatrix",
+            lane_bytes=4 * _count))
 
 # Asynchronous copies (cp.async): a copy lands at the wait that completes its group.
 register(Intrinsic(

@@ -35,7 +35,7 @@ HOPPER = 90
 WGMMA_N = (64, 128, 176, 256)  # (176: attention's key blocks, lower/hopper_attention.py)
 
 
-def _entry(name, description, operands=(), effects=(), noun="", feature=None):
+def _entry(name, description, operands=(), effects=(), noun="", feature=None, instruction=""):
     """An entry needing machine-model `feature` (tcomp/arch/target.py): by
     default "mbarrier_tx" for the mbarrier entries (their shared::cta forms
     and transaction counts: sm_90), none for a named barrier (every GPU), else
@@ -44,7 +44,7 @@ def _entry(name, description, operands=(), effects=(), noun="", feature=None):
         feature = ("mbarrier_tx" if name.startswith(("mbarrier", "fence_mbarrier")) else
                    "" if name.startswith("named_barrier") else "tma")
     register(Intrinsic(name, description, operands=tuple(operands), effects=frozenset(effects),
-                       noun=noun, feature=feature))
+                       noun=noun, feature=feature, instruction=instruction))
 
 
 ARCH_SPECIFIC = "wgmma"  # the feature of wgmma: sm_90a only (not sm_90, not sm_100a)
@@ -138,7 +138,7 @@ def _wgmma_entry(n: int, sfx: str, registers_a: bool) -> None:
             Operand("b", ref=True, scopes=("shared",), dtypes=(dt,)),
             Operand("scale_d", dtypes=_I32), *trans],
            {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
-           noun="wgmma", feature=ARCH_SPECIFIC)
+           noun="wgmma", feature=ARCH_SPECIFIC, instruction=f"wgmma_m64n{n}k16")
 
 
 for _registers_a in (False, True):

@@ -100,7 +100,7 @@ def one_thread(prod: ir.Stmt, thread_loops, name: str = "") -> ir.Stmt:
     used_tags = {str(tag) for var, _, tag in thread_loops if var in used}
     alike = [(var, tag) for var, _, tag in thread_loops
              if var not in used and str(tag) not in own_tags | used_tags
-             and str(tag).startswith("threadIdx")]
+             and threads.is_thread(tag)]
     if not alike:
         return prod
     if syncs:  # (shared buffers inside get barriers later: all threads must run it)

@@ -14,6 +14,10 @@
     vectorize        which vectorized loops move 4/8/16-byte vectors, recorded on the loop
 
 `lower(..., dump=dir)` writes the IR after construction and after each pass.
+`lower(..., target=)` takes the Target the kernels are for (arch/target.py
+`resolve`: a Target, "sm_80", "cuda:sm_90a"; None: DEFAULT, sm_90a): the
+builder's plans read it (the shared memory a block may have), and the lowered
+program's intrinsics must have their features there (target_features.py).
 A kernel built whole from a plan (a stage tensorized with wgmma: hopper_plan.py,
 hopper_gemm.py; its `# plan:` line in the dumps) runs only PLANNED_PASSES.
 """
@@ -25,8 +29,9 @@ from collections.abc import Mapping
 
 from ..errors import LoweringError, TcompError
 from ..schedule.args import as_int
-from . import (barriers, bind_threads, flatten, registers, software_pipeline, tensor_cores, unroll,
-               vector_loads, vectorize)
+from ..arch.target import resolve
+from . import (barriers, bind_threads, flatten, registers, software_pipeline, target_features,
+               tensor_cores, unroll, vector_loads, vectorize)
 from .build import Builder
 from .ir import Program
 from .simplify import simplify
@@ -62,7 +67,7 @@ def _run_pass(name, fn, k, prog):
 
 def lower(schedule, sizes: dict | None = None, dump: str | None = None,
           check: bool = False, until: str | None = None,
-          divisors: dict | None = None) -> Program:
+          divisors: dict | None = None, target=None) -> Program:
     """Lower a schedule to Kernel IR.
 
     sizes: size variables to fix at compile time (others stay kernel
@@ -70,13 +75,16 @@ def lower(schedule, sizes: dict | None = None, dump: str | None = None,
     check: run the verifier after every pass. until: stop before this pass.
     divisors: size -> a multiple it is known to be (a variant of a
     specialised schedule, lowered for its condition: schedule/specialize.py).
+    target: what the kernels are for (a Target or an architecture name;
+    None: arch/target.py's DEFAULT, sm_90a).
     """
     from ..schedule import Schedule
     if not isinstance(schedule, Schedule):
         raise LoweringError(f"lower: needs a tcomp.Schedule, got {type(schedule).__name__}")
     sizes = checked_sizes(schedule, sizes)
+    target = resolve(target)
     try:
-        prog = Builder(schedule, sizes, divisors).program()
+        prog = Builder(schedule, sizes, divisors, target).program()
     except TcompError:
         raise
     except RecursionError:
@@ -85,7 +93,9 @@ def lower(schedule, sizes: dict | None = None, dump: str | None = None,
     if check:
         for k in prog.kernels:
             verify(k, prog)
-    return run_passes(prog, until=until, dump=dump, check=check)
+    prog = run_passes(prog, until=until, dump=dump, check=check)
+    target_features.check(prog, target)
+    return prog
 
 
 def checked_sizes(schedule, sizes) -> dict:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..arch.hierarchy import LANE_INDEX
 from ..errors import LoweringError
 from . import ir
 from .warp_layouts import IR_OPS, MMA_A, MMA_B, MMA_C, FragmentLayout
 
 
-LANE = ir.Var("threadIdx.x")
+LANE = ir.Var(LANE_INDEX)  # (the mma.sync kernels' blocks are one warp wide along x)
 I32 = ir.int32
 
 

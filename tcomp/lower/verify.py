@@ -5,20 +5,37 @@ index); every Load/Store/Ref names a known buffer with the right number of
 subscripts (before flattening); every intrinsic is registered and takes an
 address (`Ref`) exactly where its entry says, and a Ref appears nowhere
 else; no collective intrinsic (barrier, cross-thread reduction) sits under
-a condition that depends on the thread index (not every thread would reach
-it), no warp-collective one under a condition that depends on the lane
-(threadIdx.x); a vectorized loop's vector accesses are its body's, at
-offsets defined outside the loop.
+a condition that may differ within the group the intrinsic needs together
+(not every thread of it would reach it); a vectorized loop's vector
+accesses are its body's, at offsets defined outside the loop.
+
+Divergence is read off the uniformity lattice (arch/hierarchy.py, through
+uniformity.py): each enclosing condition, loop bound and role has a
+uniformity, and `under`, the least uniform of them, must be at least as
+uniform as the intrinsic's group: BLOCK for a block-wide one (barrier,
+cross-thread reduction, block scan), WARPGROUP for a warpgroup-wide one
+(wgmma), WARP for a warp-wide one (mma.sync, ldmatrix, quad reductions). So
+a barrier under `threadIdx.x / 128 == 0` (one warpgroup's condition) is
+refused, wgmma there is not; a warp-wide intrinsic may sit under a condition
+on threadIdx.y when blockDim.x is a multiple of 32; a role's body is
+WARPGROUP-uniform (its warpgroups run it, the others do not).
 """
 from __future__ import annotations
 
 from ..errors import LoweringError
 from ..arch import threads
-from . import intrinsics, ir
+from ..arch.hierarchy import Uniformity
+from . import intrinsics, ir, uniformity
 from .printer import expr as show
 from .rewriter import Visitor
 
 THREAD_VARS = threads.INDEX_VARS
+# effect -> the group that must reach an intrinsic with it together
+GROUP = {"block_collective": Uniformity.BLOCK, "warpgroup_collective": Uniformity.WARPGROUP,
+         "warp_collective": Uniformity.WARP}
+_WITHIN = {Uniformity.WARPGROUP: "it is uniform only within a warpgroup",
+           Uniformity.WARP: "it is uniform only within a warp",
+           Uniformity.THREAD: "it may differ between any two threads"}
 
 
 def verify(k: ir.Kernel, program: ir.Program, flat: bool = False) -> None:
@@ -34,14 +51,15 @@ class _Verify(Visitor):
         self.shapes = {b.name: len(b.shape) for b in program.buffers}
         self.defined = (set(THREAD_VARS) | set(program.sizes) | set(k.sizes)
                         | {m.name for m in k.tensor_maps})
-        # What is in scope, which variables depend on the thread index, and
-        # whether a thread-dependent condition encloses the statement.
+        # What is in scope, the uniformity of the variables in it that are not
+        # index registers, and `under`: the least uniform of the conditions, loop
+        # bounds and roles around the statement (uniformity.py).
         self.scope = self.defined
-        self.tdep = {a.name for a in threads.THREAD}
-        self.divergent = False
-        # The same for the lane (threadIdx.x): what warp-collective intrinsics need.
-        self.lane_dep = {threads.THREAD[0].name}
-        self.lane_divergent = False
+        self.block = uniformity.block_extents(k)
+        self.known = {n: Uniformity.GRID for n in self.defined - THREAD_VARS}
+        self.under = Uniformity.GRID
+        self.registers = {b.name for b in program.buffers
+                          if b.scope in uniformity.REGISTER_SCOPES}
         self.operands = set()  # ids of the Refs intrinsics take as address operands
 
     def check_expr(self, e, scope):
@@ -71,18 +89,21 @@ class _Verify(Visitor):
             else:
                 self.visit(c)
 
-    def _in(self, body, scope=None, tdep=None, divergent=None, lane_dep=None,
-            lane_divergent=None):
-        saved = self.scope, self.tdep, self.divergent, self.lane_dep, self.lane_divergent
-        self.scope = saved[0] if scope is None else scope
-        self.tdep = saved[1] if tdep is None else tdep
-        self.divergent = saved[2] if divergent is None else divergent
-        self.lane_dep = saved[3] if lane_dep is None else lane_dep
-        self.lane_divergent = saved[4] if lane_divergent is None else lane_divergent
+    def uniformity(self, e) -> Uniformity:
+        return uniformity.of(e, self.block, self.known, self.registers)
+
+    def _in(self, body, define=None, under=Uniformity.GRID):
+        """Visit `body` with `define` (var -> its uniformity) in scope and
+        `under` joined into the uniformity of what encloses it."""
+        saved = self.scope, self.known, self.under
+        if define:
+            self.scope = self.scope | set(define)
+            self.known = {**self.known, **define}
+        self.under = max(self.under, under)
         try:
             self.visit(body)
         finally:
-            self.scope, self.tdep, self.divergent, self.lane_dep, self.lane_divergent = saved
+            self.scope, self.known, self.under = saved
 
     def visit_Store(self, s):
         self.check_buf(s.buffer, len(s.indices))
@@ -96,10 +117,11 @@ class _Verify(Visitor):
         # a trip count that differs between threads (a region that moves with the
         # thread) makes the body divergent: a barrier inside is reached a different
         # number of times (fuzz seed 10 pair 5951: a shared copy inside such a loop)
-        used = ir.free_vars(s.lo) | ir.free_vars(s.extent)
-        div = True if used & self.tdep else None
-        lane = True if used & self.lane_dep else None
-        self._in(s.body, scope=self.scope | {s.var}, divergent=div, lane_divergent=lane)
+        bounds = max(self.uniformity(s.lo), self.uniformity(s.extent))
+        var = bounds
+        if s.tag is not None:  # (before bind_threads) the loop over an index register
+            var = max(bounds, self.uniformity(ir.Var(s.tag.name)))
+        self._in(s.body, define={s.var: var}, under=bounds)
 
     def check_vector(self, s):
         """The vector accesses name the loop's own store and loads; their lane-0
@@ -118,19 +140,14 @@ class _Verify(Visitor):
 
     def visit_Let(self, s):
         self.check_expr(s.value, self.scope)
-        used = ir.free_vars(s.value)
-        self._in(s.body, scope=self.scope | {s.var},
-                 tdep=self.tdep | {s.var} if used & self.tdep else None,
-                 lane_dep=self.lane_dep | {s.var} if used & self.lane_dep else None)
+        self._in(s.body, define={s.var: self.uniformity(s.value)})
 
     def visit_If(self, s):
         self.check_expr(s.cond, self.scope)
-        used = ir.free_vars(s.cond)
-        div = self.divergent or bool(used & self.tdep)
-        lane = self.lane_divergent or bool(used & self.lane_dep)
-        self._in(s.then, divergent=div, lane_divergent=lane)
+        cond = self.uniformity(s.cond)
+        self._in(s.then, under=cond)
         if s.else_ is not None:
-            self._in(s.else_, divergent=div, lane_divergent=lane)
+            self._in(s.else_, under=cond)
 
     def visit_Specialize(self, s):
         """Roles: warpgroups of the block, none shared, all covered; a role's
@@ -138,7 +155,7 @@ class _Verify(Visitor):
         refused), uniform per warpgroup (warp and warpgroup collectives are
         not)."""
         name, taken = self.k.name, set()
-        if self.divergent:
+        if self.under > Uniformity.BLOCK:
             raise LoweringError(f"kernel {name}: a Specialize under a thread-dependent "
                                 f"condition (every thread of the block must reach it)")
         for r in s.roles:
@@ -159,10 +176,12 @@ class _Verify(Visitor):
                                 f"the block is {block}: a Specialize needs a constant block of "
                                 f"128 threads along x per warpgroup, each in one role")
         for r in s.roles:
-            self._in(r.body, scope=self.scope | {r.var}, divergent=True)
+            self._in(r.body, define={r.var: Uniformity.WARPGROUP}, under=Uniformity.WARPGROUP)
 
     def visit_Alloc(self, s):
         self.shapes[s.buffer.name] = len(s.buffer.shape)
+        if s.buffer.scope in uniformity.REGISTER_SCOPES:
+            self.registers.add(s.buffer.name)
         self.visit(s.body)
 
     def visit_AllReduce(self, s):
@@ -179,8 +198,8 @@ class _Verify(Visitor):
 
     def check_intrinsic(self, s):
         """A registered intrinsic, with an address exactly where its entry takes
-        one, and a collective one reached by every thread (no thread-dependent
-        condition around it)."""
+        one, and a collective one reached by every thread of its group (what
+        encloses it is uniform within the group)."""
         entry = intrinsics.of(s)
         name = self.k.name
         if entry is None:
@@ -200,8 +219,8 @@ class _Verify(Visitor):
                 self.operands.add(id(a))
         # A warp-wide one may sit under a condition uniform across a warp's
         # lanes (threadIdx.y, with warps along x); the sim checks whole warps.
-        if ("block_collective" in entry.effects and self.divergent) or (
-                entry.effects & {"warp_collective", "warpgroup_collective"}
-                and self.lane_divergent):
-            raise LoweringError(f"kernel {name}: {entry.what} under a thread-dependent "
-                                f"condition")
+        for effect in sorted(entry.effects & set(GROUP)):
+            if self.under > GROUP[effect]:
+                raise LoweringError(f"kernel {name}: {entry.what} under a thread-dependent "
+                                    f"condition ({_WITHIN[self.under]}; every thread of the "
+                                    f"{GROUP[effect]} must reach it)")

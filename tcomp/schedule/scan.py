@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..arch.hierarchy import THREAD_INDEX
+from ..arch.threads import is_thread
 from ..errors import ScheduleError
 from ..lang.ast import Binary, Call, Expr, Index, Read, walk
 from ..lang.symbolic import NotSymbolic, index_symbol, to_sympy
@@ -225,7 +227,7 @@ def scan(stage, ax, threads, items=1, lookback=False) -> tuple:
     if isinstance(form, str):
         raise ScheduleError(f"{p}: stage '{stage.name}' cannot be computed as a scan: {form}; "
                             f"leave it an ordered loop")
-    if bound := [a for a, tag in s.bind.items() if tag.startswith("threadIdx")]:
+    if bound := [a for a, tag in s.bind.items() if is_thread(tag)]:
         raise ScheduleError(f"{p}: stage '{stage.name}' binds '{bound[0]}' to "
                             f"{s.bind[bound[0]]}; a scan's block is its {n} threads along x: "
                             f"bind the independent axes to blocks")
@@ -250,7 +252,7 @@ def scan(stage, ax, threads, items=1, lookback=False) -> tuple:
         s.relations.append(SplitRel(rest, inner, item, k, None))
         s.leaves = [inner, outer] + s.leaves + [item]  # (t_o on blocks: outside)
         s.unroll.add(item)
-    s.bind[inner] = "threadIdx.x"
+    s.bind[inner] = THREAD_INDEX  # (the block scan's threads: tid of a 1-D block)
     s.scan = (outer, inner, n)
     if lookback:
         if k == 1:  # the tile loop on blockIdx.x, outside the serial independent loops

@@ -4,6 +4,7 @@ row-major flattening of subscripts the vectorize prediction reads, byte
 sizes, the lane axis of a launch."""
 from __future__ import annotations
 
+from ..arch import threads
 from ..lower import ir
 from ..lower.rewriter import Rewriter
 
@@ -37,9 +38,9 @@ def _bytes_of(buf) -> int:
 
 
 def _lane_var(res) -> str | None:
-    for axis, d in zip("xyz", res.block):
+    for axis, d in zip(threads.THREAD, res.block):
         if d > 1:
-            return f"threadIdx.{axis}"
+            return axis.name
     return None
 
 

@@ -9,6 +9,9 @@ import dataclasses
 import itertools
 import math
 
+from ..arch.hierarchy import THREAD_INDEX, Uniformity
+from ..arch.threads import TAGS as INDEX_REGISTERS
+from ..arch.instructions import TENSOR_CORE
 from ..lower import intrinsics, ir, vectorize
 from .feature_eval import (_RowMajor, _bytes, _bytes_of, _conjuncts, _constant,  # noqa: F401
                            _eval, _lane_var)
@@ -21,7 +24,6 @@ _SUMMED = (["flops", "special", "mma_flops", "wgmma_flops", "int_ops"]
               "stores", "mem_instructions", "inflight_bytes"])
 
 _FLOAT_OPS = frozenset({"+", "-", "*", "/", "min", "max"})
-_MMA_FLOPS = {"mma_m16n8k16": 2 * 16 * 8 * 16}
 
 
 # ------------------------------------------------------------------ one kernel
@@ -68,8 +70,7 @@ class _Walk:
         # two evaluation environments: lane 0 and its neighbour along the lane axis
         self.env0 = {k: int(v) for k, v in sizes.items()}
         self.env1 = dict(self.env0)
-        for t in ("threadIdx.x", "threadIdx.y", "threadIdx.z", "blockIdx.x", "blockIdx.y",
-                  "blockIdx.z"):
+        for t in INDEX_REGISTERS:
             self.env0[t] = self.env1[t] = 0
         if lane_var is not None:
             self.env1[lane_var] = 1
@@ -241,34 +242,37 @@ class _Walk:
         return math.prod(n for var, n, _ in self.copies if var in same) * kept
 
     def _intrinsic(self, call: ir.Call, w: float) -> None:
-        fn = call.fn
-        if fn in _MMA_FLOPS:
+        """Counts of one intrinsic statement, read off its registry entry
+        (lower/intrinsics.py): its tensor-core instruction, effects, operands
+        and feature, never its name."""
+        entry = intrinsics.REGISTRY.get(call.fn)
+        ops = {} if entry is None else {o.name: a for o, a in zip(entry.operands, call.args)}
+        if entry is None:
+            pass
+        elif entry.instruction:  # mma.sync (a warp's) or wgmma (a warpgroup's m x n x k)
+            ins = TENSOR_CORE[entry.instruction]
+            flops = w * 2 * ins.m * ins.n * ins.k / ins.threads  # per thread: its share
             self.c["mma"] += w
-            self.c["mma_flops"] += w * _MMA_FLOPS[fn] / 32  # per thread: the warp's share
-        elif fn.startswith("wgmma_m64n"):  # a warpgroup's 64 x N x 16 (the Hopper GEMM)
-            n = int(fn[len("wgmma_m64n"):].split("k")[0])
-            self.c["mma"] += w
-            self.c["mma_flops"] += w * 2 * 64 * n * 16 / 128  # per thread: its share
-            self.c["wgmma_flops"] += w * 2 * 64 * n * 16 / 128
-        elif fn.startswith(("tma_load_", "tma_store_")) and fn != "tma_store_commit" \
-                and fn != "tma_store_wait":
-            self._tma(call, w)
-        elif fn.startswith("ldmatrix_x"):
-            count = int(fn[len("ldmatrix_x")])
+            self.c["mma_flops"] += flops
+            if ins.issued_by is Uniformity.WARPGROUP:
+                self.c["wgmma_flops"] += flops
+        elif "async_proxy" in entry.effects and "map" in ops:  # a TMA copy of a map's box
+            self._tma(ops["map"], "writes" in entry.effects, w)
+        elif entry.lane_bytes:  # ldmatrix: 8x8 16-bit tiles from shared into fragments
             self.c["ldmatrix"] += w
-            self.c["shared_load_bytes"] += w * count * 128 / 32  # count 8x8 16-bit tiles
-            self.c["fragment_store_bytes"] += w * count * 128 / 32
-        elif fn == "cp_async":
-            src, nbytes = call.args[1], _eval(call.args[2], self.env0) or 16
+            self.c["shared_load_bytes"] += w * entry.lane_bytes
+            self.c["fragment_store_bytes"] += w * entry.lane_bytes
+        elif entry.feature == "cp_async" and "src" in ops:  # a cp.async copy of `bytes`
+            src, nbytes = ops["src"], _eval(ops["bytes"], self.env0) or 16
             self.c["cp_async"] += w
             self.c["cp_async_bytes"] += w * nbytes
             self.c["shared_store_bytes"] += w * nbytes
             self._access(src.buffer, src.indices, nbytes, w, "load")
             self.c["global_vector_bytes"] += w * nbytes if nbytes >= 8 else 0
             self.vector_bytes = max(self.vector_bytes, nbytes)
-        elif fn == "cp_async_wait":
-            # waiting for all but the n newest groups: a ring of n + 2 stages
-            n = _eval(call.args[0], self.env0)
+        elif entry.feature == "cp_async" and "n" in ops:
+            # waiting for all but the n newest cp.async groups: a ring of n + 2 stages
+            n = _eval(ops["n"], self.env0)
             self.stages = max(self.stages, (n or 0) + 2)
         for a in call.args:
             if not isinstance(a, ir.Ref):
@@ -282,18 +286,16 @@ class _Walk:
         if not (isinstance(cond, ir.Bin) and cond.op == "==" and isinstance(cond.b, ir.Imm)):
             return 1.0
         x = cond.a
-        if isinstance(x, ir.Var) and x.name == "threadIdx.x" and self.threads:
+        if isinstance(x, ir.Var) and x.name == THREAD_INDEX and self.threads:
             return 1.0 / self.threads
         if (isinstance(x, ir.Bin) and x.op == "%" and isinstance(x.a, ir.Var)
-                and x.a.name == "threadIdx.x" and isinstance(x.b, ir.Imm) and x.b.value > 0):
+                and x.a.name == THREAD_INDEX and isinstance(x.b, ir.Imm) and x.b.value > 0):
             return 1.0 / int(x.b.value)
         return 1.0
 
-    def _tma(self, call: ir.Call, w: float) -> None:
-        """A TMA copy: the box of its tensor map moved between global and
-        shared memory in whole sectors."""
-        load = call.fn.startswith("tma_load_")
-        arg = call.args[1 if load else 0]
+    def _tma(self, arg: ir.Expr, load: bool, w: float) -> None:
+        """A TMA copy (`load`: global to shared) of tensor map `arg`: the box
+        of the map moved between global and shared memory in whole sectors."""
         m = self.maps.get(arg.name) if isinstance(arg, ir.Var) else None
         entry = self.scopes.get(m.buffer) if m is not None else None
         if entry is None:

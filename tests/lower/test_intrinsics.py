@@ -103,6 +103,22 @@ def test_register_adds_an_entry_and_refuses_malformed_ones(monkeypatch):
     with pytest.raises(ValueError, match=r"intrinsic 'x': operand 'v' has access 'write' "
                                          r"\(values are read; addresses read, write or both\)"):
         I.register(I.Intrinsic("x", "d", (I.Operand("v", access=I.WRITE),), frozenset()))
+    with pytest.raises(ValueError, match=r"intrinsic 'x': unknown tensor-core instruction "
+                                         r"'mma_m8n8k4'"):
+        I.register(I.Intrinsic("x", "d", (), frozenset(), instruction="mma_m8n8k4"))
+
+
+def test_tensor_core_entries_name_their_instruction():
+    """What the cost model counts an mma by (search/feature_walk.py): the
+    instruction's shape and the group that issues it, from the arch table."""
+    from tcomp.arch.instructions import TENSOR_CORE
+    named = {n: e.instruction for n, e in I.REGISTRY.items() if e.instruction}
+    assert named["mma_m16n8k16"] == "mma_m16n8k16"
+    assert named["wgmma_m64n256k16_bf16"] == named["wgmma_rs_m64n256k16_f16"] == \
+        "wgmma_m64n256k16"
+    assert all(i in TENSOR_CORE for i in named.values())
+    assert {n for n, e in I.REGISTRY.items() if e.lane_bytes} == {
+        f"ldmatrix_x{k}{t}" for k in (1, 2, 4) for t in ("", "_trans")}
 
 
 # ------------------------------------------------------------------ passes read entries
