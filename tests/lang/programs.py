@@ -627,6 +627,19 @@ def argmax_argmin(float(M, N) A) -> (mx, am, mn, an) {
      lambda A: (f64(A).max(1), A.argmax(1), f64(A).min(1), A.argmin(1)),
      rtol=0, atol=0, dtypes=("float32", "int32", "float32", "int32"))
 
+case("tuple_reductions", """
+# argmax, Welford and expsum as tuple reductions (docs/language.md), not emulated
+def tuple_reductions(float(M, N) A) -> (mx, ix, c, mu, m2, m, l) {
+    mx(i), ix(i) argmax=! A(i, j), j
+    c(i), mu(i), m2(i) welford=! A(i, j)
+    m(i), l(i) expsum=! A(i, j)
+}
+""", lambda rng, big: (normal(rng, 6, 11),),
+     lambda A: (f64(A).max(1), A.argmax(1), np.full(A.shape[0], A.shape[1], np.float64),
+                f64(A).mean(1), ((f64(A) - f64(A).mean(1)[:, None]) ** 2).sum(1),
+                f64(A).max(1), np.exp(f64(A) - f64(A).max(1)[:, None]).sum(1)),
+     rtol=1e-5, atol=1e-5)
+
 case("strided_reads", """
 def strided_reads(float(N) B) -> (pair, rev, shift) {
     pair(i) = B(2 * i) + B(2 * i + 1)

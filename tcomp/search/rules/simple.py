@@ -97,8 +97,12 @@ def _flat_apply(s, ctx, stage, p):
 
 # ---------------------------------------------------------- cross_thread
 def _reduction(ctx, stage):
+    """A reduction cross_thread can spread over threads: not a tuple reduction
+    (argmax, welford, expsum: reduced across threads nowhere yet; `flat` and
+    the row rules take them)."""
+    from ...lang.monoids import MONOIDS
     n = ctx.node(stage)
-    return bool(n["reduce"])
+    return bool(n["reduce"]) and n["reduce_op"] not in MONOIDS
 
 
 def _ct_sample(ctx, stage, rng):
