@@ -64,10 +64,14 @@ def _gemm_bf16():
 
 def _bmm(dt, nb, m, n, k):
     """Batched GEMM (S.TC_BMM in `dt`) against torch.bmm (issue 24's batched cases: the
-    tc_tile rule now draws tensor-core plans for it, batch axes on blockIdx.z); the hand
-    schedule is tc_gemm's best on it."""
+    tc_tile rule now draws tensor-core plans for it, batch axes on blockIdx.z, and
+    hopper_tile the Hopper ones); the hand schedule is the Hopper one (ping-pong 64 x 256,
+    the batched rows of BENCHMARKS.md) on an H100/H200, else tc_gemm's best."""
     src = S.TC_BMM.replace("bfloat16", dt)
     op, hand = S.tc_gemm(tcomp.op(src), **S.TC_BEST)
+    if torch.cuda.get_device_capability() == (9, 0):  # the Hopper schedule (BENCHMARKS.md's)
+        from tcomp.kernels.gemm_sm90 import GemmConfig, hopper_schedule
+        hand = hopper_schedule(op, GemmConfig(bm=64, bn=256, pingpong=True))
     sizes = {"NB": nb, "M": m, "N": n, "K": k}
     A = torch.randn(nb, m, k, device="cuda").to(getattr(torch, dt))
     B = torch.randn(nb, k, n, device="cuda").to(getattr(torch, dt))
