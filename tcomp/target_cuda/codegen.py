@@ -101,6 +101,10 @@ class _Kernel:
         suffix = {"int64": "LL", "uint64": "ULL", "uint32": "u"}.get(dt.name, "")
         if dt.name in ("int8", "int16", "uint8", "uint16"):
             return f"(({ctype(dt)}){v})"
+        if (dt.name, v) in (("int32", -2 ** 31), ("int64", -2 ** 63)):
+            # -2147483648 is `-` applied to a long literal in C++ (2147483648 is no int), which
+            # makes max(int, -2147483648) ambiguous (issue 22, fuzz seed 11 pair 72673)
+            return f"({v + 1}{suffix} - 1)"
         return f"{v}{suffix}"
 
     def expr(self, e: ir.Expr, min_prec: int = 0) -> str:
