@@ -65,6 +65,53 @@ def check_block_regions(b, cname, cst, level, info, attached, domains, views) ->
                              atoms.get(leaf, []), dom, b.sched.states[p])
 
 
+def check_thread_regions(b, cname, cst, level, info, attached, domains, views) -> None:
+    """Refuse a global stage among `attached` that accumulates in memory and whose
+    region moves with a thread-bound loop of the consumer (at or outside the
+    attach point) without being provably one-to-one in its threads: one dimension
+    `a * v + c` wide at most |a|. Each thread would sum into elements another
+    thread zeroes or reads (fuzz seed 11 pair 93645: `O` computed at a loop bound
+    to threadIdx.y whose consumer reads O(i, i) and a gathered O(c, X(c) % N): every
+    thread computed all of O). A region that does not move with the thread loop is
+    loops.one_thread's (computed by thread 0)."""
+    from .attach import _through_views
+    for p in attached:
+        pst = b.sched.states[p]
+        if pst.scope != "global" or not _accumulates_in_memory(pst):
+            continue
+        dom = _through_views(domains[p], views, pst.definition.tensor, b.sched)
+        for j, leaf in enumerate(cst.leaves[:level + 1]):
+            tag = cst.bind.get(leaf)
+            if not threads.is_thread(tag) or _is_one(info.ext[leaf]):
+                continue
+            var = info.loopvar[leaf]
+            reads = [v for v, (base, width) in dom.items()
+                     if var in free_vars(base) | free_vars(width)]
+            if reads and not any(_disjoint_along(dom[v], var) for v in reads):
+                raise ScheduleError(
+                    f"stage '{p}' (global scope) accumulates in '{pst.definition.tensor}' (a "
+                    f"spatial loop inside its reduction loops) at a loop of '{cname}' inside "
+                    f"its loop '{var}' (bound to {tag}), and the region it computes there, "
+                    + ", ".join(f"{v}: {show(dom[v][0])} + [0, {show(dom[v][1])})" for v in dom)
+                    + f", is not provably apart from one thread of '{var}' to the next: "
+                    f"threads would sum into the same elements in no fixed order (a race "
+                    f"between threads). Compute '{p}' at root or outside '{var}', give it "
+                    f"shared or local scope, or reorder its reduction loops innermost")
+
+
+def _disjoint_along(dim, var) -> bool:
+    """Whether one dimension (base, width) of a region is `a * var + c` with a
+    constant width of at most |a|: the regions of two values of var are apart."""
+    base, width = dim
+    if var in free_vars(width) or not isinstance(width, ir.Imm):
+        return False
+    lin = Simplifier().linear(base)
+    coef = lin.terms.get(ir.Var(var))
+    if coef is None or any(var in free_vars(a) for a in lin.terms if a != ir.Var(var)):
+        return False
+    return abs(coef) >= int(width.value)
+
+
 def _taken_apart(cst, level, info, leaves):
     """{block leaf: [(variable, loop name)] of the loops it was fused from} (a leaf
     fused from nothing: itself) and the consumer's indices with those variables."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..arch import threads
 from ..errors import LoweringError
 from . import ir
-from .block_regions import check_block_regions
+from .block_regions import check_block_regions, check_thread_regions
 
 
 def leaf_loop(b, stage, st, i, info, inner, pre=None):
@@ -21,6 +21,7 @@ def leaf_loop(b, stage, st, i, info, inner, pre=None):
         domains[p] = b.region(p, stage, st, i, info, [(q, domains[q]) for q in attached
                                                       if q in domains])
     check_block_regions(b, stage, st, i, info, attached, domains, info.ctx.views)
+    check_thread_regions(b, stage, st, i, info, attached, domains, info.ctx.views)
     var, ext = info.loopvar[leaf], info.ext[leaf]
     tag = st.bind.get(leaf, "")
     if threads.is_thread(tag):
