@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from ..arch.fragments import wgmma_d
 from ..lang import dtypes
 from . import ir
+from .intrinsics_sm90 import wgmma_intrinsic
 from .layout_exprs import IR as LAYOUT_IR
 from .printer import expr as expr_text
 
@@ -78,6 +79,8 @@ class GemmPlan:
     # a consumer keeps one slot's wgmma in flight while it issues the next slot's (wgmma_wait(1),
     # the previous slot handed back); False: it waits for each slot's wgmma (wgmma_wait(0))
     mma_overlap: bool = True
+    # B's type where it differs from A's (fp8: e4m3 x e5m2; lower/hopper_fp8 in docs)
+    b_dtype: dtypes.DType | None = None
     # an elementwise epilogue: epilogue(row, col, acc) -> the value stored at the global
     # (row, col) from the float32 accumulator `acc` (None: acc cast to `out`); `loads`: the
     # global buffers it reads (kernel parameters), read only where (row, col) is in range
@@ -86,6 +89,11 @@ class GemmPlan:
     # A is a convolution's im2col matrix (lower/im2col.py's Window): its tiles are im2col
     # copies of the input's windows (M: the output pixels, K: filter position by channel)
     window: object = None
+
+    @property
+    def k_step(self) -> int:
+        """K per wgmma: 32 bytes of the inputs (k16 for 16-bit, k32 for fp8)."""
+        return 256 // self.dtype.bits
 
     @property
     def chunk(self) -> int:
@@ -237,7 +245,7 @@ def _plus(x, y):
 
 def _operand_refs(p: GemmPlan, s: int):
     """The wgmma operands of slab s in k16 step kk of slot `slot`."""
-    kk16 = b("*", v("kk"), 16)
+    kk16 = b("*", v("kk"), p.k_step)
     row = _slab_row(p, s)
     a = (ref("A_s", v("slot"), c(s) if p.pingpong else v("w"), kk16, 0) if p.a_mn else
          ref("A_s", v("slot"), row, kk16))
@@ -265,11 +273,11 @@ def consumer(p: GemmPlan):
     n, chunk, slabs = p.bn, p.chunk, _slabs(p)
     regs = n // 2  # accumulators per thread per slab
     first = b("!=", b("+", v("kb"), v("kk")), 0, dtypes.bool_)
-    sfx = "bf16" if p.dtype == dtypes.bfloat16 else "f16"
     mmas = []
+    wgmma = wgmma_intrinsic(n, p.dtype, p.b_dtype or p.dtype)
     for sl in range(slabs):
         a_ref, b_ref = _operand_refs(p, sl)
-        mmas.append(call(f"wgmma_m64n{n}k16_{sfx}", ref("acc", sl * regs), a_ref, b_ref,
+        mmas.append(call(wgmma, ref("acc", sl * regs), a_ref, b_ref,
                          ir.Select(first, c(1), c(0), I32), c(int(p.a_mn)), c(int(p.b_mn))))
     if p.mma_overlap:
         # the slot's wgmma stay in flight while the next slot's are issued: wait for all but
@@ -285,7 +293,7 @@ def consumer(p: GemmPlan):
     step = ring_slot(p, ir.seq(
         call("mbarrier_wait", ref("full", v("slot")), v("parity")),
         call("wgmma_fence"),
-        serial("kk", p.bk // 16, ir.seq(*mmas), kind="unroll"),
+        serial("kk", p.bk // p.k_step, ir.seq(*mmas), kind="unroll"),
         call("wgmma_commit"),
         release))
     # the accumulator layout of wgmma m64nNk16 (arch/fragments.py, from the PTX ISA's
@@ -346,7 +354,8 @@ def consumer(p: GemmPlan):
 def _operand_buffer(name, p: GemmPlan, rows, mn):
     shape = ((c(p.stages), c(rows // MN_BLOCK), c(p.bk), c(MN_BLOCK)) if mn else
              (c(p.stages), c(rows), c(p.bk)))
-    return ir.Buffer(name, p.dtype, shape, "shared", layout=ir.Swizzle(128))
+    dt = p.b_dtype if name == "B_s" and p.b_dtype is not None else p.dtype
+    return ir.Buffer(name, dt, shape, "shared", layout=ir.Swizzle(128))
 
 
 def _operand_map(name, tensor, p: GemmPlan, rows, mn, batched):
@@ -409,7 +418,8 @@ def describe(p: GemmPlan) -> str:
     mode = " ping-ponging on tiles" if p.pingpong else ""
     return (f"hopper_gemm: tile {p.bm}x{p.bn}x{p.bk}, {p.stages}-slot TMA ring, 1 producer "
             f"({p.producer_regs} regs) + {p.consumers} consumer warpgroups ({p.consumer_regs} "
-            f"regs){mode}, wgmma m64n{p.bn}k16 {p.dtype.name}, A {_a_text(p)}, B {order(p.b_mn)}, "
+            f"regs){mode}, wgmma m64n{p.bn}k{p.k_step} {_types(p)}, A {_a_text(p)}, "
+            f"B {order(p.b_mn)}, "
             f"{grid}, " + _batch_text(p) + f"TMA-store epilogue ({p.out.name}"
             + (f", computed from the accumulators{' and ' + ', '.join(p.loads) if p.loads else ''}"
                if p.epilogue is not None else "") + ")")
@@ -421,6 +431,11 @@ def _a_text(p: GemmPlan) -> str:
     w = p.window
     return (f"im2col windows of {w.tensor} ({w.R}x{w.S} filter, padding {w.pad_h},{w.pad_w}, "
             f"{expr_text(w.C)} channels)")
+
+
+def _types(p: GemmPlan) -> str:
+    b_dt = p.b_dtype or p.dtype
+    return p.dtype.name if b_dt == p.dtype else f"{p.dtype.name} x {b_dt.name}"
 
 
 def _batch_text(p: GemmPlan) -> str:
