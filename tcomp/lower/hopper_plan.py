@@ -171,7 +171,9 @@ def plan(builder, stage: str) -> GemmPlan | None:
     out = sched.tensors[out_tensor][0]
     if out not in (dtypes.bfloat16, dtypes.float16, dtypes.float32):
         _bad(stage, f"its output '{out_tensor}' is {out}; the TMA-store epilogue writes "
-                    f"bfloat16, float16 or float32")
+                    f"bfloat16, float16 or float32" + (
+                        f" (a product of fp8 values is fp8: declare the output's type, e.g. "
+                        f"-> (bfloat16(M, N) {out_tensor}))" if out.is_fp8 else ""))
     # sizes: the loops cover the tensors exactly (the TMA engine clips at their ends)
     ext = {}
     if z is not None and st.epilogue is not None:
