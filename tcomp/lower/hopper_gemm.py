@@ -89,6 +89,9 @@ class GemmPlan:
     # A is a convolution's im2col matrix (lower/im2col.py's Window): its tiles are im2col
     # copies of the input's windows (M: the output pixels, K: filter position by channel)
     window: object = None
+    # the 0-d tensors of `loads` (per-tensor scales) with their types: loaded once per consumer
+    # into the variable scalar_var(tensor), which `epilogue` reads
+    scalars: tuple = ()
 
     @property
     def k_step(self) -> int:
@@ -99,6 +102,11 @@ class GemmPlan:
     def chunk(self) -> int:
         """Columns per TMA store of the epilogue: one 128-byte swizzled row."""
         return 128 // (self.out.bits // 8)
+
+
+def scalar_var(tensor: str) -> str:
+    """The variable holding a 0-d tensor the epilogue reads (GemmPlan.scalars)."""
+    return f"{tensor}_value"
 
 
 # ------------------------------------------------------------------ IR helpers
@@ -312,7 +320,8 @@ def consumer(p: GemmPlan):
             gcol = b("+", b("+", v("n0"), b("*", v("j"), chunk)), col)
             put = ir.Store("C_s", (v("w"), row, col),
                            p.epilogue(grow, gcol, ir.Load("acc", (i,), F32)))
-            if p.loads:  # loads stay inside the tensors: out of range, the staging tile gets zeros
+            if len(p.loads) > len(p.scalars):  # loads stay inside the tensors: out of range,
+                # the staging tile gets zeros
                 inside = b("&&", b("<", grow, p.M, dtypes.bool_), b("<", gcol, p.N, dtypes.bool_),
                            dtypes.bool_)
                 put = ir.If(inside, put,
@@ -348,6 +357,8 @@ def consumer(p: GemmPlan):
                           one_thread(call("mbarrier_arrive", ref("turn", v("w")))))
     body = tile_loop(p, ir.seq(zeros, mainloop, *stores), own=p.pingpong)
     body = ir.seq(body, one_thread(call("tma_store_wait", c(0))))
+    for t, dt in reversed(p.scalars):
+        body = let(scalar_var(t), ir.Load(t, (), dt), body)
     return ir.Role("w", "consumer", 1, p.consumers, p.consumer_regs, body)
 
 

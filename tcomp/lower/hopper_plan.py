@@ -24,7 +24,7 @@ from ..schedule.wgmma_inputs import K_TILE
 from ..schedule.stage import FuseRel, SplitRel
 from . import im2col, ir
 from .construct import ident, lang_sub
-from .hopper_gemm import GemmPlan
+from .hopper_gemm import GemmPlan, scalar_var
 from .ir_walk import walk
 from .printer import expr
 from .translate import Translator, cast
@@ -202,7 +202,7 @@ def plan(builder, stage: str) -> GemmPlan | None:
         if isinstance(inner, ir.Imm) and (inner.value * item) % 16:
             _bad(stage, f"'{tensor}' has rows of {inner.value} elements ({inner.value * item} "
                         f"bytes); the TMA engine needs rows of a multiple of 16 bytes")
-    epi, loads = (None, ()) if st.epilogue is None else \
+    epi, loads, scalars = (None, (), ()) if st.epilogue is None else \
         _epilogue(builder, stage, st, sched.states[st.epilogue], ext, (m, n), out)
     dt = sched.tensors[sources[a]][0]
     used = dict.fromkeys(x.name for var in (m, n, k) + ((z,) if z else ()) for x in walk(ext[var])
@@ -213,7 +213,7 @@ def plan(builder, stage: str) -> GemmPlan | None:
         b_mn=b_sub[-1] == n,
         M=ext[m], N=ext[n], K=ext[k], sizes=tuple(used), bm=bm, bn=bn, bk=bk, stages=stages,
         consumers=consumers, group_m=group_m, producer_regs=preg, consumer_regs=creg,
-        persistent=persistent, epilogue=epi, loads=loads, pingpong=pingpong,
+        persistent=persistent, epilogue=epi, loads=loads, scalars=scalars, pingpong=pingpong,
         Z=ext[z] if z else None, a_batched=len(a_sub) == 3, b_batched=len(b_sub) == 3,
         window=window)
 
@@ -239,7 +239,8 @@ def _check_window(builder, stage, w, a, a_sub, mk, ext):
 
 def _epilogue(builder, stage, st, es, ext, mn, out):
     """The epilogue stage `es` (T.epilogue(D)) as a function of the global
-    (row, col) and the accumulator, and the tensors it loads."""
+    (row, col) and the accumulator, the tensors it loads, and of those the 0-d
+    ones (a scale: read once per consumer, as `scalar_var(t)`)."""
     sched = builder.sched
     d = es.definition
     for var, tvar in zip(d.spatial, mn):
@@ -269,6 +270,10 @@ def _epilogue(builder, stage, st, es, ext, mn, out):
         index = {d.spatial[0]: row, d.spatial[1]: col}
 
         def read(tensor, args, dt):
-            return cast(acc, t_dtype) if tensor == st.tensor else ir.Load(tensor, args, dt)
+            if tensor == st.tensor:
+                return cast(acc, t_dtype)
+            return ir.Var(scalar_var(tensor), dt) if tensor in scalars else \
+                ir.Load(tensor, args, dt)
         return cast(Translator(index, d.lets, builder.size, read)(d.rhs), out)
-    return value, tuple(loads)
+    scalars = tuple(t for t in loads if not sched.tensors[t][1])
+    return value, tuple(loads), tuple((t, sched.tensors[t][0]) for t in scalars)
