@@ -158,3 +158,17 @@ def test_casts_to_and_from_every_type(t):
         got8 = tcomp.evaluate(back, src)
         want8 = npfuncs.convert(np.asarray(src).astype(np.float64), np.dtype(FP8[t]))
         np.testing.assert_array_equal(got8.view(np.uint8), want8.view(np.uint8), err_msg=other)
+
+
+def test_literals_meeting_fp8_round_once_and_saturate():
+    """A float literal meeting an fp8 value is fp8 (as one meeting a half is a half):
+    its text rounded once (a text just above a tie rounds up, where its double, the
+    tie itself, would go to even) and saturated like every conversion to fp8."""
+    op = tcomp.op("def f(float8_e4m3fn(N) X) -> (O, P, Q) { O(i) = X(i) * 1000.0  "
+                  "P(i) = X(i) * 1.0625000000000000000001  Q(i) = X(i) * 0.1 }")
+    assert [o.dtype.name for o in op.outputs] == ["float8_e4m3fn"] * 3
+    x = np.array([1, -0.5], ml_dtypes.float8_e4m3fn)
+    o, p, q = (v.astype(np.float64) for v in tcomp.evaluate(op, x))
+    np.testing.assert_array_equal(o, [448, -224])
+    np.testing.assert_array_equal(p, [1.125, -0.5625])
+    np.testing.assert_array_equal(q, [0.1015625, -0.05078125])
