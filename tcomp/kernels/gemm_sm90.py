@@ -4,10 +4,11 @@ product of `torch.nn.functional.linear`, C = A . B^T).
 
 `hopper_schedule(op, config)` writes the schedule of the Hopper path
 (docs/schedules.md, "Hopper") for any op of that form (A as (M, K) or
-(K, M), B as (N, K) or (K, N), bfloat16 or float16): block tiles of
-bm x bn, a `stages`-slot TMA ring over k, one producer and `consumers`
-consumer warpgroups with their register counts, a persistent grid in
-grouped order, wgmma m64n{bn}k16. Lowering builds the kernel from that
+(K, M), B as (N, K) or (K, N), bfloat16 or float16; or fp8, both K-major:
+kernels/gemm_fp8_sm90.py): block tiles of bm x bn, a `stages`-slot TMA ring
+over k (slots of 128-byte rows: bk = 64 16-bit or 128 fp8 values), one
+producer and `consumers` consumer warpgroups with their register counts, a
+persistent grid in grouped order, wgmma m64n{bn}k16 (fp8: k32). Lowering builds the kernel from that
 schedule (lower/hopper_plan.py reads it, lower/hopper_gemm.py builds it):
 
 * a persistent grid of one block per multiprocessor (ir.SM_COUNT) walking

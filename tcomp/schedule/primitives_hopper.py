@@ -241,8 +241,9 @@ class HopperPrimitives:
                                 f"computed at another's loop takes wgmma_m64nNk16 (bfloat16 "
                                 f"or float16)")
         if n not in ns:
+            kk = m.group(2) if m else "16"  # (k32: the fp8 names)
             raise ScheduleError(f"{p}: unknown intrinsic {intrin!r}; the Hopper path takes "
-                                f"{', '.join(f'wgmma_m64n{x}k16' for x in ns)}"
+                                f"{', '.join(f'wgmma_m64n{x}k{kk}' for x in ns)}"
                                 + (" for a stage computed at another's loop (attention's "
                                    "scores)" if ns is ATTENTION_BN else ""))
         d = s.definition

@@ -125,3 +125,10 @@ def test_sim_refuses_an_mn_major_fp8_wgmma():
 def _scaled(o):
     from tcomp.kernels.gemm_fp8_sm90 import fp8_schedule
     return fp8_schedule(o, GemmConfig(bm=64, bn=64, consumers=1, stages=2))
+
+
+def test_unknown_k32_intrinsic_lists_the_k32_names():
+    _, C, mw = _tiled()
+    err(lambda: C.tensorize(mw, "wgmma_m64n96k32"), ScheduleError,
+        "tensorize: unknown intrinsic 'wgmma_m64n96k32'; the Hopper path takes wgmma_m64n64k32, "
+        "wgmma_m64n128k32, wgmma_m64n256k32")
