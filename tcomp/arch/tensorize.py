@@ -5,7 +5,8 @@ model: the IR core (lower/intrinsics.py) and the schedule (tensorize) read it.
 
 An entry `C[m, n] += A[m, k] * B[k, n]` over an m x n x k tile, with the input
 and accumulator types it takes (a wgmma entry's k is one ring slot, a 128-byte
-row: 64 for k16, four instructions; 128 for the fp8 k32, four instructions). `tcomp.intrinsics()` lists them.
+row: 64 for k16, four instructions; 128 for the fp8 k32, four instructions).
+`tcomp.intrinsics()` lists them.
 """
 from __future__ import annotations
 
