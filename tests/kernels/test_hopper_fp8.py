@@ -147,3 +147,17 @@ def test_sass_has_qgmma_e4m3():
     assert "HGMMA" not in code
     assert "UTMALDG.2D" in ops and "UTMASTG.2D" in ops
     assert usage.get("LOCAL", 0) == 0  # no spills
+
+
+def test_json_round_trip_and_export_load_of_the_fp8_kernel(tmp_path):
+    """The schedule replays from JSON to the same program; the exported kernel's
+    sidecar carries the fp8 input types and loads back (no GPU needed to load)."""
+    o = tcomp.op(source("float8_e5m2", "float8_e4m3fn"))
+    s = fp8_schedule(o)
+    again = tcomp.Schedule.from_json(o, s.to_json())
+    assert str(tcomp.lower(again)) == str(tcomp.lower(s))
+    k = tcomp.build(s, target="cuda", sizes={"M": 512, "N": 512, "K": 512})
+    k.export(str(tmp_path / "g.cubin"))
+    k2 = tcomp.load(str(tmp_path / "g.cubin"))
+    assert [(i["name"], i["dtype"]) for i in k2.meta["inputs"]] == [
+        ("A", "float8_e5m2"), ("B", "float8_e4m3fn"), ("sa", "float32"), ("sb", "float32")]
