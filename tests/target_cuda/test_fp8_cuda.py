@@ -82,3 +82,43 @@ def test_gpu_arithmetic_and_casts_out_of_fp8_match_evaluate(t):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
         np.testing.assert_array_equal(np.signbit(g[~np.isnan(w)]), np.signbit(w[~np.isnan(w)]))
+
+
+def _tiled_fp8_matmul(t):
+    op = tcomp.op(f"def mm({t}(M, K) A, {t}(K, N) B) -> (float32(M, N) C, D) "
+                  f"{{ C(m, n) +=! A(m, k) * B(k, n)  D(m, n) = {t}(C(m, n)) }}")
+    s = tcomp.Schedule(op)
+    C = s["C"]
+    m, n = C.axes
+    (k,) = C.reduce_axes
+    mo, no, mi, ni = C.tile(m, n, 8, 4)
+    ko, ki = C.split(k, 8)
+    C.reorder(mo, no, ko, mi, ni, ki)
+    for ax, tag in ((mo, "blockIdx.x"), (no, "blockIdx.y"), (mi, "threadIdx.y"),
+                    (ni, "threadIdx.x")):
+        C.bind(ax, tag)
+    for name in ("A", "B"):
+        s.cache_read(name, "shared", [C]).compute_at(C, ko)
+    return op, s
+
+
+@pytest.mark.parametrize("t", list(FP8))
+def test_fp8_tiles_in_shared_memory_compile(t):
+    _, s = _tiled_fp8_matmul(t)
+    k = tcomp.build(s, target="cuda", sizes={"M": 64, "N": 64, "K": 64})
+    cls = {"float8_e4m3fn": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2"}[t]
+    assert f"__shared__ __align__(16) {cls} A_shared[" in k.source and k.cubin
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("t", list(FP8))
+def test_gpu_fp8_tiles_in_shared_memory_match_evaluate(t):
+    """Integer data: the float32 sums are exact in any order; D rounds them once."""
+    op, s = _tiled_fp8_matmul(t)
+    rng = np.random.default_rng(3)
+    a = rng.integers(-4, 5, (40, 24)).astype(FP8[t])
+    b = rng.integers(-4, 5, (24, 36)).astype(FP8[t])
+    got = tcomp.build(s, target="cuda")(a, b)
+    want = tcomp.evaluate(op, a, b)
+    np.testing.assert_array_equal(got[0], want[0])
+    same8(got[1], want[1])
