@@ -100,9 +100,15 @@ def load_array(name: str, path: str, dt: dtypes.DType) -> np.ndarray:
     except OSError as e:
         raise TcompError(f"--input {name}: cannot read {path}: {e.strerror or e}") from None
     except (ValueError, SyntaxError, tokenize.TokenError) as e:  # a damaged header, objects
+        if "'<f1'" in str(e):  # numpy.save writes float8_e5m2 as '<f1', which it cannot read
+            raise TcompError(f"--input {name}: {path} holds float8_e5m2 values, which "
+                             f"numpy.load cannot read back; save x.view(numpy.uint8) (the "
+                             f"bytes are taken as {dt.name})") from None
         raise TcompError(f"--input {name}: cannot load {path}: {e}") from None
-    if dt.name == "bfloat16" and a.dtype.kind == "V" and a.dtype.itemsize == 2:
-        a = a.view(dt.numpy)  # numpy.save writes ml_dtypes' bfloat16 as raw 2-byte records
+    if dt.name in dtypes.ML_DTYPES and a.dtype.kind == "V" and a.dtype.itemsize == dt.bits // 8:
+        a = a.view(dt.numpy)  # numpy.save writes ml_dtypes' bfloat16 and e4m3fn as raw records
+    if dt.is_fp8 and a.dtype == np.uint8:
+        a = a.view(dt.numpy)  # fp8 given as its bytes (float8_e5m2 cannot go through .npy)
     if a.dtype != dt.numpy:
         raise TcompError(f"--input {name}: {path} holds {a.dtype} values but '{name}' is "
                          f"{dt.name}; save it as {dt.name} (tcomp does not cast inputs)")

@@ -4,10 +4,11 @@ product of `torch.nn.functional.linear`, C = A . B^T).
 
 `hopper_schedule(op, config)` writes the schedule of the Hopper path
 (docs/schedules.md, "Hopper") for any op of that form (A as (M, K) or
-(K, M), B as (N, K) or (K, N), bfloat16 or float16): block tiles of
-bm x bn, a `stages`-slot TMA ring over k, one producer and `consumers`
-consumer warpgroups with their register counts, a persistent grid in
-grouped order, wgmma m64n{bn}k16. Lowering builds the kernel from that
+(K, M), B as (N, K) or (K, N), bfloat16 or float16; or fp8, both K-major:
+kernels/gemm_fp8_sm90.py): block tiles of bm x bn, a `stages`-slot TMA ring
+over k (slots of 128-byte rows: bk = 64 16-bit or 128 fp8 values), one
+producer and `consumers` consumer warpgroups with their register counts, a
+persistent grid in grouped order, wgmma m64n{bn}k16 (fp8: k32). Lowering builds the kernel from that
 schedule (lower/hopper_plan.py reads it, lower/hopper_gemm.py builds it):
 
 * a persistent grid of one block per multiprocessor (ir.SM_COUNT) walking
@@ -38,7 +39,9 @@ SOURCE = ("def gemm_sm90(bfloat16(M,K) A, bfloat16(N,K) B) -> (C) "
 class GemmConfig:
     bm: int = 128
     bn: int = 256
-    bk: int = 64
+    # k per ring slot: one 128-byte swizzled row of the inputs, 64 for bfloat16/float16, 128
+    # for fp8 (wgmma m64nNk32); None: chosen from the inputs' type by hopper_schedule
+    bk: int | None = None
     stages: int = 4
     consumers: int = 2
     group_m: int = 8
@@ -52,8 +55,9 @@ class GemmConfig:
     def check(self) -> None:
         def bad(msg):
             raise LoweringError(f"gemm_sm90: {msg}")
-        if self.bk != 64:
-            bad(f"bk must be 64 (one 128-byte swizzled row of bfloat16), got {self.bk}")
+        if self.bk not in (None, 64, 128):
+            bad(f"bk must be 64 (one 128-byte swizzled row of bfloat16 or float16) or 128 (of "
+                f"fp8), got {self.bk}")
         if self.bn not in (64, 128, 256):
             bad(f"bn must be 64, 128 or 256 (a wgmma m64nNk16 shape), got {self.bn}")
         if self.pingpong:
@@ -72,7 +76,7 @@ class GemmConfig:
 
     @property
     def smem_bytes(self) -> int:
-        ring = self.stages * (self.bm + self.bn) * self.bk * 2
+        ring = self.stages * (self.bm + self.bn) * 128  # bk values of 128 // bk bytes a row
         return ring + self.consumers * 64 * 64 * 2 + 2 * self.stages * 8
 
 
@@ -85,12 +89,19 @@ def hopper_schedule(op, config: GemmConfig = GemmConfig(), stage: str | None = N
     C = s[stage if stage is not None else s.op.statements[0].tensor]
     *batch, m, n = C.axes
     (k,) = C.reduce_axes
+    from ..schedule.primitives_hopper import contraction_roles
+    roles = contraction_roles(s.states[C.name].definition)
+    a, _, b, _ = roles if not isinstance(roles, str) else (None, None, None, None)
+    # the k tile and wgmma's k: one 128-byte row and 32 bytes of the inputs' type
+    item = s.tensors[a][0].bits // 8 if a is not None else 2
+    bk = config.bk if config.bk is not None else 128 // item
+    if bk * item != 128:
+        raise LoweringError(f"gemm_sm90: bk must be {128 // item} for {s.tensors[a][0]} inputs "
+                            f"(one 128-byte swizzled row), got {bk}")
     mo, no, mi, ni = C.tile(m, n, config.bm, config.bn)
     w, mw = C.split(mi, 64)
-    ko, ki = C.split(k, config.bk)
+    ko, ki = C.split(k, bk)
     C.reorder(*batch, mo, no, w, ko, mw, ni, ki)
-    from ..schedule.primitives_hopper import contraction_roles
-    a, _, b, _ = contraction_roles(s.states[C.name].definition)
     inputs = {t.name for t in s.op.inputs}
     for t in dict.fromkeys((a, b)):
         if t in inputs:
@@ -107,7 +118,7 @@ def hopper_schedule(op, config: GemmConfig = GemmConfig(), stage: str | None = N
     else:
         C.bind(mo, "blockIdx.y")
         C.bind(no, "blockIdx.x")
-    C.tensorize(mw, f"wgmma_m64n{config.bn}k16")
+    C.tensorize(mw, f"wgmma_m64n{config.bn}k{32 // item}")
     return s
 
 

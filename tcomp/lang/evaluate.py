@@ -352,7 +352,16 @@ class _Eval:
             strides.append(stride if used else 0)
             vars_.append(v)
         base = arr.reshape(-1)[offset:]
-        view = np.lib.stride_tricks.as_strided(base, tuple(shape), tuple(strides), writeable=False)
+        if base.dtype.name in dtypes.ML_DTYPES:
+            # as_strided rebuilds the array from its __array_interface__, whose type string
+            # NumPy cannot read back for ml_dtypes' types ('<f1' for float8_e5m2): stride
+            # the bytes as unsigned integers of the same size and view the result back
+            raw = base.view(f"u{base.itemsize}")
+            view = np.lib.stride_tricks.as_strided(raw, tuple(shape), tuple(strides),
+                                                   writeable=False).view(base.dtype)
+        else:
+            view = np.lib.stride_tricks.as_strided(base, tuple(shape), tuple(strides),
+                                                   writeable=False)
         return view, vars_
 
     def ev(self, e: Expr, mask):

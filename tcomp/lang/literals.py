@@ -9,7 +9,9 @@ The parser keeps the nearest double (`Const.value`) and the text
 rounding the text, except where the double lies exactly halfway between two
 values of that type and the text does not (a literal of 18 digits or more):
 then the text decides the direction. Beyond the type's range a literal is
-infinity (`1e999`, `-1e999`; `1e39` alone is float32 infinity).
+infinity (`1e999`, `-1e999`; `1e39` alone is float32 infinity), except in fp8,
+where it saturates as every conversion to fp8 does (`X(i) * 1000.0` multiplies an
+e4m3 X by 448: npfuncs.to_fp8).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from . import npfuncs
 # The reserved words that are float literals.
 WORDS = {"inf": math.inf, "nan": math.nan}
 
-_BITS = {16: np.uint16, 32: np.uint32}
+_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32}
 
 
 def _step(c: np.ndarray, up: bool) -> np.ndarray:
@@ -77,7 +79,8 @@ def exact_text(value: float, text: str | None) -> bool:
         return False
     from . import dtypes
     return any(rounded(value, text, t) != rounded(value, None, t)
-               for t in (dtypes.float32, dtypes.float16, dtypes.bfloat16))
+               for t in (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float8_e4m3fn,
+                         dtypes.float8_e5m2))
 
 
 # ------------------------------------------------------------ weak literals

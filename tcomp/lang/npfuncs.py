@@ -144,17 +144,52 @@ def convert(x, dt) -> np.ndarray:
     through float32, which rounds float64 values and integers beyond 2^24
     twice (1 + 2^-8 + 2^-30 becomes 1, not 1 + 2^-7). For those, x is first
     rounded to float32 *to odd* (truncated, the last bit set when inexact):
-    with 16 bits to spare, rounding that to bfloat16 gives x's own rounding."""
+    with 16 bits to spare, rounding that to bfloat16 gives x's own rounding.
+    fp8 likewise (ml_dtypes rounds float64 to fp8 through float32 too), and
+    saturating: `to_fp8`."""
     x = np.asarray(x)
     dt = np.dtype(dt)
     if x.dtype == dt:
         return x
     if dt.kind in "iu" and is_float(x.dtype):
         return saturate(x, dt)
+    if dt.name in FP8:
+        return to_fp8(x, dt)
     if dt.name != "bfloat16" or x.dtype.kind not in "fiu" or \
             (x.dtype.kind == "f" and x.dtype.itemsize <= 4) or x.dtype.itemsize <= 2:
         return x.astype(dt)
     return _to_odd_float32(x).astype(dt)
+
+
+FP8 = ("float8_e4m3fn", "float8_e5m2")
+
+
+def to_fp8(x, dt) -> np.ndarray:
+    """`x` as fp8 dtype `dt`, as CUDA's `__nv_cvt_float_to_fp8(x, __NV_SATFINITE,
+    ...)` and PTX `cvt.rn.satfinite.{e4m3,e5m2}x2` convert (docs/language.md,
+    "fp8"): rounded once to nearest even, then saturated: a finite value or an
+    infinity beyond the largest finite value (448 for e4m3fn, 57344 for e5m2)
+    becomes that value with its sign; NaN stays NaN; -0.0 stays -0.0.
+
+    Clamping x to +-max first and rounding after gives the same: rounding is
+    monotonic and max rounds to itself. Sources wider than float32 (float64,
+    integers beyond 2^24) are first rounded to float32 to odd, as for
+    bfloat16 (convert), so that the one rounding is x's own."""
+    x = np.asarray(x)
+    dt = np.dtype(dt)
+    import ml_dtypes
+    top = float(ml_dtypes.finfo(dt).max)
+    if x.dtype.kind == "b":
+        x = x.astype(np.float32)
+    elif x.dtype.kind in "iu" or (x.dtype.kind == "f" and x.dtype.itemsize > 4):
+        x = _to_odd_float32(x) if x.dtype.itemsize > 2 else x.astype(np.float32)
+    elif not is_float(x.dtype):
+        raise TypeError(f"to_fp8: cannot convert {x.dtype}")
+    else:  # float16, bfloat16, float32 and fp8: exact in float32
+        x = x.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        x = np.clip(x, np.float32(-top), np.float32(top))  # (NaN stays NaN)
+    return x.astype(dt)
 
 
 def _to_odd_float32(x: np.ndarray) -> np.ndarray:
@@ -181,9 +216,10 @@ def _to_odd_float32(x: np.ndarray) -> np.ndarray:
 
 
 def is_float(dt) -> bool:
-    """A NumPy float dtype, bfloat16 included (ml_dtypes gives it kind 'V')."""
+    """A NumPy float dtype, bfloat16 and fp8 included (ml_dtypes gives bfloat16
+    and float8_e4m3fn kind 'V', float8_e5m2 kind 'f')."""
     dt = np.dtype(dt)
-    return dt.kind == "f" or dt.name == "bfloat16"
+    return dt.kind == "f" or dt.name in ("bfloat16",) + FP8
 
 
 def saturate(x, dt) -> np.ndarray:

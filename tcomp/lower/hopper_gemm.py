@@ -38,6 +38,7 @@ from ..arch.hierarchy import THREAD_INDEX
 from ..lang import dtypes
 from . import ir
 from .barriers import init_barrier_objects
+from .intrinsics_sm90 import wgmma_intrinsic
 from .layout_exprs import IR as LAYOUT_IR
 from .printer import expr as expr_text
 
@@ -80,6 +81,8 @@ class GemmPlan:
     # a consumer keeps one slot's wgmma in flight while it issues the next slot's (wgmma_wait(1),
     # the previous slot handed back); False: it waits for each slot's wgmma (wgmma_wait(0))
     mma_overlap: bool = True
+    # B's type where it differs from A's (fp8: e4m3 x e5m2; lower/hopper_fp8 in docs)
+    b_dtype: dtypes.DType | None = None
     # an elementwise epilogue: epilogue(row, col, acc) -> the value stored at the global
     # (row, col) from the float32 accumulator `acc` (None: acc cast to `out`); `loads`: the
     # global buffers it reads (kernel parameters), read only where (row, col) is in range
@@ -88,11 +91,24 @@ class GemmPlan:
     # A is a convolution's im2col matrix (lower/im2col.py's Window): its tiles are im2col
     # copies of the input's windows (M: the output pixels, K: filter position by channel)
     window: object = None
+    # the 0-d tensors of `loads` (per-tensor scales) with their types: loaded once per consumer
+    # into the variable scalar_var(tensor), which `epilogue` reads
+    scalars: tuple = ()
+
+    @property
+    def k_step(self) -> int:
+        """K per wgmma: 32 bytes of the inputs (k16 for 16-bit, k32 for fp8)."""
+        return 256 // self.dtype.bits
 
     @property
     def chunk(self) -> int:
         """Columns per TMA store of the epilogue: one 128-byte swizzled row."""
         return 128 // (self.out.bits // 8)
+
+
+def scalar_var(tensor: str) -> str:
+    """The variable holding a 0-d tensor the epilogue reads (GemmPlan.scalars)."""
+    return f"{tensor}_value"
 
 
 # ------------------------------------------------------------------ IR helpers
@@ -239,7 +255,7 @@ def _plus(x, y):
 
 def _operand_refs(p: GemmPlan, s: int):
     """The wgmma operands of slab s in k16 step kk of slot `slot`."""
-    kk16 = b("*", v("kk"), 16)
+    kk16 = b("*", v("kk"), p.k_step)
     row = _slab_row(p, s)
     a = (ref("A_s", v("slot"), c(s) if p.pingpong else v("w"), kk16, 0) if p.a_mn else
          ref("A_s", v("slot"), row, kk16))
@@ -267,11 +283,11 @@ def consumer(p: GemmPlan):
     n, chunk, slabs = p.bn, p.chunk, _slabs(p)
     regs = n // 2  # accumulators per thread per slab
     first = b("!=", b("+", v("kb"), v("kk")), 0, dtypes.bool_)
-    sfx = "bf16" if p.dtype == dtypes.bfloat16 else "f16"
     mmas = []
+    wgmma = wgmma_intrinsic(n, p.dtype, p.b_dtype or p.dtype)
     for sl in range(slabs):
         a_ref, b_ref = _operand_refs(p, sl)
-        mmas.append(call(f"wgmma_m64n{n}k16_{sfx}", ref("acc", sl * regs), a_ref, b_ref,
+        mmas.append(call(wgmma, ref("acc", sl * regs), a_ref, b_ref,
                          ir.Select(first, c(1), c(0), I32), c(int(p.a_mn)), c(int(p.b_mn))))
     if p.mma_overlap:
         # the slot's wgmma stay in flight while the next slot's are issued: wait for all but
@@ -287,7 +303,7 @@ def consumer(p: GemmPlan):
     step = ring_slot(p, ir.seq(
         call("mbarrier_wait", ref("full", v("slot")), v("parity")),
         call("wgmma_fence"),
-        serial("kk", p.bk // 16, ir.seq(*mmas), kind="unroll"),
+        serial("kk", p.bk // p.k_step, ir.seq(*mmas), kind="unroll"),
         call("wgmma_commit"),
         release))
     # the accumulator layout of wgmma m64nNk16 (arch/fragments.py, from the PTX ISA's
@@ -306,7 +322,8 @@ def consumer(p: GemmPlan):
             gcol = b("+", b("+", v("n0"), b("*", v("j"), chunk)), col)
             put = ir.Store("C_s", (v("w"), row, col),
                            p.epilogue(grow, gcol, ir.Load("acc", (i,), F32)))
-            if p.loads:  # loads stay inside the tensors: out of range, the staging tile gets zeros
+            if len(p.loads) > len(p.scalars):  # loads stay inside the tensors: out of range,
+                # the staging tile gets zeros
                 inside = b("&&", b("<", grow, p.M, dtypes.bool_), b("<", gcol, p.N, dtypes.bool_),
                            dtypes.bool_)
                 put = ir.If(inside, put,
@@ -342,13 +359,16 @@ def consumer(p: GemmPlan):
                           one_thread(call("mbarrier_arrive", ref("turn", v("w")))))
     body = tile_loop(p, ir.seq(zeros, mainloop, *stores), own=p.pingpong)
     body = ir.seq(body, one_thread(call("tma_store_wait", c(0))))
+    for t, dt in reversed(p.scalars):
+        body = let(scalar_var(t), ir.Load(t, (), dt), body)
     return ir.Role("w", "consumer", 1, p.consumers, p.consumer_regs, body)
 
 
 def _operand_buffer(name, p: GemmPlan, rows, mn):
     shape = ((c(p.stages), c(rows // MN_BLOCK), c(p.bk), c(MN_BLOCK)) if mn else
              (c(p.stages), c(rows), c(p.bk)))
-    return ir.Buffer(name, p.dtype, shape, "shared", layout=ir.Swizzle(128))
+    dt = p.b_dtype if name == "B_s" and p.b_dtype is not None else p.dtype
+    return ir.Buffer(name, dt, shape, "shared", layout=ir.Swizzle(128))
 
 
 def _operand_map(name, tensor, p: GemmPlan, rows, mn, batched):
@@ -408,7 +428,8 @@ def describe(p: GemmPlan) -> str:
     mode = " ping-ponging on tiles" if p.pingpong else ""
     return (f"hopper_gemm: tile {p.bm}x{p.bn}x{p.bk}, {p.stages}-slot TMA ring, 1 producer "
             f"({p.producer_regs} regs) + {p.consumers} consumer warpgroups ({p.consumer_regs} "
-            f"regs){mode}, wgmma m64n{p.bn}k16 {p.dtype.name}, A {_a_text(p)}, B {order(p.b_mn)}, "
+            f"regs){mode}, wgmma m64n{p.bn}k{p.k_step} {_types(p)}, A {_a_text(p)}, "
+            f"B {order(p.b_mn)}, "
             f"{grid}, " + _batch_text(p) + f"TMA-store epilogue ({p.out.name}"
             + (f", computed from the accumulators{' and ' + ', '.join(p.loads) if p.loads else ''}"
                if p.epilogue is not None else "") + ")")
@@ -420,6 +441,11 @@ def _a_text(p: GemmPlan) -> str:
     w = p.window
     return (f"im2col windows of {w.tensor} ({w.R}x{w.S} filter, padding {w.pad_h},{w.pad_w}, "
             f"{expr_text(w.C)} channels)")
+
+
+def _types(p: GemmPlan) -> str:
+    b_dt = p.b_dtype or p.dtype
+    return p.dtype.name if b_dt == p.dtype else f"{p.dtype.name} x {b_dt.name}"
 
 
 def _batch_text(p: GemmPlan) -> str:

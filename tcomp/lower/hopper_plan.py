@@ -8,7 +8,7 @@ primitive that supplies it):
 
     m -> (m_o, m_i) by bm; m_i -> (w, m_w) by 64    tile / split
     n -> (n_o, n_i) by N of the intrinsic           tile / split
-    k -> (k_o, k_i) by 64                           split
+    k -> (k_o, k_i) by 64 (fp8, k32: 128)           split
     loops m_o, n_o, then w and k_o, then the three tensorized ones
     A and B read through shared copies computed at k_o, filled by TMA
     pipeline(k_o, stages)                           the ring
@@ -20,10 +20,11 @@ from __future__ import annotations
 from ..errors import LoweringError
 from ..lang import dtypes
 from ..schedule.primitives_hopper import WGMMA, contraction_roles
+from ..schedule.wgmma_inputs import K_TILE
 from ..schedule.stage import FuseRel, SplitRel
 from . import im2col, ir
 from .construct import ident, lang_sub
-from .hopper_gemm import GemmPlan
+from .hopper_gemm import GemmPlan, scalar_var
 from .ir_walk import walk
 from .printer import expr
 from .translate import Translator, cast
@@ -89,6 +90,7 @@ def plan(builder, stage: str) -> GemmPlan | None:
         return None
     leaf, intrin = hit
     bn = int(WGMMA.match(intrin).group(1))
+    bk = K_TILE[WGMMA.match(intrin).group(2)]  # one 128-byte row: 64 16-bit, 128 fp8 values
     d = st.definition
     roles = contraction_roles(d)
     if isinstance(roles, str):
@@ -101,7 +103,7 @@ def plan(builder, stage: str) -> GemmPlan | None:
     rm = _split(st, m, stage, "the block's rows: tile(m, n, 64 x consumers, N)")
     rw = _split(st, rm.inner, stage, "by 64: one part per consumer warpgroup")
     rn = _split(st, n, stage, f"by {bn}, the N of {intrin}")
-    rk = _split(st, k, stage, "by 64")
+    rk = _split(st, k, stage, f"by {bk}")
     if len(st.relations) != 4:
         _bad(stage, "it has loop transformations besides the tiles of m, n and k")
     mo, wo, wi, no, ni, ko, ki = rm.outer, rw.outer, rw.inner, rn.outer, rn.inner, rk.outer, rk.inner
@@ -126,8 +128,8 @@ def plan(builder, stage: str) -> GemmPlan | None:
         _bad(stage, f"ping-pong consumers each hold a whole {bm} x {bn} tile: "
                     f"{bm // 64 * bn // 2} float32 accumulators per thread, more than 128 "
                     f"(take 64 rows with N = 256, or 128 rows with N = 128)")
-    if rn.factor != bn or rk.factor != 64:
-        _bad(stage, f"n must be split by {bn} and k by 64")
+    if rn.factor != bn or rk.factor != bk:
+        _bad(stage, f"n must be split by {bn} and k by {bk}")
     # the roles
     if st.roles is None or st.roles[0] != wo:
         _bad(stage, f"warp_specialize({wo!r}) is needed: a producer warpgroup issues the TMA "
@@ -169,7 +171,9 @@ def plan(builder, stage: str) -> GemmPlan | None:
     out = sched.tensors[out_tensor][0]
     if out not in (dtypes.bfloat16, dtypes.float16, dtypes.float32):
         _bad(stage, f"its output '{out_tensor}' is {out}; the TMA-store epilogue writes "
-                    f"bfloat16, float16 or float32")
+                    f"bfloat16, float16 or float32" + (
+                        f" (a product of fp8 values is fp8: declare the output's type, e.g. "
+                        f"-> (bfloat16(M, N) {out_tensor}))" if out.is_fp8 else ""))
     # sizes: the loops cover the tensors exactly (the TMA engine clips at their ends)
     ext = {}
     if z is not None and st.epilogue is not None:
@@ -198,17 +202,18 @@ def plan(builder, stage: str) -> GemmPlan | None:
         if isinstance(inner, ir.Imm) and (inner.value * item) % 16:
             _bad(stage, f"'{tensor}' has rows of {inner.value} elements ({inner.value * item} "
                         f"bytes); the TMA engine needs rows of a multiple of 16 bytes")
-    epi, loads = (None, ()) if st.epilogue is None else \
+    epi, loads, scalars = (None, (), ()) if st.epilogue is None else \
         _epilogue(builder, stage, st, sched.states[st.epilogue], ext, (m, n), out)
     dt = sched.tensors[sources[a]][0]
     used = dict.fromkeys(x.name for var in (m, n, k) + ((z,) if z else ()) for x in walk(ext[var])
                          if isinstance(x, ir.Var))  # M's, then N's, then K's, then the batch's
     return GemmPlan(
         name=f"{builder.op.name}_{ident(stage)}", a=sources[a], b=sources[b_t], c=out_tensor,
-        dtype=dt, out=out, a_mn=a_sub[-1] == m, b_mn=b_sub[-1] == n,
-        M=ext[m], N=ext[n], K=ext[k], sizes=tuple(used), bm=bm, bn=bn, bk=64, stages=stages,
+        dtype=dt, b_dtype=sched.tensors[sources[b_t]][0], out=out, a_mn=a_sub[-1] == m,
+        b_mn=b_sub[-1] == n,
+        M=ext[m], N=ext[n], K=ext[k], sizes=tuple(used), bm=bm, bn=bn, bk=bk, stages=stages,
         consumers=consumers, group_m=group_m, producer_regs=preg, consumer_regs=creg,
-        persistent=persistent, epilogue=epi, loads=loads, pingpong=pingpong,
+        persistent=persistent, epilogue=epi, loads=loads, scalars=scalars, pingpong=pingpong,
         Z=ext[z] if z else None, a_batched=len(a_sub) == 3, b_batched=len(b_sub) == 3,
         window=window)
 
@@ -234,7 +239,8 @@ def _check_window(builder, stage, w, a, a_sub, mk, ext):
 
 def _epilogue(builder, stage, st, es, ext, mn, out):
     """The epilogue stage `es` (T.epilogue(D)) as a function of the global
-    (row, col) and the accumulator, and the tensors it loads."""
+    (row, col) and the accumulator, the tensors it loads, and of those the 0-d
+    ones (a scale: read once per consumer, as `scalar_var(t)`)."""
     sched = builder.sched
     d = es.definition
     for var, tvar in zip(d.spatial, mn):
@@ -264,6 +270,10 @@ def _epilogue(builder, stage, st, es, ext, mn, out):
         index = {d.spatial[0]: row, d.spatial[1]: col}
 
         def read(tensor, args, dt):
-            return cast(acc, t_dtype) if tensor == st.tensor else ir.Load(tensor, args, dt)
+            if tensor == st.tensor:
+                return cast(acc, t_dtype)
+            return ir.Var(scalar_var(tensor), dt) if tensor in scalars else \
+                ir.Load(tensor, args, dt)
         return cast(Translator(index, d.lets, builder.size, read)(d.rhs), out)
-    return value, tuple(loads)
+    scalars = tuple(t for t in loads if not sched.tensors[t][1])
+    return value, tuple(loads), tuple((t, sched.tensors[t][0]) for t in scalars)

@@ -145,3 +145,46 @@ for _registers_a in (False, True):
     for _sfx in WGMMA_DTYPES:
         for _n in WGMMA_N:
             _wgmma_entry(_n, _sfx, _registers_a)
+
+
+# fp8 wgmma (m64nNk32): A and B K-major only (the PTX ISA's 8-bit wgmma has no transpose
+# operands), e4m3 or e5m2 each; the name's suffix gives A's type, then B's where it differs
+WGMMA_FP8 = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+_PTX_OF = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+
+
+def wgmma_intrinsic(n: int, a_dtype, b_dtype) -> str:
+    """The registry name of the shared-memory wgmma of N = n on A, B of these
+    types: wgmma_m64n{n}k16_{bf16,f16} or wgmma_m64n{n}k32_{e4m3,e5m2}[_{e4m3,e5m2}]."""
+    ta, tb = _PTX_OF[a_dtype.name], _PTX_OF[b_dtype.name]
+    if not a_dtype.is_fp8:
+        return f"wgmma_m64n{n}k16_{ta}"
+    return f"wgmma_m64n{n}k32_{ta}" + (f"_{tb}" if tb != ta else "")
+
+
+def wgmma_types(fn: str) -> tuple[int, int, str, str]:
+    """(N, K, A's PTX type, B's) of a wgmma registry name (also wgmma_rs_)."""
+    shape, *types = fn.split("m64n", 1)[1].split("_")
+    n, k = (int(x) for x in shape.split("k"))
+    return n, k, types[0], types[-1]
+
+
+def _wgmma_fp8_entry(n: int, ta: str, tb: str) -> None:
+    da, db = WGMMA_FP8[ta], WGMMA_FP8[tb]
+    _entry(f"wgmma_m64n{n}k32_{ta}" + (f"_{tb}" if tb != ta else ""),
+           f"D(64x{n}, float32) = A(64x32, {da}) . B({n}x32, {db})^T + scale_d * D; A and B "
+           f"tiles in shared memory (128-byte swizzle, rows of 128 values), K-major "
+           f"(trans_a = trans_b = 0); D in registers",
+           [Operand("d", ref=True, access=READWRITE, scopes=("local",), dtypes=("float32",)),
+            Operand("a", ref=True, scopes=("shared",), dtypes=(da,)),
+            Operand("b", ref=True, scopes=("shared",), dtypes=(db,)),
+            Operand("scale_d", dtypes=_I32), Operand("trans_a", dtypes=_I32),
+            Operand("trans_b", dtypes=_I32)],
+           {"reads", "writes", "async", "async_proxy", "warpgroup_collective"},
+           noun="wgmma", feature=ARCH_SPECIFIC, instruction=f"wgmma_m64n{n}k32_fp8")
+
+
+for _ta in WGMMA_FP8:
+    for _tb in WGMMA_FP8:
+        for _n in WGMMA_N:
+            _wgmma_fp8_entry(_n, _ta, _tb)

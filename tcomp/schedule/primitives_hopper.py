@@ -2,7 +2,8 @@
 (a shared copy filled by the TMA engine), `persistent` (one block per
 multiprocessor walking the output tiles in grouped order), `warp_specialize`
 (a producer warpgroup and consumer warpgroups with their register counts)
-and `tensorize` with a wgmma intrinsic (`wgmma_m64n{64,128,256}k16`).
+and `tensorize` with a wgmma intrinsic (`wgmma_m64n{64,128,256}k16`, or k32 for
+fp8 inputs: lower/hopper_fp8.py).
 
 Together, on `C(m, n) +=! A(m, k) * B(k, n)` (or B(n, k), A(k, m)):
 
@@ -30,7 +31,7 @@ from . import directives as D
 from .args import as_int
 from .stage import SplitRel
 
-WGMMA = re.compile(r"wgmma_m64n(\d+)k16$")
+WGMMA = re.compile(r"wgmma_m64n(\d+)k(16|32)$")  # k32: fp8 (lower/hopper_fp8.py)
 WGMMA_RS = re.compile(r"wgmma_rs_m64n(\d+)k16$")  # A (P) in registers: attention's P . V
 WGMMA_N = (64, 128, 256)  # the N the Hopper GEMM builds (lower/hopper_gemm.py)
 ATTENTION_BN = (64, 128, 176)  # the keys per step the attention kernel builds (hopper_attention)
@@ -249,9 +250,14 @@ class HopperPrimitives:
         m = WGMMA.match(intrin)
         n = int(m.group(1)) if m else 0
         ns = ATTENTION_BN if s.attach[0] == "at" else WGMMA_N
+        if m and m.group(2) == "32" and s.attach[0] == "at":
+            raise ScheduleError(f"{p}: {intrin} (fp8) is built for the Hopper GEMM; a stage "
+                                f"computed at another's loop takes wgmma_m64nNk16 (bfloat16 "
+                                f"or float16)")
         if n not in ns:
+            kk = m.group(2) if m else "16"  # (k32: the fp8 names)
             raise ScheduleError(f"{p}: unknown intrinsic {intrin!r}; the Hopper path takes "
-                                f"{', '.join(f'wgmma_m64n{x}k16' for x in ns)}"
+                                f"{', '.join(f'wgmma_m64n{x}k{kk}' for x in ns)}"
                                 + (" for a stage computed at another's loop (attention's "
                                    "scores)" if ns is ATTENTION_BN else ""))
         d = s.definition
@@ -268,13 +274,12 @@ class HopperPrimitives:
                                 f"C[m, n] += A[m, k] * B[n, k] with A and B in either order)")
         a, b = roles[0], roles[2]
         dts = [self._sched.tensors[t][0].name for t in (a, b)]
-        if dts[0] != dts[1] or dts[0] not in ("bfloat16", "float16"):
-            raise ScheduleError(f"{p}: {intrin} takes bfloat16 or float16 inputs (both the "
-                                f"same), but '{a}' and '{b}' are {dts[0]} and {dts[1]}")
+        from .wgmma_inputs import check_wgmma_inputs
+        k_tile = check_wgmma_inputs(intrin, m.group(2), roles, dts, d)
         if (d.acc_dtype.name if d.acc_dtype else "") != "float32":
             raise ScheduleError(f"{p}: {intrin} accumulates in float32, stage '{self.name}' in "
                                 f"{d.acc_dtype}")
-        want = {d.spatial[-2]: 64, d.spatial[-1]: n, d.reduce[0]: WGMMA_K_TILE}
+        want = {d.spatial[-2]: 64, d.spatial[-1]: n, d.reduce[0]: k_tile}
         inner = s.leaves[s.leaves.index(name):]
         seen = set()
         for leaf in inner:

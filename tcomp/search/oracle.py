@@ -30,7 +30,8 @@ from ..lang.op import Op
 from ..lang.symbolic import eval_int
 from .identity import op_hash, sizes_text
 
-TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2}
+TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2,
+             "float8_e4m3fn": 0.25, "float8_e5m2": 0.5}  # (one fp8 ulp: 2^-3, 2^-2 relative)
 
 
 class OracleError(TcompError):

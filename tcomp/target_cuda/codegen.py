@@ -93,6 +93,8 @@ class _Kernel:
                 if "e" not in text and "." not in text:
                     text += ".0"
                 text += "f"
+            if dt.is_fp8:
+                return f"{ctype(dt)}({text})"
             if dt.is_low_precision:
                 conv = "__float2half_rn" if dt.name == "float16" else "__float2bfloat16_rn"
                 return f"{conv}({text})"
@@ -172,6 +174,15 @@ class _Kernel:
         elif src.name == "bfloat16":
             x = f"__bfloat162float({x})"
             src = dtypes.float32
+        elif src.is_fp8:  # (exact)
+            x = f"static_cast<float>({x})"
+            src = dtypes.float32
+        if dst.is_fp8:
+            # cuda_fp8.h's constructors: __nv_cvt_float_to_fp8 / __nv_cvt_double_to_fp8 with
+            # __NV_SATFINITE (PTX cvt.rn.satfinite from float), rounded once, as `evaluate`
+            # (npfuncs.to_fp8); integers through float (exact up to 2^24, saturated beyond)
+            wide = src.name == "float64"
+            return f"{ctype(dst)}((double)({x}))" if wide else f"{ctype(dst)}((float)({x}))"
         if dst.is_low_precision:
             # One rounding, as `evaluate` (npfuncs.convert): a double, or an
             # integer float cannot hold exactly, is converted from double
@@ -457,6 +468,8 @@ def program_source(prog: ir.Program, options: CodegenOptions = CodegenOptions()
         parts.append("#include <cuda_fp16.h>")
     if "bfloat16" in uses or _mentions(prog, "bfloat16"):
         parts.append("#include <cuda_bf16.h>")
+    if any(n in uses or _mentions(prog, n) for n in ("float8_e4m3fn", "float8_e5m2")):
+        parts.append("#include <cuda_fp8.h>")
     parts.append(PRELUDE)
     fns = {y.fn for k in prog.kernels for y in ir.walk(k.body) if isinstance(y, ir.Call)}
     if "exp2_approx" in fns:

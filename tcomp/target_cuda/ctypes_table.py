@@ -11,7 +11,10 @@ from ..errors import CudaError
 CTYPE = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
          "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
          "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
-         "uint64": "unsigned long long", "bool": "bool"}
+         "uint64": "unsigned long long", "bool": "bool",
+         # cuda_fp8.h's one-byte classes: their constructors convert as __NV_SATFINITE
+         # (round to nearest even, saturating: docs/language.md, "fp8")
+         "float8_e4m3fn": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2"}
 
 STATIC_SMEM_LIMIT = 48 * 1024
 

@@ -66,14 +66,15 @@ class DLManagedTensorVersioned(ctypes.Structure):
                 ("deleter", DELETER), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
 
 
-# DLDataType (code, bits) -> tcomp dtype; code 0 int, 1 uint, 2 float, 4 bfloat, 6 bool
+# DLDataType (code, bits) -> tcomp dtype; code 0 int, 1 uint, 2 float, 4 bfloat, 6 bool,
+# 10 float8_e4m3fn, 12 float8_e5m2 (DLPack 1.1's kDLFloat8_e4m3fn, kDLFloat8_e5m2)
 _CODES = {0: "int", 1: "uint", 2: "float", 3: "opaque handle", 4: "bfloat", 5: "complex",
-          6: "bool"}
+          6: "bool", 10: "float8_e4m3fn", 12: "float8_e5m2"}
 _DTYPES = {(0, 8): dtypes.int8, (0, 16): dtypes.int16, (0, 32): dtypes.int32,
            (0, 64): dtypes.int64, (1, 8): dtypes.uint8, (1, 16): dtypes.uint16,
            (1, 32): dtypes.uint32, (1, 64): dtypes.uint64, (2, 16): dtypes.float16,
            (2, 32): dtypes.float32, (2, 64): dtypes.float64, (4, 16): dtypes.bfloat16,
-           (6, 8): dtypes.bool_}
+           (6, 8): dtypes.bool_, (10, 8): dtypes.float8_e4m3fn, (12, 8): dtypes.float8_e5m2}
 _DL_OF = {v.name: k for k, v in _DTYPES.items()}
 
 # The Python C API's capsule functions, through our own prototypes (setting

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from ..errors import CudaError
 from ..lower import ir
-from ..lower.intrinsics_sm90 import WGMMA_N
+from ..lower.intrinsics import REGISTRY
+from ..lower.intrinsics_sm90 import WGMMA_N, wgmma_types
 
 PRELUDE = r"""// Hopper: mbarriers, TMA, wgmma (inline PTX)
 struct __align__(64) tc_tensor_map { unsigned long long opaque[16]; };
@@ -140,11 +141,42 @@ def wgmma_function(n: int, ptx_type: str = "bf16", trans_a: int = 0, trans_b: in
     return text
 
 
-def _wgmma_variant(call) -> tuple[int, str, int, int]:
+def _wgmma_variant(call) -> tuple:
     fn = call.fn
-    n = int(fn.split("m64n")[1].split("k")[0])
+    n, k, a_t, b_t = wgmma_types(fn)
+    if k == 32:  # fp8 (wgmma_fp8_function): K-major only, the types in the variant
+        return n, f"{a_t}.{b_t}", 0, 0
     ta, tb = (int(a.value) if isinstance(a, ir.Imm) else 0 for a in call.args[4:6])
-    return n, fn.rsplit("_", 1)[1], ta, tb
+    return n, a_t, ta, tb
+
+
+# fp8 (m64nNk32, e4m3/e5m2): the PTX ISA's wgmma for 8-bit types takes no transpose
+# operands (K-major only); the descriptors are those of 16-bit K-major tiles (a 128-byte
+# row holds 128 values; a k32 step is 32 bytes, as a k16 step of 16-bit values)
+_WGMMA_FP8 = r"""__device__ __forceinline__ void tc_{fn}(float* d, const void* a,
+                                                          const void* b, int scale_d) {{
+  unsigned long long da = tc_wgmma_desc(a), db = tc_wgmma_desc(b);
+  asm volatile("{{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %{s}, 0;\n\t"
+               "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{ta}.{tb} "
+               "{{{regs}}}, %{da}, %{db}, p, 1, 1;\n\t}}"
+               : {outs}
+               : "l"(da), "l"(db), "r"(scale_d));
+}}
+"""
+
+
+def wgmma_fp8_name(n: int, ta: str, tb: str) -> str:
+    return f"wgmma_m64n{n}k32_{ta}_{tb}"
+
+
+def wgmma_fp8_function(n: int, ta: str, tb: str) -> str:
+    """The device function issuing wgmma m64n{n}k32 on fp8 inputs of PTX
+    types ta, tb (e4m3, e5m2), both K-major."""
+    count = n // 2
+    return _WGMMA_FP8.format(fn=wgmma_fp8_name(n, ta, tb), n=n, ta=ta, tb=tb,
+                             regs=", ".join(f"%{i}" for i in range(count)),
+                             outs=", ".join(f'"+f"(d[{i}])' for i in range(count)),
+                             da=count, db=count + 1, s=count + 2)
 
 
 def _wgmma_rs_variant(call) -> tuple[int, str, int]:
@@ -173,7 +205,8 @@ def prelude(used: set[str], calls=()) -> str:
     if any(ta or tb for _, _, ta, tb in variants) or any(tb for _, _, tb in rs):
         parts.append(_DESC_MN)
     for v in variants:
-        parts.append(wgmma_function(*v))
+        parts.append(wgmma_fp8_function(v[0], *v[1].split(".")) if "." in v[1] else
+                     wgmma_function(*v))
     for v in rs:
         parts.append(wgmma_rs_function(*v))
     return "".join(parts)
@@ -265,6 +298,10 @@ def _mn_block_bytes(gen, ref) -> int:
 def _emit_wgmma(gen, s, d):
     a = s.call.args
     n, t, ta, tb = _wgmma_variant(s.call)
+    if "." in t:  # fp8
+        args = [_ref(gen, a[0]), _ref(gen, a[1]), _ref(gen, a[2]), gen.expr(a[3])]
+        gen.emit(f"tc_{wgmma_fp8_name(n, *t.split('.'))}({', '.join(args)});", d)
+        return
     args = [_ref(gen, a[0]), _ref(gen, a[1]), _ref(gen, a[2]), gen.expr(a[3])]
     if ta or tb:
         args += [str(_mn_block_bytes(gen, a[1]) if ta else 0),
@@ -285,6 +322,8 @@ for _sfx in ("bf16", "f16"):
     for _n in WGMMA_N:
         EMIT[f"wgmma_m64n{_n}k16_{_sfx}"] = _emit_wgmma
         EMIT[f"wgmma_rs_m64n{_n}k16_{_sfx}"] = _emit_wgmma_rs
+for _name in (x for x in REGISTRY if x.startswith("wgmma_m64n") and "k32_" in x):
+    EMIT[_name] = _emit_wgmma
 
 
 def emit_specialize(gen, s: ir.Specialize, d: int) -> None:

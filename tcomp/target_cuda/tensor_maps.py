@@ -20,7 +20,9 @@ from ..errors import CudaError
 SWIZZLES = (0, 32, 64, 128)
 MAP_BYTES = 128
 _DTYPES = {"bfloat16": ("BFLOAT16", 2), "float16": ("FLOAT16", 2), "float32": ("FLOAT32", 4),
-           "uint8": ("UINT8", 1), "int32": ("INT32", 4), "float64": ("FLOAT64", 8)}
+           "uint8": ("UINT8", 1), "int32": ("INT32", 4), "float64": ("FLOAT64", 8),
+           # fp8: the TMA engine has no 8-bit float type; it moves bytes (as CUTLASS maps fp8)
+           "float8_e4m3fn": ("UINT8", 1), "float8_e5m2": ("UINT8", 1)}
 
 
 @dataclass(frozen=True)

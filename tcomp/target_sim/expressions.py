@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SimError
-from ..lang import minmax, npfuncs
+from ..lang import dtypes, minmax, npfuncs
 from ..lower import ir
 from ..lower.printer import expr as expr_text
 from .memory import Local, Shared
@@ -42,7 +42,8 @@ def _converter(dt):
     """x as dtype `dt` (unchanged when it already is)."""
     conv = _CONV.get(dt)
     if conv is None:
-        if dt.name == "bfloat16":  # rounded once, as in `evaluate` (npfuncs.convert)
+        if dt.name in dtypes.ML_DTYPES:  # rounded once (fp8: saturating), as in `evaluate`
+            # (npfuncs.convert)
             def conv(x):
                 return x if x.dtype == dt else npfuncs.convert(x, dt)
         else:

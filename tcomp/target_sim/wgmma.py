@@ -4,11 +4,13 @@ on the four warps (128 threads) of a warpgroup, asynchronous.
     wgmma_fence()                            (orders register accesses: nothing to do here)
     wgmma_m64nNk16_bf16(&acc[i], &A_s[a], &B_s[b], scale_d, trans_a, trans_b)
                                              D = A . B^T + (scale_d ? D : 0)
-    (and _f16: float16 inputs)
+    (and _f16: float16 inputs; wgmma_m64nNk32_{e4m3,e5m2}[_{e4m3,e5m2}]: fp8
+    inputs, K = 32, A's type then B's where they differ; K-major only)
     wgmma_commit()                           close the warpgroup's group of wgmma
     wgmma_wait(n)                            all but the n newest groups complete
 
-A: 64 rows x 16 columns, B: N rows x 16 columns, K-major tiles of 128-byte
+A: 64 rows x 16 columns, B: N rows x 16 columns (fp8: 32 columns, rows of 128
+values: the same 32 bytes of K per row), K-major tiles of 128-byte
 rows in the 128-byte swizzle (Buffer.layout = Swizzle(128)) starting at the
 reference (a row that is a multiple of 8; column 0, 16, 32 or 48), read
 through the buffer's layout exactly as flatten.py addresses it. With
@@ -36,7 +38,7 @@ from ..arch.fragments import WGMMA_A_K16, wgmma_d
 from ..errors import SimError
 from ..lang import dtypes
 from ..lower import ir
-from ..lower.intrinsics_sm90 import WGMMA_N
+from ..lower.intrinsics_sm90 import WGMMA_FP8, WGMMA_N, wgmma_intrinsic, wgmma_types
 from .memory import Local, Shared
 from .mbarriers import uniform
 from .sync import ALWAYS, INFLIGHT, group_count, sync_of
@@ -44,6 +46,8 @@ from .tma import check_async_read, tile_offsets
 
 WARPGROUP = 128
 _LAYOUTS: dict = {}
+_DTYPES = {"bf16": dtypes.bfloat16, "f16": dtypes.float16, "e4m3": dtypes.float8_e4m3fn,
+           "e5m2": dtypes.float8_e5m2}
 
 
 def accumulator_layout(n: int):
@@ -81,22 +85,27 @@ def warpgroups(ex, mask, fn: str) -> list[int]:
 
 def _operand(ex, name, where, rows, fn, what, dtype, mn_major):
     """The shared tile of operand `what` and its flat offsets, in the order
-    of a (rows x 16) K-major matrix; `where(h)` gives its first element."""
+    of a (rows x kc) K-major matrix (kc: 16 16-bit or 32 fp8 values, 32
+    bytes); `where(h)` gives its first element."""
     h = ex.mem.get(name)
     lay = getattr(getattr(h, "buf", None), "layout", None)
+    row, kc = 1024 // dtype.bits, 256 // dtype.bits  # values per 128-byte row, per wgmma
     if not isinstance(h, Shared) or h.buf.dtype != dtype or lay is None or \
-            lay.span != 128 or h.shape[-1] != 64:
+            lay.span != 128 or h.shape[-1] != row:
         raise SimError(f"kernel {ex.kname}: {fn} operand {what} '{name}' must be a shared "
-                       f"{dtype} tile of 128-byte rows (64 elements) in the 128-byte swizzle "
-                       f"(Buffer.layout = Swizzle(128))")
+                       f"{dtype} tile of 128-byte rows ({row} elements) in the 128-byte "
+                       f"swizzle (Buffer.layout = Swizzle(128))")
+    if mn_major and dtype.is_fp8:
+        raise SimError(f"kernel {ex.kname}: {fn} operand {what} '{name}': an fp8 wgmma "
+                       f"operand is K-major only (trans_a = trans_b = 0)")
     d = where(h)
-    r0, col = divmod(d, 64)
+    r0, col = divmod(d, row)
     if not mn_major:
-        if r0 % 8 or col % 16:
+        if r0 % 8 or col % kc:
             raise SimError(f"kernel {ex.kname}: {fn} operand {what} starts at element ({r0}, "
                            f"{col}) of {name}: a wgmma tile starts at a row that is a multiple "
-                           f"of 8 and a column that is a multiple of 16")
-        f = tile_offsets(ex, name, h, d, rows, 16, fn)
+                           f"of 8 and a column that is a multiple of {kc}")
+        f = tile_offsets(ex, name, h, d, rows, kc, fn)
     else:
         k_rows = int(h.shape[-2]) if len(h.shape) >= 3 else 0
         if not k_rows or r0 % 8 or col or (r0 % k_rows) + 16 > k_rows:
@@ -137,9 +146,9 @@ def _register_a(ex, fn, a_ref, idx, env, mask, lanes, dtype, flat):
 
 def _mma(ex, s):
     fn = s.call.fn
-    n = int(fn.split("m64n")[1].split("k")[0])
+    n, kc, ta, tb = wgmma_types(fn)
     regs = n // 2
-    dtype = dtypes.float16 if fn.endswith("_f16") else dtypes.bfloat16
+    dtype, b_dtype = _DTYPES[ta], _DTYPES[tb]
     rs = fn.startswith("wgmma_rs_")
     if rs:
         d_ref, a_ref, b_ref, scale, trans_b = s.call.args
@@ -182,12 +191,12 @@ def _mma(ex, s):
                 ha, fa = _operand(ex, a_ref.buffer, lambda h: flat(a_ref.buffer, h, idx[1], env,
                                                                    mask, lanes), 64, fn, "A",
                                     dtype, trans[0])
-                a = ha.fdata[fa].astype(np.float64).reshape(64, 16)
+                a = ha.fdata[fa].astype(np.float64).reshape(64, kc)
             hb, fb = _operand(ex, b_ref.buffer, lambda h: flat(b_ref.buffer, h, idx[2], env,
                                                                mask, lanes), n, fn, "B",
-                                dtype, trans[1])
+                                b_dtype, trans[1])
             acc = uniform(ex, scale_f(env, mask), lanes, f"{fn}'s scale_d") != 0
-            b = hb.fdata[fb].astype(np.float64).reshape(n, 16)
+            b = hb.fdata[fb].astype(np.float64).reshape(n, kc)
             dm = a @ b.T
             if acc:
                 cur = _current(ex, hd, off, regs, lanes, fn)
@@ -284,5 +293,7 @@ def pending_registers(ex, name, h, off, lanes, what: str) -> None:
 
 RULES = {"wgmma_fence": _fence, "wgmma_commit": _commit,
          **{f"wgmma{rs}_m64n{n}k16_{t}": _mma for n in WGMMA_N for t in ("bf16", "f16")
-            for rs in ("", "_rs")}}
+            for rs in ("", "_rs")},
+         **{wgmma_intrinsic(n, _DTYPES[a], _DTYPES[b]): _mma for n in WGMMA_N
+            for a in WGMMA_FP8 for b in WGMMA_FP8}}
 BLOCKING = {"wgmma_wait": _wait}

@@ -134,7 +134,8 @@ def test_tensor_map_of_an_empty_buffer_reads_zeros():
 
 
 @pytest.mark.parametrize("config,message", [
-    (GemmConfig(bk=32), "bk must be 64"),
+    (GemmConfig(bk=32), r"bk must be 64 \(one 128-byte swizzled row of bfloat16 or "
+                        r"float16\) or 128"),
     (GemmConfig(bn=192), "bn must be 64, 128 or 256"),
     (GemmConfig(bm=256), "bm must be 64 x consumers"),
     (GemmConfig(stages=1), "stages must be 2..5"),

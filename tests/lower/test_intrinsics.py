@@ -65,7 +65,9 @@ def test_public_listing_is_the_registrys_tensorize_entries(monkeypatch):
     assert {n: d for n, d in tcomp.intrinsics().items() if n not in hopper} == \
         I.tensorize_intrinsics()
     # the Hopper path's (schedule/primitives_hopper.py): each a registered wgmma instruction
-    assert hopper and all(I.REGISTRY[f"{n}_bf16"].kind == "statement" for n in hopper)
+    # (k16 as its bf16 instruction, the fp8 k32 as its e4m3 one)
+    assert hopper and all(I.REGISTRY[f"{n}_{'bf16' if n.endswith('k16') else 'e4m3'}"].kind
+                          == "statement" for n in hopper)
     assert "mma_m16n8k16" in tcomp.intrinsics() and "barrier" not in tcomp.intrinsics()
     assert I.of(ir.Evaluate(ir.Call("mma_m16n8k16", (), F32))).kind == "tensorize"
     entry = I.Intrinsic("aa_tile", "a tile intrinsic (test)", (), frozenset({"pure"}),

@@ -31,7 +31,9 @@ def _err(fn, *parts):
 
 def test_intrinsics_lists_mma():
     assert set(tcomp.intrinsics()) == {"mma_m16n8k16", "wgmma_m64n64k16", "wgmma_m64n128k16",
-                                       "wgmma_m64n256k16"}
+                                       "wgmma_m64n256k16", "wgmma_m64n64k32",
+                                       "wgmma_m64n128k32", "wgmma_m64n256k32"}
+    assert "fp8 inputs" in tcomp.intrinsics()["wgmma_m64n128k32"]
     assert "mma.sync" in tcomp.intrinsics()["mma_m16n8k16"]
     assert "wgmma, sm_90a" in tcomp.intrinsics()["wgmma_m64n256k16"]
 
