@@ -157,3 +157,21 @@ def test_a_small_convolution_candidate_runs_on_the_sim_as_evaluate_does():
     want = np.asarray(tcomp.evaluate(tcomp.op(_conv()), X, Wt)).astype(np.float64)
     got_o = np.asarray(k(X, Wt)).astype(np.float64)
     assert np.abs(got_o - want).max() <= 2.0 ** -10 * np.abs(want).max()
+
+
+FP8 = ("def mm8(float8_e4m3fn(M,K) A, float8_e4m3fn(N,K) B) -> (C) "
+       "{ C(m, n) +=! float(A(m, k)) * float(B(n, k)) }")
+
+
+def test_fp8_products_get_the_hopper_path():
+    sp, got, counts = _sketches(FP8, BIG, n=16)
+    assert counts["C:hopper_tile"] >= 3, counts
+    c = next(c for c in got if c.sketch == "C:hopper_tile")
+    assert "wgmma m64n" in str(sp.analyse(c).program) and "k32" in str(sp.analyse(c).program)
+
+
+def test_not_for_fp8_read_mn_major():
+    src = FP8.replace("float8_e4m3fn(N,K) B", "float8_e4m3fn(K,N) B").replace("B(n, k)",
+                                                                             "B(k, n)")
+    _, _, counts = _sketches(src, BIG, n=12)
+    assert not counts["C:hopper_tile"], counts

@@ -8,7 +8,8 @@ A product is `C(m, n) +=! A . B` with A read at (m, k) or (k, m), B at
 (k, n) or (n, k) (schedule/primitives_hopper.py contraction_roles), B an
 input, A an input or a convolution's im2col matrix (a temporary kept as a
 stage, `keeps`: the Hopper convolution of kernels/conv_sm90.py), both
-bfloat16 or both float16, accumulated in float32, into a 16- or 32-bit float
+bfloat16 or both float16 (or fp8, e4m3 or e5m2 each, both inputs read
+K-major: the m64nNk32 wgmma), accumulated in float32, into a 16- or 32-bit float
 output; the TMA engine needs every operand's and the output's rows to be a
 multiple of 16 bytes at the tuning sizes.
 
@@ -44,7 +45,8 @@ def _product(ctx, stage):
         if not isinstance(roles, str) and (d.acc_dtype is not None and
                                            d.acc_dtype.name == "float32"):
             a, b = ctx.op.tensors[roles[0]], ctx.op.tensors[roles[2]]
-            if a.dtype == b.dtype and a.dtype.name in ("bfloat16", "float16") and \
+            half = a.dtype == b.dtype and a.dtype.name in ("bfloat16", "float16")
+            if (half or _fp8_ok(ctx, d, roles, a, b)) and \
                     all(_rows_ok(ctx, t) for t in (a, b)) and _operands_ok(ctx, d, roles):
                 got = (roles[0], roles[2])
     ctx.memo[key] = got
@@ -58,6 +60,16 @@ def _definition(ctx, stage):
         s = ctx.memo["hopper schedule"] = Schedule(ctx.op)
     st = s.states.get(stage)
     return st.definition if st is not None else None
+
+
+def _fp8_ok(ctx, prod, roles, a, b) -> bool:
+    """fp8 inputs (e4m3 or e5m2 each, wgmma m64nNk32): both operands inputs read
+    K-major, A(m, k) and B(n, k) (the 8-bit wgmma has no transposed operands)."""
+    inputs = {t.name for t in ctx.op.inputs}
+    _, a_sub, _, b_sub = roles
+    k = prod.reduce[0]
+    return (a.dtype.is_fp8 and b.dtype.is_fp8 and a.name in inputs and b.name in inputs
+            and a_sub[-1] == k and b_sub[-1] == k)
 
 
 def _operands_ok(ctx, prod, roles) -> bool:
