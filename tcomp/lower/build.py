@@ -121,6 +121,13 @@ class Builder:
         attention = hopper_attention_plan.plan(self, stage)  # P . V with wgmma_rs: attention
         if attention is not None:
             return hopper_attention.kernel(attention)
+        fed = [n for n, s_ in self.sched.states.items() if s_.attach == ("epilogue", stage)]
+        if fed:  # only a Hopper plan computes an epilogue: otherwise nothing would compute it
+            raise LoweringError(
+                f"stage(s) {', '.join(repr(n) for n in fed)} are computed from the registers of "
+                f"'{stage}' (epilogue), which only its Hopper kernel does: tensorize '{stage}' "
+                f"with wgmma (a product) or wgmma_rs (an online softmax's weighted sum), or do "
+                f"not call epilogue")
         if st.scope in ("shared", "local", "fragment"):
             raise LoweringError(f"stage '{stage}' writes a {st.scope} buffer but is computed at "
                                 f"root; use compute_at to place it inside a loop of a stage "

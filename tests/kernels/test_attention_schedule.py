@@ -301,3 +301,15 @@ def test_the_epilogue_of_a_tuple_stage_keeps_every_component_in_registers():
     s["O.online"].epilogue(s["O"])
     assert [s.tensors[t][2] for t in ("O_max", "O_sum", "O_acc")] == ["local"] * 3
     assert s["O.online"]._s.epilogue == "O" and s["O"]._s.attach == ("epilogue", "O.online")
+
+
+def test_a_statistics_epilogue_without_the_hopper_kernel_is_refused():
+    """epilogue(L) alone, O.online not tensorized: nothing would compute mx and L (the
+    ordinary builder built O and left L unwritten, a silent wrong answer: found in review)."""
+    s = tcomp.Schedule(tcomp.op(LSE))
+    s.online_softmax("mx", "l", ["O"])
+    s["O.online"].epilogue(s["L"])
+    with pytest.raises(LoweringError, match="stage\\(s\\) 'mx', 'L' are computed from the "
+                                            "registers of 'O.online' \\(epilogue\\), which only "
+                                            "its Hopper kernel does"):
+        tcomp.build(s, target="sim", sizes=SIZES)
