@@ -67,36 +67,71 @@ def check_block_regions(b, cname, cst, level, info, attached, domains, views) ->
 
 def check_thread_regions(b, cname, cst, level, info, attached, domains, views) -> None:
     """Refuse a global stage among `attached` that accumulates in memory and whose
-    region moves with a thread-bound loop of the consumer (at or outside the
-    attach point) without being provably one-to-one in its threads: one dimension
-    `a * v + c` wide at most |a|. Each thread would sum into elements another
-    thread zeroes or reads (fuzz seed 11 pair 93645: `O` computed at a loop bound
-    to threadIdx.y whose consumer reads O(i, i) and a gathered O(c, X(c) % N): every
-    thread computed all of O). A region that does not move with the thread loop is
-    loops.one_thread's (computed by thread 0)."""
+    region moves with the consumer's thread-bound loops (at or outside the attach
+    point) without being provably one-to-one in its threads. Two threads share no
+    element where, jointly over the thread variables the region reads, either each
+    has a dimension of its own, `a * v + c` at most |a| wide with no other thread
+    variable in it, or one dimension reads them all as a mixed radix (sorted by
+    |a|: |a_1| >= width, |a_k+1| >= width + sum |a_j| (extent_j - 1)). Else each
+    thread would sum into elements another thread zeroes or reads (fuzz seed 11
+    pair 93645: `O` at a loop bound to threadIdx.y, read at O(i, i) and a gathered
+    O(c, X(c) % N); review: O(2 i + j) over threadIdx.y and .x). A region that does
+    not move with a thread loop is loops.one_thread's (computed by thread 0)."""
     from .attach import _through_views
+    bound = [(info.loopvar[leaf], cst.bind[leaf], info.ext[leaf])
+             for leaf in cst.leaves[:level + 1]
+             if threads.is_thread(cst.bind.get(leaf)) and not _is_one(info.ext[leaf])]
+    if not bound:
+        return
     for p in attached:
         pst = b.sched.states[p]
         if pst.scope != "global" or not _accumulates_in_memory(pst):
             continue
         dom = _through_views(domains[p], views, pst.definition.tensor, b.sched)
-        for j, leaf in enumerate(cst.leaves[:level + 1]):
-            tag = cst.bind.get(leaf)
-            if not threads.is_thread(tag) or _is_one(info.ext[leaf]):
-                continue
-            var = info.loopvar[leaf]
-            reads = [v for v, (base, width) in dom.items()
-                     if var in free_vars(base) | free_vars(width)]
-            if reads and not any(_disjoint_along(dom[v], var) for v in reads):
-                raise ScheduleError(
-                    f"stage '{p}' (global scope) accumulates in '{pst.definition.tensor}' (a "
-                    f"spatial loop inside its reduction loops) at a loop of '{cname}' inside "
-                    f"its loop '{var}' (bound to {tag}), and the region it computes there, "
-                    + ", ".join(f"{v}: {show(dom[v][0])} + [0, {show(dom[v][1])})" for v in dom)
-                    + f", is not provably apart from one thread of '{var}' to the next: "
-                    f"threads would sum into the same elements in no fixed order (a race "
-                    f"between threads). Compute '{p}' at root or outside '{var}', give it "
-                    f"shared or local scope, or reorder its reduction loops innermost")
+        used = {v: free_vars(base) | free_vars(width) for v, (base, width) in dom.items()}
+        read = [(var, tag, ext) for var, tag, ext in bound
+                if any(var in fv for fv in used.values())]
+        if not read or _apart(dom, used, read):
+            continue
+        loops = ", ".join(f"'{var}' ({tag})" for var, tag, _ in read)
+        raise ScheduleError(
+            f"stage '{p}' (global scope) accumulates in '{pst.definition.tensor}' (a spatial "
+            f"loop inside its reduction loops) at a loop of '{cname}' inside its thread "
+            f"loop(s) {loops}, and the region it computes there, "
+            + ", ".join(f"{v}: {show(dom[v][0])} + [0, {show(dom[v][1])})" for v in dom)
+            + ", is not provably apart from one thread to the next: threads would sum into "
+            f"the same elements in no fixed order (a race between threads). Compute '{p}' "
+            f"at root or outside those loops, give it shared or local scope, or reorder its "
+            f"reduction loops innermost")
+
+
+def _apart(dom, used, read) -> bool:
+    """Whether the regions of two different values of the `read` variables
+    share no element (check_thread_regions' rule)."""
+    names = {var for var, _, _ in read}
+    own = all(any(_disjoint_along(dom[v], var) and not (used[v] & (names - {var}))
+                  for v in dom) for var, _, _ in read)
+    if own:
+        return True
+    for v, (base, width) in dom.items():
+        if not isinstance(width, ir.Imm) or used[v] & names & free_vars(width):
+            continue
+        lin = Simplifier().linear(base)
+        coefs = []
+        for var, _, ext in read:
+            c = lin.terms.get(ir.Var(var))
+            if c is None or not isinstance(ext, ir.Imm) or any(
+                    var in free_vars(a) for a in lin.terms if a != ir.Var(var)):
+                break
+            coefs.append((abs(c), int(ext.value)))
+        else:
+            span, ok = int(width.value), True
+            for c, ext in sorted(coefs):
+                ok = ok and c >= span
+                span += c * (ext - 1)
+            if ok:
+                return True
+    return False
 
 
 def _disjoint_along(dim, var) -> bool:

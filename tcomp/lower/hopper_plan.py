@@ -188,7 +188,7 @@ def plan(builder, stage: str) -> GemmPlan | None:
     def dims_of(tensor):
         return [builder.lsize(x) for x in sched.tensors[tensor][1]]
     if window is not None:
-        _check_window(builder, stage, window, a, a_sub, (m, k), ext)
+        _check_window(builder, stage, window, a, a_sub, (m, k), ext, bk)
     for tensor, subs in ((sources[a], a_sub), (sources[b_t], b_sub),
                          (out_tensor, tuple(d.spatial))):
         if window is not None and tensor == window.tensor:
@@ -218,16 +218,17 @@ def plan(builder, stage: str) -> GemmPlan | None:
         window=window)
 
 
-def _check_window(builder, stage, w, a, a_sub, mk, ext):
+def _check_window(builder, stage, w, a, a_sub, mk, ext, bk):
     """An im2col A operand: read as A(m, k), over the whole window matrix,
-    each 64-wide K tile inside one filter position (C a multiple of 64)."""
+    each K tile (bk wide: 64 16-bit or 128 fp8 values) inside one filter
+    position (C a multiple of bk)."""
     if tuple(a_sub) != mk:
         _bad(stage, f"it reads its im2col operand '{a}' at ({', '.join(a_sub)}); the "
                     f"convolution's windows are A(m, k) (pixels by window positions)")
-    if not isinstance(w.C, ir.Imm) or w.C.value % 64:
+    if not isinstance(w.C, ir.Imm) or w.C.value % bk:
         _bad(stage, f"the im2col operand '{a}' reads {expr(w.C)} channels per pixel; each K "
-                    f"tile of 64 must lie in one filter position, so the channels must be a "
-                    f"multiple of 64 fixed at build (sizes=...)")
+                    f"tile of {bk} must lie in one filter position, so the channels must be a "
+                    f"multiple of {bk} fixed at build (sizes=...)")
     mul = lambda x, y: ir.Bin("*", x, y, ir.int32)  # noqa: E731
     for var, want, what in ((mk[0], mul(mul(w.N, w.Ho), w.Wo), "N Ho Wo"),
                             (mk[1], mul(w.C, ir.const(w.R * w.S)), "R S C")):

@@ -16,6 +16,18 @@ if TYPE_CHECKING:
     from .primitives import Stage
 
 
+def _not_an_epilogue(stage, p) -> None:
+    """A stage a Hopper kernel computes from its registers (`epilogue`, or the
+    statistics an epilogue reads) cannot be placed again: nothing else would
+    compute what the placement moves (a statistics stage moved to root was
+    read there unwritten, found in review)."""
+    at = stage._s.attach
+    if at[0] == "epilogue":
+        raise ScheduleError(f"{p}: stage '{stage.name}' is computed by the kernel of "
+                            f"'{at[1]}' from its registers (epilogue); place it before calling "
+                            f"epilogue, or do not make it an epilogue")
+
+
 class ComputePrimitives:
     def compute_at(self, target: "Stage", ax: Axis):
         """Compute this stage inside `target`'s loop `ax`, only the region of
@@ -37,6 +49,7 @@ class ComputePrimitives:
         p = "compute_at"
         ordered.refuse_stage(self._s, p)
         tuple_stages.refuse(self._s, p)
+        _not_an_epilogue(self, p)
         if not isinstance(target, type(self)) or target._sched is not self._sched:
             raise ScheduleError(f"{p}: target must be a Stage of the same schedule, got "
                                 f"{target!r}")
@@ -98,6 +111,7 @@ class ComputePrimitives:
         p = "compute_inline"
         ordered.refuse_stage(self._s, p)
         tuple_stages.refuse(self._s, p)
+        _not_an_epilogue(self, p)
         s = self._s
         if s.definition.reduce or s.definition.reduce_op is not None:
             raise ScheduleError(f"{p}: stage '{self.name}' is a reduction and cannot be inlined")
@@ -119,6 +133,7 @@ class ComputePrimitives:
 
     def compute_root(self):
         """Compute this stage in its own loop nest (the default)."""
+        _not_an_epilogue(self, "compute_root")
         self._sched.directives.append(D.ComputeRoot(self.name))
         self._s.attach = ("root",)
 

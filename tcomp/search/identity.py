@@ -153,8 +153,9 @@ def _steps(op: Op, sizes: Mapping[str, int]) -> dict[str, int]:
     for t in op.inputs + op.outputs + op.temporaries:
         if t.shape and t.dtype.bits >= 8:
             need(t.shape[-1], max(1, 128 // t.dtype.bits))
-    for st in _windows(op):
-        need(op.tensors[st.rhs.a.tensor].shape[-1], 64)
+    for st in _windows(op):  # the K tile: 64 16-bit values, 128 fp8 ones
+        x = op.tensors[st.rhs.a.tensor]
+        need(x.shape[-1], 64 if x.dtype.bits >= 16 else 128)
     return out
 
 

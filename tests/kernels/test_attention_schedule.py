@@ -313,3 +313,17 @@ def test_a_statistics_epilogue_without_the_hopper_kernel_is_refused():
                                             "registers of 'O.online' \\(epilogue\\), which only "
                                             "its Hopper kernel does"):
         tcomp.build(s, target="sim", sizes=SIZES)
+
+
+@pytest.mark.parametrize("how", ["compute_root", "compute_inline"])
+def test_an_epilogue_placed_again_is_refused(how):
+    """L moved after epilogue(L): a second kernel recomputed L from statistics no
+    kernel wrote (L came out -inf: found in review)."""
+    s = tcomp.Schedule(tcomp.op(LSE))
+    s.online_softmax("mx", "l", ["O"])
+    s["O.online"].epilogue(s["L"])
+    with pytest.raises(ScheduleError, match=f"{how}: stage 'L' is computed by the kernel of "
+                                            f"'O.online' from its registers \\(epilogue\\)"):
+        getattr(s["L"], how)()
+    with pytest.raises(ScheduleError, match="compute_root: stage 'mx' is computed by the kernel"):
+        s["mx"].compute_root()

@@ -155,3 +155,31 @@ def test_schedule_json_round_trip():
     s2 = tcomp.Schedule.from_json(tcomp.op(conv2d_source()), s.to_json())
     a, b = tcomp.lower(s, sizes=SIZES), tcomp.lower(s2, sizes=SIZES)
     assert a.kernels[0].plan == b.kernels[0].plan
+
+
+FP8_CONV = conv2d_source(dtype="float8_e4m3fn").replace(
+    "O(p, k) +=! Acol(p, r) * Wt(r, k)", "O(p, k) +=! float(Acol(p, r)) * float(Wt(k, r))").replace(
+    "float8_e4m3fn(RSC, K) Wt", "float8_e4m3fn(K, RSC) Wt")  # fp8: both operands K-major
+
+
+def test_fp8_channels_not_a_multiple_of_the_128_wide_k_tile_are_refused():
+    """An fp8 K tile is 128 values: with C = 64 or 192 one tile spanned two filter
+    positions and the second one's channels read as zeros (a silent wrong answer,
+    found in review)."""
+    for C in (64, 192):
+        with pytest.raises(tcomp.LoweringError, match=f"reads {C} channels per pixel; each K "
+                                                      f"tile of 128 must lie in one filter "
+                                                      f"position"):
+            tcomp.lower(conv2d_schedule(tcomp.op(FP8_CONV), GemmConfig(bm=128, bn=64, stages=3)),
+                        sizes=dict(SIZES, C=C, RSC=9 * C))
+
+
+def test_fp8_convolution_with_128_channels_matches_evaluate():
+    import ml_dtypes
+    sz = dict(N=1, H=4, W=5, C=128, K=64, RSC=1152)
+    s = conv2d_schedule(tcomp.op(FP8_CONV), GemmConfig(bm=128, bn=64, stages=3))
+    rng = np.random.default_rng(2)
+    X = rng.integers(-3, 4, (1, 4, 5, 128)).astype(ml_dtypes.float8_e4m3fn)
+    Wt = rng.integers(-3, 4, (64, 1152)).astype(ml_dtypes.float8_e4m3fn)
+    got = np.asarray(tcomp.build(s, target="sim", sizes=sz)(X, Wt))
+    assert np.array_equal(got, np.asarray(tcomp.evaluate(s.op, X, Wt)))

@@ -205,3 +205,14 @@ def test_sim_batched(name, config):
     got = np.asarray(tcomp.build(s, target="sim", sizes=sizes)(A, B)).astype(np.float64)
     want = ref(A.astype(np.float64), B.astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=2 ** -7, atol=2 ** -7 * np.abs(want).max())
+
+
+def test_the_sim_refuses_rows_the_tma_engine_cannot_move():
+    """The sim runs the CUDA target's encoding check of each tensor map: A given as
+    (K, M) with M = 37 has rows of 74 bytes (the mutation run's one real gap: without
+    the check the sim ran the kernel silently)."""
+    from .hopper_ops import data, op
+    k = tcomp.build(hopper_schedule(op("TN")), target="sim")
+    A, B = data("TN", 37, 72, 40)
+    with pytest.raises(tcomp.SimError, match="a row of 'A' is 74 bytes"):
+        k(A, B)

@@ -28,9 +28,9 @@ SCHEDULE = {"tcomp_schedule": 1, "directives": [
 def test_an_accumulating_region_not_apart_between_threads_is_refused():
     s = tcomp.Schedule.from_json(tcomp.op(SRC), json.dumps(SCHEDULE))
     with pytest.raises(tcomp.ScheduleError, match="stage 'O' \\(global scope\\) accumulates in "
-                                                  "'O' .* inside its loop 'i' \\(bound to "
-                                                  "threadIdx.y\\).* is not provably apart from "
-                                                  "one thread of 'i' to the next"):
+                                                  "'O' .* inside its thread loop\\(s\\) 'i' "
+                                                  "\\(threadIdx.y\\).* is not provably apart "
+                                                  "from one thread to the next"):
         tcomp.lower(s, sizes={"N": 2})
 
 
@@ -65,4 +65,39 @@ def test_a_region_one_to_one_in_the_threads_is_accepted_and_right():
     sizes = {"N": 4, "R": 3}
     X = np.random.default_rng(0).random((4, 4, 3), dtype=np.float32)
     got = tcomp.build(s, target="sim", sizes=sizes)(X)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(tcomp.evaluate(s.op, X)), rtol=1e-6)
+
+
+def _two_thread_loops(src):
+    s = tcomp.Schedule(tcomp.op(src))
+    C, O = s["C"], s["O"]
+    i, j = C.axes
+    C.bind(i, "threadIdx.y")
+    C.bind(j, "threadIdx.x")
+    (x,) = O.axes
+    (r,) = O.reduce_axes
+    O.reorder(r, x)
+    O.compute_at(C, j)
+    return s
+
+
+def test_two_thread_loops_that_overlap_jointly_are_refused():
+    """O(2 i + j), j over 0:3: each loop alone moves the region by at least its width,
+    but threads (0, 2) and (1, 0) both sum into O[2] (found in review)."""
+    s = _two_thread_loops("""def g(float(N, R) X) -> (C) {
+    O(x) +=! X(x, r)
+    C(i, j) = O(2 * i + j) * 2.0 where i in 0:4, j in 0:3
+}""")
+    with pytest.raises(tcomp.ScheduleError, match="inside its thread loop\\(s\\) 'i' "
+                                                  "\\(threadIdx.y\\), 'j' \\(threadIdx.x\\)"):
+        tcomp.lower(s, sizes={"N": 12, "R": 3})
+
+
+def test_two_thread_loops_as_a_mixed_radix_are_accepted_and_right():
+    s = _two_thread_loops("""def g(float(N, R) X) -> (C) {
+    O(x) +=! X(x, r)
+    C(i, j) = O(3 * i + j) * 2.0 where i in 0:4, j in 0:3
+}""")
+    X = np.random.default_rng(1).random((12, 3), dtype=np.float32)
+    got = tcomp.build(s, target="sim", sizes={"N": 12, "R": 3})(X)
     np.testing.assert_allclose(np.asarray(got), np.asarray(tcomp.evaluate(s.op, X)), rtol=1e-6)
