@@ -57,12 +57,15 @@ def check_block_regions(b, cname, cst, level, info, attached, domains, views) ->
     for p in glob:
         pd = b.sched.states[p].definition
         dom = _through_views(domains[p] if alt is None else alt[p], views, pd.tensor, b.sched)
+        read = []
         for j, leaf in blocks:
             for var, name in atoms.get(leaf, [(info.loopvar[leaf], leaf)]):
                 if _is_one(info.ext[name]):
                     continue
                 _check_moves(p, cname, cst, leaf, info.loopvar[leaf], var, name,
                              atoms.get(leaf, []), dom, b.sched.states[p])
+                read.append((var, cst.bind[leaf], info.ext[name]))
+        _check_jointly(p, cname, dom, read, b.sched.states[p])
 
 
 def check_thread_regions(b, cname, cst, level, info, attached, domains, views) -> None:
@@ -103,6 +106,28 @@ def check_thread_regions(b, cname, cst, level, info, attached, domains, views) -
             f"the same elements in no fixed order (a race between threads). Compute '{p}' "
             f"at root or outside those loops, give it shared or local scope, or reorder its "
             f"reduction loops innermost")
+
+
+def _check_jointly(p, cname, dom, read, pst) -> None:
+    """The block loops together (each alone moves the region: _check_moves): an
+    accumulating stage's regions of two blocks must share no element (review:
+    O(2 i + j) over blockIdx.y and blockIdx.x passed each loop's check and raced)."""
+    if len(read) < 2 or not _accumulates_in_memory(pst):
+        return
+    used = {v: free_vars(base) | free_vars(width) for v, (base, width) in dom.items()}
+    read = [r for r in read if any(r[0] in fv for fv in used.values())]
+    if len(read) < 2 or _apart(dom, used, read):
+        return
+    loops = ", ".join(f"'{var}' ({tag})" for var, tag, _ in read)
+    raise ScheduleError(
+        f"stage '{p}' (global scope) accumulates in '{pst.definition.tensor}' (a spatial loop "
+        f"inside its reduction loops) at a loop of '{cname}' inside its block loops {loops}, "
+        f"and its region there, "
+        + ", ".join(f"{v}: {show(dom[v][0])} + [0, {show(dom[v][1])})" for v in dom)
+        + ", is not provably apart from one block to the next with those loops together: "
+        f"blocks would sum into the same elements in no fixed order (a race between "
+        f"blocks). Compute '{p}' at root, give it shared or local scope, or reorder its "
+        f"reduction loops innermost")
 
 
 def _apart(dom, used, read) -> bool:

@@ -101,3 +101,22 @@ def test_two_thread_loops_as_a_mixed_radix_are_accepted_and_right():
     X = np.random.default_rng(1).random((12, 3), dtype=np.float32)
     got = tcomp.build(s, target="sim", sizes={"N": 12, "R": 3})(X)
     np.testing.assert_allclose(np.asarray(got), np.asarray(tcomp.evaluate(s.op, X)), rtol=1e-6)
+
+
+def test_two_block_loops_that_overlap_jointly_are_refused():
+    s = tcomp.Schedule(tcomp.op("""def g(float(N, R) X) -> (C) {
+    O(x) +=! X(x, r)
+    C(i, j) = O(2 * i + j) * 2.0 where i in 0:4, j in 0:3
+}"""))
+    C, O = s["C"], s["O"]
+    i, j = C.axes
+    C.bind(i, "blockIdx.y")
+    C.bind(j, "blockIdx.x")
+    (x,) = O.axes
+    (r,) = O.reduce_axes
+    O.reorder(r, x)
+    O.compute_at(C, j)
+    with pytest.raises(tcomp.ScheduleError, match="inside its block loops 'i' \\(blockIdx.y\\), "
+                                                  "'j' \\(blockIdx.x\\).* not provably apart "
+                                                  "from one block to the next"):
+        tcomp.lower(s, sizes={"N": 12, "R": 3})
