@@ -91,43 +91,35 @@ def check_thread_regions(b, cname, cst, level, info, attached, domains, views) -
         if pst.scope != "global" or not _accumulates_in_memory(pst):
             continue
         dom = _through_views(domains[p], views, pst.definition.tensor, b.sched)
-        used = {v: free_vars(base) | free_vars(width) for v, (base, width) in dom.items()}
-        read = [(var, tag, ext) for var, tag, ext in bound
-                if any(var in fv for fv in used.values())]
-        if not read or _apart(dom, used, read):
-            continue
-        loops = ", ".join(f"'{var}' ({tag})" for var, tag, _ in read)
-        raise ScheduleError(
-            f"stage '{p}' (global scope) accumulates in '{pst.definition.tensor}' (a spatial "
-            f"loop inside its reduction loops) at a loop of '{cname}' inside its thread "
-            f"loop(s) {loops}, and the region it computes there, "
-            + ", ".join(f"{v}: {show(dom[v][0])} + [0, {show(dom[v][1])})" for v in dom)
-            + ", is not provably apart from one thread to the next: threads would sum into "
-            f"the same elements in no fixed order (a race between threads). Compute '{p}' "
-            f"at root or outside those loops, give it shared or local scope, or reorder its "
-            f"reduction loops innermost")
+        _refuse_overlap(p, cname, dom, bound, pst, "thread")
 
 
 def _check_jointly(p, cname, dom, read, pst) -> None:
     """The block loops together (each alone moves the region: _check_moves): an
     accumulating stage's regions of two blocks must share no element (review:
     O(2 i + j) over blockIdx.y and blockIdx.x passed each loop's check and raced)."""
-    if len(read) < 2 or not _accumulates_in_memory(pst):
-        return
+    if len(read) >= 2 and _accumulates_in_memory(pst):
+        _refuse_overlap(p, cname, dom, read, pst, "block", least=2)
+
+
+def _refuse_overlap(p, cname, dom, loops, pst, what, least=1) -> None:
+    """Refuse stage `p` when its region `dom` reads at least `least` of the bound
+    `loops` ((variable, tag, extent)) and is not provably apart between two
+    different values of them (_apart): `what`s would race."""
     used = {v: free_vars(base) | free_vars(width) for v, (base, width) in dom.items()}
-    read = [r for r in read if any(r[0] in fv for fv in used.values())]
-    if len(read) < 2 or _apart(dom, used, read):
+    read = [r for r in loops if any(r[0] in fv for fv in used.values())]
+    if len(read) < least or _apart(dom, used, read):
         return
-    loops = ", ".join(f"'{var}' ({tag})" for var, tag, _ in read)
+    names = ", ".join(f"'{var}' ({tag})" for var, tag, _ in read)
     raise ScheduleError(
         f"stage '{p}' (global scope) accumulates in '{pst.definition.tensor}' (a spatial loop "
-        f"inside its reduction loops) at a loop of '{cname}' inside its block loops {loops}, "
-        f"and its region there, "
+        f"inside its reduction loops) at a loop of '{cname}' inside its {what} loop(s) "
+        f"{names}, and the region it computes there, "
         + ", ".join(f"{v}: {show(dom[v][0])} + [0, {show(dom[v][1])})" for v in dom)
-        + ", is not provably apart from one block to the next with those loops together: "
-        f"blocks would sum into the same elements in no fixed order (a race between "
-        f"blocks). Compute '{p}' at root, give it shared or local scope, or reorder its "
-        f"reduction loops innermost")
+        + f", is not provably apart from one {what} to the next: {what}s would sum into the "
+        f"same elements in no fixed order (a race between {what}s). Compute '{p}' at root "
+        f"or outside those loops, give it shared or local scope, or reorder its reduction "
+        f"loops innermost")
 
 
 def _apart(dom, used, read) -> bool:

@@ -116,7 +116,7 @@ def test_two_block_loops_that_overlap_jointly_are_refused():
     (r,) = O.reduce_axes
     O.reorder(r, x)
     O.compute_at(C, j)
-    with pytest.raises(tcomp.ScheduleError, match="inside its block loops 'i' \\(blockIdx.y\\), "
+    with pytest.raises(tcomp.ScheduleError, match="inside its block loop\\(s\\) 'i' \\(blockIdx.y\\), "
                                                   "'j' \\(blockIdx.x\\).* not provably apart "
                                                   "from one block to the next"):
         tcomp.lower(s, sizes={"N": 12, "R": 3})
