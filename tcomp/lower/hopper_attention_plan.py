@@ -36,6 +36,7 @@ from ..errors import LoweringError
 from ..lang import ast as A
 from ..lang import dtypes
 from ..schedule.primitives_hopper import ATTENTION_BN, WGMMA, WGMMA_RS
+from ..schedule.statistics_epilogue import statistics_stage
 from . import ir
 from .construct import ident, lang_sub
 from .hopper_attention import SMEM_LIMIT, AttentionPlan, smem_bytes
@@ -287,8 +288,7 @@ def _lse_output(builder, stage, st, ext, zi):
     sched = builder.sched
     ls = sched.states[st.row_epilogue]
     d = ls.definition
-    stats = next(w for w in sched.writers(sorted(d.reads())[0]))
-    mx, lsum = sched.states[stats].definition.tensors
+    mx, lsum = statistics_stage(sched, st, ls).definition.tensors
     rhs = _strip(d.rhs)
 
     def is_read(x, t):

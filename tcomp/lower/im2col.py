@@ -130,9 +130,29 @@ FORM = ("A(p, r) = h >= 0 && h < H && w >= 0 && w < W ? X(n, h, w, r % C) : 0 wh
         "p in 0:N * Ho * Wo, r in 0:R * S * C")
 
 
+_WINDOWS: dict = {}  # what window() found, by everything it reads (a search lowers a
+# convolution's candidates by the dozen; each comparison costs SymPy milliseconds)
+
+
 def window(builder, st, bad) -> Window:
     """The window of stage state `st` (its definition an im2col matrix), or
     bad(the message)."""
+    sched = builder.sched
+    d = st.definition
+    key = (d, tuple(d.lets.items()), tuple(d.ranges.items()),  # (StageDef's eq skips these)
+           sched.tensors[st.tensor], tuple(sched.tensors[x] for x in sorted(d.reads())),
+           tuple(t.name for t in builder.op.inputs), tuple(sorted(builder.sizes.items())),
+           tuple(sorted(builder.divisors.items())))
+    found = _WINDOWS.get(key)
+    if found is None:
+        found = _window(builder, st, bad)
+        if len(_WINDOWS) >= 256:
+            _WINDOWS.clear()
+        _WINDOWS[key] = found
+    return found
+
+
+def _window(builder, st, bad) -> Window:
     sched = builder.sched
     d = st.definition
     name = st.name

@@ -34,6 +34,7 @@ def attach(stage, e_stage, stats) -> None:
     """`stage.epilogue(e_stage)` where e_stage reads only `stats` (a stage
     state): check that stats is stage's running statistics, then attach both
     to stage's kernel."""
+    from .primitives_hopper import _reads_elsewhere
     sched, s, e = stage._sched, stage._s, e_stage._s
     t, d, sd = s.definition, e.definition, stats.definition
     name, ename = stage.name, e_stage.name
@@ -64,7 +65,6 @@ def attach(stage, e_stage, stats) -> None:
                                 + ("an output" if tensor in outs else
                                    f"also read by stage '{others[0]}'")
                                 + f"; the statistics of '{name}' can feed its epilogue only")
-        from .primitives_hopper import _reads_elsewhere
         bad = _reads_elsewhere(d, tensor)
         if bad:
             raise ScheduleError(f"{P}: stage '{ename}' reads '{tensor}' at ({bad}), not at "

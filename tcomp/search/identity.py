@@ -109,13 +109,12 @@ def small_sizes(op: Op, sizes: Mapping[str, int], budget: int) -> dict[str, int]
     the real sizes mostly divide the small ones too. When no size can shrink
     any further, the result may still exceed the budget. A tensor's
     innermost dimension that is a multiple of 16 bytes stays one (halved and
-    rounded up to the multiple), and the
-    channels of a convolution's im2col stage (a size that is a multiple of 64
-    at `sizes`) stay a multiple of 64: the Hopper path moves rows by TMA and
-    fills such a stage by TMA im2col copies, 64 channels at a time
-    (`_steps`); and a size equal to such a
-    stage's window extent R S C at `sizes` (the filter bank's height) stays
-    equal to it (`_tied`)."""
+    rounded up to the multiple), and the channels of a convolution's im2col
+    stage stay a multiple of its K tile (64 16-bit or 128 fp8 values) where
+    they are one at `sizes`: the Hopper path moves rows by TMA and fills such a
+    stage by TMA im2col copies, one K tile at a time (`_steps`); a size equal
+    to such a stage's window extent R S C at `sizes` (the filter bank's
+    height) stays equal to it (`_tied`)."""
     cur = dict(sizes)
     keep = _nonempty(op, cur)
     steps = _steps(op, cur)
@@ -142,7 +141,7 @@ def _steps(op: Op, sizes: Mapping[str, int]) -> dict[str, int]:
     engine's rows and 16-byte vectors: a schedule that uses them at `sizes`
     must be checkable at the small ones), and the channels C of an input
     X(N, H, W, C) read by a statement shaped as a convolution's im2col matrix
-    (schedule/primitives_hopper.looks_like_window), a multiple of 64."""
+    (schedule/primitives_hopper.looks_like_window), a multiple of the K tile."""
     import math
     from ..lang.ast import Size
     out: dict[str, int] = {}

@@ -49,12 +49,9 @@ def spec(name: str, buffer: str, dtype: str, shape, box, swizzle: int,
     first) at a call, or a CudaError saying why the TMA engine cannot move it.
     `im2col`: {"lower": [...], "upper": [...]} (spatial dimensions outermost
     first) for an im2col map, whose box is (pixels, channels)."""
+    _check_type(name, dtype, swizzle)
     if im2col is not None:
         return _im2col_spec(name, buffer, dtype, shape, box, swizzle, im2col)
-    if dtype not in _DTYPES:
-        raise CudaError(f"tensor map {name}: TMA has no element type for {dtype}")
-    if swizzle not in SWIZZLES:
-        raise CudaError(f"tensor map {name}: swizzle must be one of {SWIZZLES}, got {swizzle}")
     if len(shape) != len(box) or not 1 <= len(shape) <= 5:
         raise CudaError(f"tensor map {name}: a box of rank {len(box)} over '{buffer}' of rank "
                         f"{len(shape)} (TMA moves ranks 1 to 5)")
@@ -65,17 +62,7 @@ def spec(name: str, buffer: str, dtype: str, shape, box, swizzle: int,
     empty = min(dims) == 0
     if empty:
         dims = (1,) * len(dims)
-    strides, st = [], size if not empty else 16
-    for d in dims[:-1]:
-        st *= d
-        strides.append(st)
-    for i, s in enumerate(strides):
-        if s % 16:
-            raise CudaError(
-                f"tensor map {name}: a row of '{buffer}' is {s} bytes (dimension "
-                f"{len(shape) - 2 - i} of shape {list(shape)}), but the TMA engine needs rows "
-                f"that are a multiple of 16 bytes; pad the innermost dimension to a multiple "
-                f"of {16 // size} elements")
+    strides = _strides(name, buffer, shape, dims, size, size if not empty else 16)
     box_in = tuple(int(b) for b in reversed(box))
     if any(not 1 <= b <= 256 for b in box_in):
         raise CudaError(f"tensor map {name}: box {list(box)} has a dimension outside 1..256")
@@ -93,11 +80,30 @@ def spec(name: str, buffer: str, dtype: str, shape, box, swizzle: int,
 _CORNER_BITS = {3: 16, 4: 8, 5: 4}
 
 
-def _im2col_spec(name, buffer, dtype, shape, box, swizzle, im2col) -> MapSpec:
+def _check_type(name, dtype, swizzle) -> None:
     if dtype not in _DTYPES:
         raise CudaError(f"tensor map {name}: TMA has no element type for {dtype}")
     if swizzle not in SWIZZLES:
         raise CudaError(f"tensor map {name}: swizzle must be one of {SWIZZLES}, got {swizzle}")
+
+
+def _strides(name, buffer, shape, dims, size, first) -> list:
+    """The byte strides of dims[1:] (innermost first; `first` the innermost
+    element's bytes), or a CudaError for a row that is not whole 16-byte units."""
+    strides, st = [], first
+    for i, d in enumerate(dims[:-1]):
+        st *= d
+        if st % 16:
+            raise CudaError(
+                f"tensor map {name}: a row of '{buffer}' is {st} bytes (dimension "
+                f"{len(shape) - 2 - i} of shape {list(shape)}), but the TMA engine needs rows "
+                f"that are a multiple of 16 bytes; pad the innermost dimension to a multiple "
+                f"of {16 // size} elements")
+        strides.append(st)
+    return strides
+
+
+def _im2col_spec(name, buffer, dtype, shape, box, swizzle, im2col) -> MapSpec:
     rank = len(shape)
     lower, upper = tuple(im2col["lower"]), tuple(im2col["upper"])
     if rank not in _CORNER_BITS or len(lower) != rank - 2 or len(upper) != rank - 2 or \
@@ -116,16 +122,7 @@ def _im2col_spec(name, buffer, dtype, shape, box, swizzle, im2col) -> MapSpec:
     if min(dims) <= 0:
         raise CudaError(f"tensor map {name}: '{buffer}' has an empty dimension {list(shape)}; "
                         f"an im2col copy needs at least one pixel")
-    strides, st = [], size
-    for i, d in enumerate(dims[:-1]):
-        st *= d
-        if st % 16:
-            raise CudaError(
-                f"tensor map {name}: a row of '{buffer}' is {st} bytes (dimension "
-                f"{rank - 2 - i} of shape {list(shape)}), but the TMA engine needs rows "
-                f"that are a multiple of 16 bytes; pad the innermost dimension to a multiple "
-                f"of {16 // size} elements")
-        strides.append(st)
+    strides = _strides(name, buffer, shape, dims, size, size)
     pixels, channels = (int(b) for b in box)
     if not 1 <= channels <= 256 or (channels * size) % 16 or not 1 <= pixels <= 1024:
         raise CudaError(f"tensor map {name}: an im2col box of {pixels} pixels x {channels} "
@@ -175,8 +172,7 @@ def encode(ptr: int, s: MapSpec) -> bytes:
             drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swz,
             drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
             drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-        m = cuda_api.check(res, "cuTensorMapEncodeIm2col")
-        return b"".join(int(w).to_bytes(8, "little") for w in m.opaque)
+        return _bytes(cuda_api.check(res, "cuTensorMapEncodeIm2col"))
     res = drv.cuTensorMapEncodeTiled(
         dt, len(s.dims), ptr, [drv.cuuint64_t(d) for d in s.dims],
         [drv.cuuint64_t(x) for x in s.strides], [drv.cuuint32_t(b) for b in s.box],
@@ -185,9 +181,12 @@ def encode(ptr: int, s: MapSpec) -> bytes:
         # faster where rows are not (bf16 3000 x 5000 x 7000: 508 against 440 TFLOP/s, H200)
         swz, drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-    m = cuda_api.check(res, "cuTensorMapEncodeTiled")
-    words = [int(w) for w in m.opaque]
-    return b"".join(w.to_bytes(8, "little") for w in words)
+    return _bytes(cuda_api.check(res, "cuTensorMapEncodeTiled"))
+
+
+def _bytes(m) -> bytes:
+    """A CUtensorMap's 128 bytes."""
+    return b"".join(int(w).to_bytes(8, "little") for w in m.opaque)
 
 
 class MapParams:

@@ -286,6 +286,16 @@ def _im2col_values(ex, m, arr, coords):
     return np.where(inside, got, np.zeros((), arr.dtype)).reshape(-1)
 
 
+def _box_values(m, arr, coords):
+    """The elements of a tiled copy's box at `coords` (zeros outside the buffer,
+    and for a matrix past a batch's end)."""
+    mat, (y, x), _ = _matrix(arr, coords)
+    if mat is None:
+        return np.zeros(m.box[-2] * m.box[-1], arr.dtype)
+    r, j, inside = _window(mat, y, x, m.box[-2:])
+    return np.where(inside, mat[r, j], np.zeros((), arr.dtype)).reshape(-1)
+
+
 def _coords(ex, fns, env, mask, lane):
     return [int(np.broadcast_to(np.asarray(f(env, mask), np.int64), (ex.L,))[lane]) for f in fns]
 
@@ -322,15 +332,8 @@ def _load(ex, s):
                 raise SimError(f"kernel {ex.kname}: {fn} completes on mbarrier "
                                f"{bname}[{int(elem)}] before its mbarrier_init")
             coords = _coords(ex, cfs, env, mask, lane)
-            mat, (y, x), _ = (None, (0, 0), 0) if m.im2col is not None else \
-                _matrix(arr, coords)
-            if m.im2col is not None:
-                vals = _im2col_values(ex, m, arr, coords)
-            elif mat is None:  # a matrix past the batch's end: zeros, as past any end
-                vals = np.zeros(m.box[-2] * m.box[-1], arr.dtype)
-            else:
-                r, j, inside = _window(mat, y, x, m.box[-2:])
-                vals = np.where(inside, mat[r, j], np.zeros((), arr.dtype)).reshape(-1)
+            vals = (_im2col_values(ex, m, arr, coords) if m.im2col is not None else
+                    _box_values(m, arr, coords))
             _check_overwrite(ex, dst.buffer, h, f, f"a TMA load (by thread "
                                                    f"{ex._thread(int(lane))}) writes")
             px = h.proxy

@@ -183,3 +183,12 @@ def test_fp8_convolution_with_128_channels_matches_evaluate():
     Wt = rng.integers(-3, 4, (64, 1152)).astype(ml_dtypes.float8_e4m3fn)
     got = np.asarray(tcomp.build(s, target="sim", sizes=sz)(X, Wt))
     assert np.array_equal(got, np.asarray(tcomp.evaluate(s.op, X, Wt)))
+
+
+def test_the_window_found_once_is_not_served_for_another_definition():
+    """lower/im2col.py keeps what it found per definition; StageDef's equality skips
+    `lets`, where the window's offsets are: a wrong offset lowered after the right one
+    must still be refused."""
+    _program(conv2d_source(), SIZES)
+    _refused(conv2d_source().replace("% 3 - 1", "% 3 - 2"), "no filter and padding give its "
+             "reads X")
